@@ -1,0 +1,45 @@
+# Two commands for a fresh machine:  `make demo`  and  `make test`.
+# Each sets up .venv (once; again when pyproject.toml changes), then runs.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# The CPU build of torch. Installing it first stops anything else from pulling a
+# multi-GB CUDA build. On a GPU machine: make TORCH='torch' (or your CUDA build).
+TORCH  ?= torch==2.13.0
+STAMP  := $(VENV)/.mdcr-installed
+
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: setup demo test lint fast clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip wheel
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e '.[all,dev]'
+	# pyserini's declared dependencies (a web stack, a CUDA torch) are not needed for BM25.
+	$(BIN)/python -m pip install -q --no-deps pyserini==1.6.0
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/mdcr run pipelines/demo.toml
+
+lint: setup
+	$(BIN)/ruff check mdcr tests scripts
+	$(BIN)/ruff format --check mdcr tests scripts
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest
+
+fast: lint
+	$(BIN)/pytest -m "not slow"
+
+clean:
+	rm -rf $(VENV) .numba_cache .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,222 @@
+"""Typed stage configs: frozen dataclasses, loaded from TOML or the command line, validated.
+
+A config field is declared with :func:`param` (a plain parameter) or :func:`input_path`
+(an input artifact: a path, or ``@step`` inside a pipeline). Inputs are hashed by the
+fingerprint of what they point to, parameters by value, and parameters left at their
+default are omitted from the fingerprint so that adding a new parameter with a default
+does not invalidate existing outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+from mdcr.errors import ConfigError
+
+T = TypeVar("T")
+
+_MISSING = dataclasses.MISSING
+
+
+def param(default: Any = _MISSING, *, help: str = "") -> Any:
+    """A parameter of a stage config (hashed into the fingerprint by value)."""
+    if default is _MISSING:
+        return dataclasses.field(metadata={"help": help, "kind": "param"})
+    return dataclasses.field(default=default, metadata={"help": help, "kind": "param"})
+
+
+def input_path(default: Any = _MISSING, *, help: str = "", multiple: bool = False) -> Any:
+    """An input artifact: a path, or ``@step`` naming an earlier pipeline step.
+
+    With ``multiple=True`` the value is a tuple of such references.
+    """
+    meta = {"help": help, "kind": "input", "multiple": multiple}
+    if default is _MISSING:
+        return dataclasses.field(metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def config_fields(cls: type) -> list[dataclasses.Field[Any]]:
+    return [f for f in dataclasses.fields(cls) if f.init]
+
+
+def is_input(f: dataclasses.Field[Any]) -> bool:
+    return f.metadata.get("kind") == "input"
+
+
+def has_default(f: dataclasses.Field[Any]) -> bool:
+    return f.default is not _MISSING or f.default_factory is not _MISSING
+
+
+def default_of(f: dataclasses.Field[Any]) -> Any:
+    if f.default is not _MISSING:
+        return f.default
+    if f.default_factory is not _MISSING:
+        return f.default_factory()
+    return _MISSING
+
+
+def type_name(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join(type_name(a) for a in get_args(tp))
+    if origin is tuple:
+        return f"list of {type_name(get_args(tp)[0])}"
+    if tp is type(None):
+        return "none"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(tp: Any, value: Any, where: str, from_text: bool) -> Any:
+    """Convert ``value`` to type ``tp`` or raise a one-line ConfigError."""
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = get_args(tp)
+        if value is None or (from_text and value in ("none", "null", "")):
+            if type(None) in args:
+                return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(a, value, where, from_text)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(f"{where}: expected {type_name(tp)}, got {value!r}")
+    if origin is Literal:
+        choices = get_args(tp)
+        if value in choices:
+            return value
+        raise ConfigError(
+            f"{where}: {value!r} is not valid; valid options: "
+            + ", ".join(repr(c) for c in choices)
+        )
+    if origin is tuple:
+        (inner, *_rest) = get_args(tp)
+        if from_text and isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if isinstance(value, str) or not isinstance(value, list | tuple):
+            raise ConfigError(f"{where}: expected a list of {type_name(inner)}, got {value!r}")
+        return tuple(_coerce(inner, v, f"{where}[{i}]", from_text) for i, v in enumerate(value))
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if from_text and isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+            return value.lower() in ("true", "1")
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if from_text and isinstance(value, str):
+            try:
+                return int(value.replace("_", ""))
+            except ValueError:
+                pass
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if from_text and isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    raise ConfigError(f"{where}: unsupported config type {tp!r}")  # pragma: no cover
+
+
+def from_mapping(cls: type[T], data: Mapping[str, Any], where: str, *, from_text: bool = False) -> T:
+    """Build and validate a config dataclass from a mapping (TOML table or CLI options).
+
+    Unknown keys, wrong types and missing required keys raise a one-line ConfigError that
+    names the key and the valid options. ``from_text`` allows string values to be parsed
+    (command-line overrides such as ``--set pools.sizes=1000,2000``).
+    """
+    fields = {f.name: f for f in config_fields(cls)}
+    for key in data:
+        if key not in fields:
+            raise ConfigError(
+                f"{where}: unknown key '{key}'; valid keys: {', '.join(sorted(fields))}"
+            )
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        values[key] = _coerce(hints[key], value, f"{where}.{key}", from_text)
+    missing = [n for n, f in fields.items() if n not in values and not has_default(f)]
+    if missing:
+        raise ConfigError(f"{where}: missing required key '{missing[0]}'")
+    obj = cls(**values)
+    validate = getattr(obj, "validate", None)
+    if callable(validate):
+        validate()
+    return obj
+
+
+def override(cfg: T, changes: Mapping[str, str], where: str) -> T:
+    """A copy of ``cfg`` with text values (command-line ``--set``) parsed and applied."""
+    cls = type(cfg)
+    fields = {f.name for f in config_fields(cls)}
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for key, text in changes.items():
+        if key not in fields:
+            raise ConfigError(
+                f"{where}: unknown key '{key}'; valid keys: {', '.join(sorted(fields))}"
+            )
+        values[key] = _coerce(hints[key], text, f"{where}.{key}", True)
+    new = dataclasses.replace(cfg, **values)  # type: ignore[type-var]
+    validate = getattr(new, "validate", None)
+    if callable(validate):
+        validate()
+    return new
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def params_of(cfg: Any, *, non_default_only: bool) -> dict[str, Any]:
+    """The config's parameters (inputs excluded) as JSON-able values."""
+    out: dict[str, Any] = {}
+    for f in config_fields(type(cfg)):
+        if is_input(f):
+            continue
+        value = getattr(cfg, f.name)
+        if non_default_only and has_default(f) and value == default_of(f):
+            continue
+        out[f.name] = _jsonable(value)
+    return out
+
+
+def inputs_of(cfg: Any) -> dict[str, tuple[str, ...]]:
+    """The config's input references, each as a tuple (empty when unset)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for f in config_fields(type(cfg)):
+        if not is_input(f):
+            continue
+        value = getattr(cfg, f.name)
+        if value is None or value == "":
+            out[f.name] = ()
+        elif isinstance(value, tuple):
+            out[f.name] = value
+        else:
+            out[f.name] = (value,)
+    return out
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

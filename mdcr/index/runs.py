@@ -1,0 +1,115 @@
+"""Runs: the ranked lists every retriever writes, with one tie rule for all of them.
+
+Contract (ARCHITECTURE section 4): ``pool_id, query_id, paper_id, score (float64, higher is
+better), rank (int32, 1-based)``. Ties are broken by (score descending, paper_id
+ascending) in every retriever, and a query is never a candidate in its own ranking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+RUN_SCHEMA = pa.schema(
+    [
+        ("pool_id", pa.string()),
+        ("query_id", pa.string()),
+        ("paper_id", pa.string()),
+        ("score", pa.float64()),
+        ("rank", pa.int32()),
+    ]
+)
+
+
+def rank_candidates(
+    paper_ids: np.ndarray,
+    scores: np.ndarray,
+    k: int,
+    exclude: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top ``k`` of one query's candidates by (score desc, paper_id asc), without ``exclude``.
+
+    ``paper_ids`` is an array of str, ``scores`` of float. Returns (ids, scores) in rank order.
+    """
+    ids = np.asarray(paper_ids).astype(str)
+    sc = np.asarray(scores, dtype=np.float64)
+    if exclude is not None:
+        keep = ids != exclude
+        ids, sc = ids[keep], sc[keep]
+    order = np.lexsort((ids, -sc))[:k]
+    return ids[order], sc[order]
+
+
+def run_table(
+    pool_id: str,
+    query_ids: Sequence[str],
+    ranked: Sequence[tuple[np.ndarray, np.ndarray]],
+) -> pa.Table:
+    """A run table for one pool from per-query (ids, scores) already in rank order."""
+    n = [len(ids) for ids, _ in ranked]
+    total = int(sum(n))
+    ranks = np.concatenate([np.arange(1, m + 1, dtype=np.int32) for m in n]) if total else []
+    return pa.table(
+        {
+            "pool_id": pa.array([pool_id] * total, pa.string()),
+            "query_id": pa.array(np.repeat(np.asarray(query_ids, dtype=object), n), pa.string()),
+            "paper_id": pa.array(
+                np.concatenate([ids for ids, _ in ranked]) if total else [], pa.string()
+            ),
+            "score": pa.array(
+                np.concatenate([s for _, s in ranked]) if total else [], pa.float64()
+            ),
+            "rank": pa.array(ranks, pa.int32()),
+        },
+        schema=RUN_SCHEMA,
+    )
+
+
+class RunWriter:
+    """Writes a run Parquet file incrementally (one pool or query batch at a time)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows = 0
+        self._writer = pq.ParquetWriter(path, RUN_SCHEMA, compression="zstd")
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows:
+            self._writer.write_table(table.cast(RUN_SCHEMA))
+            self.rows += table.num_rows
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def read_run(path: Path) -> pa.Table:
+    """Read a run file (a runs.parquet or a folder holding one) and check its columns."""
+    from mdcr.errors import InputDataError
+
+    file = path / "runs.parquet" if path.is_dir() else path
+    if not file.is_file():
+        raise InputDataError(f"no run file at '{file}'; point to a search stage's output")
+    table = pq.read_table(file)
+    missing = [c for c in RUN_SCHEMA.names if c not in table.column_names]
+    if missing:
+        raise InputDataError(f"'{file}' is not a run: missing column(s) {', '.join(missing)}")
+    return table

@@ -1,0 +1,239 @@
+"""Pipeline files: the stages and their configs in order, run through the artifact store.
+
+A pipeline file is TOML::
+
+    [pipeline]
+    name = "demo"
+    home = "data/mdcr-home"      # optional; $MDCR_HOME and --home take precedence
+
+    [[step]]
+    stage = "synth"              # a registered stage
+    id = "corpus"                # optional handle (default: the stage name)
+    n_papers = 20000             # the stage's config keys
+
+    [[step]]
+    stage = "prefilter"
+    input = "@corpus"            # the output of an earlier step
+
+String values may use ``${NAME}`` for an environment variable (for example the S2ORC
+location), and ``--set step.key=value`` overrides any key from the command line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mdcr.config import from_mapping, inputs_of, override
+from mdcr.errors import ConfigError
+from mdcr.stage import StageSpec, get_stage, stages
+from mdcr.store import Artifact, Store, artifact_fingerprint, read_manifest
+
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_RESERVED = ("stage", "id")
+
+
+@dataclass(frozen=True)
+class Step:
+    id: str
+    spec: StageSpec
+    cfg: Any
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    name: str
+    path: Path
+    home: Path | None
+    steps: tuple[Step, ...]
+
+    def step(self, key: str) -> Step:
+        for s in self.steps:
+            if s.id == key:
+                return s
+        matches = [s for s in self.steps if s.spec.name == key]
+        if len(matches) == 1:
+            return matches[0]
+        ids = ", ".join(s.id for s in self.steps)
+        if len(matches) > 1:
+            raise ConfigError(f"stage '{key}' appears {len(matches)} times; name a step id: {ids}")
+        raise ConfigError(f"no step '{key}' in {self.path}; steps: {ids}")
+
+
+def _expand(value: Any, where: str) -> Any:
+    if isinstance(value, str):
+
+        def sub(m: re.Match[str]) -> str:
+            name = m.group(1)
+            if name not in os.environ:
+                raise ConfigError(
+                    f"{where}: environment variable {name} is not set; "
+                    f"set it or override the key with --set"
+                )
+            return os.environ[name]
+
+        return _ENV.sub(sub, value)
+    if isinstance(value, list):
+        return [_expand(v, where) for v in value]
+    return value
+
+
+def parse_overrides(overrides: list[str]) -> dict[str, dict[str, str]]:
+    """``["pools.sizes=1000,2000"]`` -> ``{"pools": {"sizes": "1000,2000"}}``."""
+    out: dict[str, dict[str, str]] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        step, dot, name = key.partition(".")
+        if not sep or not dot or not step or not name:
+            raise ConfigError(f"--set '{item}': expected STEP.KEY=VALUE, e.g. pools.seed=1")
+        out.setdefault(step.strip(), {})[name.strip()] = value.strip()
+    return out
+
+
+def load_pipeline(path: Path, overrides: list[str] | None = None) -> Pipeline:
+    """Read and validate a pipeline file; every step's config is checked before anything runs."""
+    if not path.is_file():
+        raise ConfigError(f"pipeline file '{path}' does not exist; see the pipelines/ folder")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    unknown = set(data) - {"pipeline", "step"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown table '{sorted(unknown)[0]}'; valid: pipeline, step")
+    meta = data.get("pipeline", {})
+    bad = set(meta) - {"name", "home", "description"}
+    if bad:
+        raise ConfigError(
+            f"{path}: unknown key 'pipeline.{sorted(bad)[0]}'; valid: name, home, description"
+        )
+    raw_steps = data.get("step", [])
+    if not raw_steps:
+        raise ConfigError(f"{path}: no [[step]] tables; a pipeline needs at least one step")
+    over = parse_overrides(overrides or [])
+    all_stages = stages()
+    steps: list[Step] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(raw_steps, 1):
+        if "stage" not in raw:
+            valid = ", ".join(sorted(all_stages))
+            raise ConfigError(f"{path}: step {i} has no 'stage' key; valid stages: {valid}")
+        spec = get_stage(str(raw["stage"]))
+        step_id = str(raw.get("id", spec.name))
+        if step_id in seen:
+            raise ConfigError(f"{path}: step id '{step_id}' is used twice; give each step an id")
+        seen.add(step_id)
+        where = f"{path.name}:{step_id}"
+        params = {k: _expand(v, where) for k, v in raw.items() if k not in _RESERVED}
+        cfg = from_mapping(spec.config, params, where)
+        step_over = over.pop(step_id, None)
+        if step_over:
+            cfg = override(cfg, step_over, where)
+        steps.append(Step(step_id, spec, cfg))
+    if over:
+        ids = ", ".join(s.id for s in steps)
+        raise ConfigError(f"--set names no step '{next(iter(over))}'; steps: {ids}")
+    home = Path(meta["home"]) if "home" in meta else None
+    return Pipeline(str(meta.get("name", path.stem)), path, home, tuple(steps))
+
+
+def _resolve(step: Step, planned: dict[str, tuple[str, Path]], where: str) -> dict[str, list[Path]]:
+    out: dict[str, list[Path]] = {}
+    for name, refs in inputs_of(step.cfg).items():
+        paths: list[Path] = []
+        for ref in refs:
+            if ref.startswith("@"):
+                target = ref[1:]
+                if target not in planned:
+                    known = ", ".join(planned) or "none"
+                    raise ConfigError(
+                        f"{where}.{name}: '{ref}' names no earlier step; earlier steps: {known}"
+                    )
+                paths.append(planned[target][1])
+            else:
+                p = Path(ref).expanduser()
+                if not p.exists():
+                    raise ConfigError(f"{where}.{name}: path '{ref}' does not exist")
+                paths.append(p)
+        out[name] = paths
+    return out
+
+
+def run_pipeline(
+    pipeline: Pipeline,
+    store: Store,
+    *,
+    until: str | None = None,
+    only: str | None = None,
+    dry_run: bool = False,
+    quiet: bool = False,
+) -> dict[str, Artifact]:
+    """Run the steps in order, skipping those that are up to date."""
+    steps = list(pipeline.steps)
+    if until is not None:
+        last = pipeline.step(until)
+        steps = steps[: steps.index(last) + 1]
+    selected = {pipeline.step(only).id} if only is not None else {s.id for s in steps}
+    planned: dict[str, tuple[str, Path]] = {}
+    known: dict[Path, str] = {}
+    results: dict[str, Artifact] = {}
+    for step in steps:
+        where = f"{pipeline.path.name}:{step.id}"
+        inputs = _resolve(step, planned, where)
+        fp, folder = store.plan(step.spec, step.cfg, inputs, known)
+        planned[step.id] = (fp, folder)
+        known[folder] = fp
+        done = store.is_done(folder, fp)
+        if dry_run:
+            status = "up to date" if done else ("will run" if step.id in selected else "skipped")
+            print(f"{step.id:<18} {step.spec.name:<12} {fp}  {status}")
+            if step.spec.plan is not None and step.id in selected:
+                text = step.spec.plan(step.cfg, inputs)
+                for line in text.splitlines():
+                    print(f"    {line}")
+            continue
+        if step.id not in selected:
+            if not done:
+                raise ConfigError(
+                    f"step '{only}' needs '{step.id}', which is not built yet; "
+                    f"run with --until {only} instead of --only"
+                )
+            results[step.id] = Artifact(folder, fp, up_to_date=True)
+            continue
+        for paths in inputs.values():
+            for p in paths:
+                if p in known and not store.is_done(p, known[p]):
+                    raise ConfigError(f"{where}: input {p} is not built")
+        art = store.execute(step.spec, step.cfg, inputs, quiet=quiet, label=step.id)
+        results[step.id] = art
+    return results
+
+
+def summarize(pipeline: Pipeline, results: dict[str, Artifact], store: Store) -> list[str]:
+    """Lines saying where every step's outputs are; the last names the main output."""
+    lines = [f"Outputs of pipeline '{pipeline.name}' (under {store.home}):"]
+    for step in pipeline.steps:
+        if step.id in results:
+            art = results[step.id]
+            state = "up to date" if art.up_to_date else "built"
+            lines.append(f"  {step.id:<18} {state:<10} {art.path}")
+    last = next((s for s in reversed(pipeline.steps) if s.id in results), None)
+    if last is not None and last.spec.main_output:
+        lines.append(f"{last.spec.main_output}: {results[last.id].path / last.spec.main_output}")
+    return lines
+
+
+def describe_artifact(path: Path) -> str:
+    manifest = read_manifest(path)
+    if manifest is None:
+        return f"{path}: fingerprint {artifact_fingerprint(path)} (not a stage output)"
+    return f"{path}: {manifest['stage']} {manifest['fingerprint']}"
+
+
+def eprint(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)

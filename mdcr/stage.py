@@ -1,0 +1,149 @@
+"""Stages: a registry of pure functions from input artifacts and a typed config to outputs.
+
+Each stage module registers one :class:`StageSpec`. The CLI builds one subcommand per
+registered stage from its config dataclass, and pipeline files name stages by the same
+names. A duplicate registration is an error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mdcr.errors import ConfigError
+
+T = TypeVar("T")
+
+# Modules that register stages, in pipeline order. Importing them must be cheap:
+# heavy libraries are imported inside the stage functions.
+STAGE_MODULES = (
+    "mdcr.corpus.synth",
+    "mdcr.corpus.prefilter",
+)
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """A stage: its name, version (bump it when outputs change), config type and function."""
+
+    name: str
+    version: str
+    config: type
+    run: Callable[[Any, StageContext], None]
+    help: str
+    resumable: bool = False
+    # Optional: a one-paragraph plan of what the stage would do, for `mdcr run --dry-run`.
+    plan: Callable[[Any, dict[str, list[Path]]], str] | None = None
+    # The file a user wants first (e.g. "report.md"); `mdcr run` prints its path last.
+    main_output: str | None = None
+
+
+_REGISTRY: dict[str, StageSpec] = {}
+
+
+def register(spec: StageSpec) -> StageSpec:
+    if spec.name in _REGISTRY and _REGISTRY[spec.name] is not spec:
+        raise ConfigError(f"stage '{spec.name}' is registered twice; stage names must be unique")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def stages() -> dict[str, StageSpec]:
+    """All registered stages, importing the stage modules on first use."""
+    for mod in STAGE_MODULES:
+        importlib.import_module(mod)
+    return dict(_REGISTRY)
+
+
+def get_stage(name: str) -> StageSpec:
+    all_stages = stages()
+    if name not in all_stages:
+        raise ConfigError(
+            f"unknown stage '{name}'; valid stages: {', '.join(sorted(all_stages))}"
+        )
+    return all_stages[name]
+
+
+@dataclass
+class StageContext:
+    """What a running stage sees: where to write, its resolved inputs, and reporting helpers.
+
+    ``out`` is a work folder that becomes the output folder only once the stage returns and
+    its manifest is written. For resumable stages it survives a crash, so the stage can
+    skip the shards it already finished.
+    """
+
+    out: Path
+    inputs: dict[str, list[Path]]
+    quiet: bool = False
+    outputs: dict[str, int | None] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def input(self, name: str) -> Path:
+        """The single path of input ``name``."""
+        paths = self.inputs.get(name) or []
+        if len(paths) != 1:
+            raise ConfigError(f"input '{name}' must name exactly one artifact, got {len(paths)}")
+        return paths[0]
+
+    def output(self, filename: str, rows: int | None = None) -> Path:
+        """Declare an output file (relative to ``out``); its sha256 goes into the manifest."""
+        self.outputs[filename] = rows
+        path = self.out / filename
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def record(self, key: str, value: Any) -> None:
+        """Store a JSON-able fact (a funnel, a summary, a model revision) in the manifest."""
+        self.info[key] = value
+
+    def log(self, msg: str) -> None:
+        if not self.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    def progress(
+        self,
+        iterable: Iterable[T] | None = None,
+        *,
+        total: int | None = None,
+        desc: str | None = None,
+        unit: str = "it",
+    ) -> Any:
+        from tqdm.auto import tqdm
+
+        return tqdm(
+            iterable,
+            total=total,
+            desc=desc,
+            unit=unit,
+            disable=self.quiet,
+            dynamic_ncols=True,
+            file=sys.stderr,
+        )
+
+    def timed(self, name: str) -> _Timer:
+        """``with ctx.timed("join"):`` records the step's wall time in the manifest."""
+        return _Timer(self, name)
+
+
+class _Timer:
+    def __init__(self, ctx: StageContext, name: str) -> None:
+        self.ctx, self.name = ctx, name
+
+    def __enter__(self) -> _Timer:
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.ctx.timings[self.name] = round(time.perf_counter() - self.t0, 3)
+
+
+def iter_chunks(items: list[T], size: int) -> Iterator[list[T]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]

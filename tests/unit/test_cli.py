@@ -1,0 +1,80 @@
+"""The command line: help, one-line errors, stage subcommands from configs, pipelines."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tests.unit.toy_stages  # noqa: F401  (registers the toy stages)
+from mdcr.cli import main
+from mdcr.stage import stages
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_help_lists_every_stage(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for name in ("run", *stages()):
+        assert name in out
+
+
+def test_stage_help_shows_defaults(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["toy-source", "--help"])
+    out = capsys.readouterr().out
+    assert "--n N" in out and "default: 5" in out and "--label" in out
+
+
+def test_stage_runs_and_reruns_up_to_date(tmp_path: Path, capsys) -> None:
+    assert main(["toy-source", "--n", "3", "--home", str(tmp_path)]) == 0
+    first = capsys.readouterr()
+    path = Path(first.out.strip())
+    assert (path / "manifest.json").is_file()
+    assert main(["toy-source", "--n", "3", "--home", str(tmp_path)]) == 0
+    second = capsys.readouterr()
+    assert "up to date" in second.err and second.out.strip() == str(path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["toy-source", "--n", "many"], "mdcr: error: toy-source.n: expected an integer, got 'many'"),
+        (["toy-double"], "mdcr: error: toy-double: missing required key 'source'"),
+        (["toy-double", "--source", "/no/such/dir"], "path '/no/such/dir' does not exist"),
+        (["run", "/no/such.toml"], "pipeline file '/no/such.toml' does not exist"),
+    ],
+)
+def test_errors_are_one_line(tmp_path: Path, capsys, argv: list[str], message: str) -> None:
+    assert main([*argv, "--home", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err
+    assert len(err.splitlines()) == 1
+
+
+def test_config_file_then_command_line(tmp_path: Path, capsys) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('n = 4\nlabel = "y"\n')
+    assert main(["toy-source", "--config", str(cfg), "--n", "2", "--home", str(tmp_path)]) == 0
+    path = Path(capsys.readouterr().out.strip())
+    import json
+
+    assert json.loads((path / "manifest.json").read_text())["params"] == {"n": 2, "label": "y"}
+    cfg.write_text("m = 1\n")
+    assert main(["toy-source", "--config", str(cfg), "--home", str(tmp_path)]) == 2
+    assert "unknown key 'm'; valid keys: label, n" in capsys.readouterr().err
+
+
+def test_console_script_help_runs_in_a_fresh_process() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "mdcr.cli", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    ).stdout
+    assert "prefilter" in out and "synth" in out
