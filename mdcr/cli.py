@@ -48,9 +48,15 @@ def _option(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _add_stage_parser(sub: Any, spec: StageSpec) -> None:
+def _add_stage_parser(sub: Any, spec: StageSpec, groups: dict[str, Any]) -> None:
+    words = spec.words
+    if len(words) == 2:  # a grouped command, e.g. `mdcr benchmark build`
+        if words[0] not in groups:
+            g = sub.add_parser(words[0], help=f"{words[0]} commands")
+            groups[words[0]] = g.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
+        sub = groups[words[0]]
     p = sub.add_parser(
-        spec.name,
+        words[-1],
         help=spec.help,
         description=spec.help,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -112,8 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--dry-run", action="store_true", help="print the plan; run nothing")
     _common(run, top=False)
+    groups: dict[str, Any] = {}
     for spec in stages().values():
-        _add_stage_parser(sub, spec)
+        _add_stage_parser(sub, spec, groups)
+    from mdcr.evaluate import add_evaluate_parser
+
+    add_evaluate_parser(sub)
     return parser
 
 
@@ -145,6 +155,7 @@ def _run_stage(args: argparse.Namespace) -> int:
     cli = {
         f.name: getattr(args, f.name) for f in config_fields(spec.config) if hasattr(args, f.name)
     }
+    cfg: Any
     if base is None:
         cfg = from_mapping(spec.config, cli, spec.name, from_text=True)
     else:
@@ -191,6 +202,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         if args.command == "run":
             return _run_pipeline(args)
+        if args.command == "evaluate":
+            from mdcr.evaluate import run_evaluate
+
+            return run_evaluate(args)
+        if not hasattr(args, "_stage"):
+            parser.parse_args([args.command, "--help"])
         return _run_stage(args)
     except MdcrError as exc:
         if debug:

@@ -30,6 +30,15 @@ def param(default: Any = _MISSING, *, help: str = "") -> Any:
     return dataclasses.field(default=default, metadata={"help": help, "kind": "param"})
 
 
+def setting(default: Any, *, help: str = "") -> Any:
+    """An execution setting (threads, device, batch size) that must not change the outputs.
+
+    Settings are validated and recorded in the manifest like parameters, but left out of the
+    fingerprint, so running with more threads or on a GPU reuses the same artifacts.
+    """
+    return dataclasses.field(default=default, metadata={"help": help, "kind": "setting"})
+
+
 def input_path(default: Any = _MISSING, *, help: str = "", multiple: bool = False) -> Any:
     """An input artifact: a path, or ``@step`` naming an earlier pipeline step.
 
@@ -79,9 +88,9 @@ def _coerce(tp: Any, value: Any, where: str, from_text: bool) -> Any:
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
         args = get_args(tp)
-        if value is None or (from_text and value in ("none", "null", "")):
-            if type(None) in args:
-                return None
+        none_text = from_text and value in ("none", "null", "")
+        if (value is None or none_text) and type(None) in args:
+            return None
         errors = []
         for a in args:
             if a is type(None):
@@ -137,7 +146,9 @@ def _coerce(tp: Any, value: Any, where: str, from_text: bool) -> Any:
     raise ConfigError(f"{where}: unsupported config type {tp!r}")  # pragma: no cover
 
 
-def from_mapping(cls: type[T], data: Mapping[str, Any], where: str, *, from_text: bool = False) -> T:
+def from_mapping(
+    cls: type[T], data: Mapping[str, Any], where: str, *, from_text: bool = False
+) -> T:
     """Build and validate a config dataclass from a mapping (TOML table or CLI options).
 
     Unknown keys, wrong types and missing required keys raise a one-line ConfigError that
@@ -197,6 +208,8 @@ def params_of(cfg: Any, *, non_default_only: bool) -> dict[str, Any]:
             continue
         value = getattr(cfg, f.name)
         if non_default_only and has_default(f) and value == default_of(f):
+            continue
+        if non_default_only and f.metadata.get("kind") == "setting":
             continue
         out[f.name] = _jsonable(value)
     return out

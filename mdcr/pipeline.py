@@ -130,7 +130,7 @@ def load_pipeline(path: Path, overrides: list[str] | None = None) -> Pipeline:
         seen.add(step_id)
         where = f"{path.name}:{step_id}"
         params = {k: _expand(v, where) for k, v in raw.items() if k not in _RESERVED}
-        cfg = from_mapping(spec.config, params, where)
+        cfg: Any = from_mapping(spec.config, params, where)
         step_over = over.pop(step_id, None)
         if step_over:
             cfg = override(cfg, step_over, where)

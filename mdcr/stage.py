@@ -24,6 +24,15 @@ T = TypeVar("T")
 STAGE_MODULES = (
     "mdcr.corpus.synth",
     "mdcr.corpus.prefilter",
+    "mdcr.pools.build",
+    "mdcr.encoders.stage",
+    "mdcr.index.dense",
+    "mdcr.index.bm25",
+    "mdcr.eval.score",
+    "mdcr.eval.report",
+    "mdcr.pools.mdcr_build",
+    "mdcr.pools.mdcr_jaccard",
+    "mdcr.evaluate",
 )
 
 
@@ -41,6 +50,12 @@ class StageSpec:
     plan: Callable[[Any, dict[str, list[Path]]], str] | None = None
     # The file a user wants first (e.g. "report.md"); `mdcr run` prints its path last.
     main_output: str | None = None
+    # The command-line words, when not the stage name (e.g. "benchmark build").
+    command: str | None = None
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        return tuple((self.command or self.name).split())
 
 
 _REGISTRY: dict[str, StageSpec] = {}
@@ -63,9 +78,7 @@ def stages() -> dict[str, StageSpec]:
 def get_stage(name: str) -> StageSpec:
     all_stages = stages()
     if name not in all_stages:
-        raise ConfigError(
-            f"unknown stage '{name}'; valid stages: {', '.join(sorted(all_stages))}"
-        )
+        raise ConfigError(f"unknown stage '{name}'; valid stages: {', '.join(sorted(all_stages))}")
     return all_stages[name]
 
 

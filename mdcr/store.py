@@ -99,7 +99,7 @@ def path_fingerprint(path: Path) -> str:
         h.update(f"{rel}\0{size}\0".encode())
         with p.open("rb") as f:
             if total <= FULL_HASH_LIMIT:
-                for block in iter(lambda f=f: f.read(1 << 20), b""):
+                while block := f.read(1 << 20):
                     h.update(block)
             else:
                 h.update(f.read(_SAMPLE))

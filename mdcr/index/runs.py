@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -56,7 +56,7 @@ def run_table(
     """A run table for one pool from per-query (ids, scores) already in rank order."""
     n = [len(ids) for ids, _ in ranked]
     total = int(sum(n))
-    ranks = np.concatenate([np.arange(1, m + 1, dtype=np.int32) for m in n]) if total else []
+    ranks: Any = np.concatenate([np.arange(1, m + 1, dtype=np.int32) for m in n]) if total else []
     return pa.table(
         {
             "pool_id": pa.array([pool_id] * total, pa.string()),

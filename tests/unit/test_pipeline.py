@@ -97,9 +97,9 @@ def test_pipeline_errors(tmp_path: Path, text: str, message: str) -> None:
 
 
 def test_bad_override_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="expected STEP.KEY=VALUE"):
+    with pytest.raises(ConfigError, match=r"expected STEP\.KEY=VALUE"):
         load_pipeline(write(tmp_path), ["n=3"])
     with pytest.raises(ConfigError, match="--set names no step 'zzz'"):
         load_pipeline(write(tmp_path), ["zzz.n=3"])
-    with pytest.raises(ConfigError, match="src.n: expected an integer"):
+    with pytest.raises(ConfigError, match=r"src\.n: expected an integer"):
         load_pipeline(write(tmp_path), ["src.n=many"])

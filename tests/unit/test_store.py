@@ -126,7 +126,7 @@ def test_declared_but_missing_output_is_an_error(tmp_path: Path) -> None:
         ctx.output("never.parquet")
 
     spec = StageSpec("toy-missing", "1", Empty, run, "declares but does not write")
-    with pytest.raises(ManifestMismatchError, match="never.parquet"):
+    with pytest.raises(ManifestMismatchError, match=r"never\.parquet"):
         Store(tmp_path).execute(spec, Empty(), {}, quiet=True)
     assert not list((tmp_path / "toy-missing").glob("[!.]*"))
 
