@@ -1,0 +1,968 @@
+"""A synthetic S2ORC corpus: metadata shards in the real schema, or the prefiltered tables.
+
+Why: the pipeline must be testable and benchmarkable without the 100 GB S2ORC release.
+The generator mimics what matters for citation-recommendation pools:
+
+- the S2ORC metadata schema (release v2020-07-05), key for key and JSON type for type;
+- the 19 MAG fields with S2ORC's skew, papers with two fields and papers with none;
+- publication years growing about 6% a year up to 2020, so 2019 (the query year) is dense;
+- topical text from real English domain words (see :mod:`mdcr.corpus.synth_text`), so that
+  BM25 and neural encoders both find a paper's references far above chance;
+- a citation graph that respects years (a paper cites only older papers, or papers of its
+  own year), is local (niche, then topic, then field, then anywhere) and heavy-tailed
+  (Pareto attractiveness, like preferential attachment);
+- records that fail each prefilter rule (null year, empty title, missing or short
+  abstract, fewer than three citations), in S2ORC-like shares.
+
+How it stays fast and bounded in memory: papers are numbered in year order, so "older or
+same year" becomes "smaller index", and the graph is a DAG (no mutual citations, so the
+distinct citation count of a paper is n_in + n_out). For each locality level the papers
+sit in an urn (each paper repeated by its integer attractiveness), sorted by (group,
+index); the eligible targets of paper i are a contiguous slice of that urn, so sampling
+an edge is one random integer and one array lookup, vectorized with numpy. Edges are
+generated chunk by chunk of citing papers; raw mode spills them to disk in buckets by
+cited chunk so that inbound lists can be written later, chunk by chunk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import json
+import math
+import random
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mdcr.config import param
+from mdcr.corpus import synth_text as st
+from mdcr.errors import ConfigError
+from mdcr.stage import StageContext, StageSpec, register
+from mdcr.store import atomic_path
+
+# Papers per generation chunk. A constant (not a knob): the random streams are drawn per
+# chunk, so the corpus for a given seed must not depend on anything else.
+CHUNK = 50_000
+ID_BASE = 10_000_000
+QUERY_YEAR = 2019
+# Mean urn copies per paper (integer attractiveness; more copies = finer weights).
+URN_COPIES = 8.0
+# Defaults of write_tables (post-prefilter form): every paper has at least 3 references.
+TABLES_MIN_REFS = 3
+TABLES_REFS_RECENT = 27.0
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    """Config of the `synth` stage: size, seed and the knobs of the synthetic corpus."""
+
+    n_papers: int = param(20_000, help="number of papers (records) to generate")
+    n_shards: int = param(4, help="number of metadata_{i}.jsonl.gz shards")
+    seed: int = param(0, help="random seed; the same config gives byte-identical shards")
+    first_year: int = param(1970, help="earliest publication year")
+    last_year: int = param(2020, help="latest publication year (covered in part, as S2ORC)")
+    growth: float = param(0.06, help="yearly growth rate of the number of papers")
+    last_year_coverage: float = param(0.5, help="share of the last year covered")
+    null_year_share: float = param(0.015, help="share of records with a null year")
+    empty_title_share: float = param(0.01, help="share of records with an empty title")
+    no_abstract_share: float = param(0.40, help="share of records with a null abstract")
+    short_abstract_share: float = param(0.03, help="share with an abstract under 30 chars")
+    no_refs_share: float = param(0.5, help="share of records without outbound citations")
+    refs_recent: float = param(
+        40.0, help="mean outbound citations of a citing paper published in 2019 or later"
+    )
+    refs_decay: float = param(0.025, help="yearly decay of the mean reference count")
+    no_field_share: float = param(0.045, help="share with a null mag_field_of_study")
+    two_field_share: float = param(0.08, help="share of records with two MAG fields")
+    p_niche: float = param(0.45, help="probability that a reference is in the niche")
+    p_topic: float = param(0.30, help="probability that a reference is in the topic")
+    p_field: float = param(0.15, help="probability that a reference is in the field")
+    niche_size: int = param(150, help="mean papers per niche (a community inside a topic)")
+    fitness_alpha: float = param(1.6, help="Pareto tail exponent of citation attractiveness")
+    fitness_sigma: float = param(1.0, help="log-normal spread of citation attractiveness")
+    recency: float = param(0.05, help="yearly decay of attractiveness with age")
+    abstract_sentences: float = param(9.0, help="median number of sentences per abstract")
+
+    def validate(self) -> None:
+        if self.n_papers < 10:
+            raise ConfigError(f"synth.n_papers: {self.n_papers} is too small; use at least 10")
+        if self.n_papers >= 2**31 - 1:
+            raise ConfigError(f"synth.n_papers: {self.n_papers} is too large; use < 2**31")
+        if not 1 <= self.n_shards <= self.n_papers:
+            raise ConfigError(f"synth.n_shards: {self.n_shards} must be between 1 and n_papers")
+        if self.seed < 0:
+            raise ConfigError(f"synth.seed: {self.seed} must be a non-negative integer")
+        if not 1800 <= self.first_year < self.last_year <= 2100:
+            raise ConfigError(
+                f"synth.first_year/last_year: {self.first_year}..{self.last_year} is not a "
+                "valid range; use e.g. 1970..2020"
+            )
+        for name in (
+            "null_year_share",
+            "empty_title_share",
+            "no_abstract_share",
+            "short_abstract_share",
+            "no_refs_share",
+            "no_field_share",
+            "two_field_share",
+            "p_niche",
+            "p_topic",
+            "p_field",
+            "last_year_coverage",
+        ):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ConfigError(f"synth.{name}: {value} must be between 0 and 1")
+        if self.no_abstract_share + self.short_abstract_share > 0.95:
+            raise ConfigError("synth.no_abstract_share + short_abstract_share must be at most 0.95")
+        if self.p_niche + self.p_topic + self.p_field > 1.0:
+            raise ConfigError("synth.p_niche + p_topic + p_field must be at most 1")
+        if self.no_refs_share >= 1.0 and self.refs_recent > 0:
+            raise ConfigError("synth.no_refs_share must be below 1")
+        for name in ("refs_recent", "fitness_alpha", "abstract_sentences"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"synth.{name}: {getattr(self, name)} must be positive")
+        for name in ("growth", "refs_decay", "recency", "fitness_sigma"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"synth.{name}: {getattr(self, name)} must be >= 0")
+        if self.niche_size < 1:
+            raise ConfigError(f"synth.niche_size: {self.niche_size} must be at least 1")
+
+
+_PARAM_NAMES = tuple(f.name for f in fields(SynthConfig))
+
+
+def _config(n_papers: int, n_shards: int, seed: int, knobs: dict[str, Any]) -> SynthConfig:
+    unknown = sorted(set(knobs) - set(_PARAM_NAMES))
+    if unknown:
+        raise ConfigError(
+            f"synth: unknown knob '{unknown[0]}'; valid knobs: {', '.join(_PARAM_NAMES[3:])}"
+        )
+    cfg = SynthConfig(n_papers=n_papers, n_shards=n_shards, seed=seed, **knobs)
+    cfg.validate()
+    return cfg
+
+
+# --------------------------------------------------------------------------- randomness
+
+
+def _entropy(seed: int, *parts: object) -> list[int]:
+    """Seed material for (seed, "synth", purpose, chunk, ...): never execution order."""
+    tag = hashlib.blake2b(repr(("synth", *parts)).encode(), digest_size=8).digest()
+    return [seed, int.from_bytes(tag, "little")]
+
+
+def _rng(seed: int, *parts: object) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(_entropy(seed, *parts))))
+
+
+def _py_rng(seed: int, *parts: object) -> random.Random:
+    e = _entropy(seed, *parts)
+    return random.Random(e[0] * (1 << 64) + e[1])
+
+
+# --------------------------------------------------------------------------- latent corpus
+
+
+@dataclass
+class _Latent:
+    """Per-paper latent attributes, index = position in year order."""
+
+    year: np.ndarray  # int16, latent (also for null-year records)
+    year_null: np.ndarray  # bool
+    topic: np.ndarray  # int16 index into st.TOPICS
+    field: np.ndarray  # int8 index into st.FIELDS
+    field2: np.ndarray  # int8, -1 when none
+    no_field: np.ndarray  # bool: mag_field_of_study is null
+    niche: np.ndarray  # int32 global niche id
+    abstract_kind: np.ndarray  # int8: 0 full, 1 null, 2 short
+    title_empty: np.ndarray  # bool
+    n_refs: np.ndarray  # int32 references to draw
+    copies: np.ndarray  # int32 urn copies (integer attractiveness)
+    sig: np.ndarray  # int32 signature (name of the paper's contribution) for the text
+    pid: np.ndarray  # int64 numeric paper id
+
+    @property
+    def n(self) -> int:
+        return int(self.year.shape[0])
+
+
+def _logit_shift(years: np.ndarray, counts: np.ndarray, target: float, slope: float) -> float:
+    """Intercept a with mean(sigmoid(a + slope * (2000 - year))) == target (bisection)."""
+    if target <= 0.0:
+        return -math.inf
+    if target >= 1.0:
+        return math.inf
+    w = counts / counts.sum()
+    x = slope * (2000.0 - years)
+    lo, hi = -30.0, 30.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        share = float(np.sum(w / (1.0 + np.exp(-(mid + x)))))
+        lo, hi = (mid, hi) if share < target else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _year_prob(year: np.ndarray, a: float, slope: float) -> np.ndarray:
+    if a == -math.inf:
+        return np.zeros(year.shape)
+    if a == math.inf:
+        return np.ones(year.shape)
+    return 1.0 / (1.0 + np.exp(-(a + slope * (2000.0 - year.astype(np.float64)))))
+
+
+def _topic_probs() -> np.ndarray:
+    """Probability of each topic: field weight times a mild Zipf share inside the field."""
+    probs = np.zeros(len(st.TOPICS))
+    total = sum(st.FIELD_WEIGHTS.values())
+    for field, idx in st.topics_of_field().items():
+        share = 1.0 / np.arange(1, len(idx) + 1) ** 0.6
+        probs[idx] = st.FIELD_WEIGHTS[field] / total * share / share.sum()
+    return probs / probs.sum()
+
+
+def _latent(cfg: SynthConfig, *, min_refs: int) -> _Latent:
+    n, seed = cfg.n_papers, cfg.seed
+    rng = _rng(seed, "latent")
+    years_all = np.arange(cfg.first_year, cfg.last_year + 1)
+    w = np.exp(cfg.growth * (years_all - cfg.first_year))
+    w[-1] *= cfg.last_year_coverage
+    counts = rng.multinomial(n, w / w.sum())
+    year = np.repeat(years_all, counts).astype(np.int16)
+
+    topic_p = _topic_probs()
+    topic = rng.choice(len(topic_p), size=n, p=topic_p).astype(np.int16)
+    topic_field = np.array([st.FIELDS.index(t.field) for t in st.TOPICS], dtype=np.int8)
+    field = topic_field[topic]
+    related = np.array(
+        [[st.FIELDS.index(r) for r in st.RELATED_FIELDS[f]] for f in st.FIELDS], dtype=np.int8
+    )
+    two = rng.random(n) < cfg.two_field_share
+    field2 = np.where(two, related[field, rng.integers(0, related.shape[1], n)], -1).astype(np.int8)
+    no_field = rng.random(n) < cfg.no_field_share
+
+    # Niches: small communities inside a topic, about niche_size papers each.
+    n_niches = np.maximum(1, np.round(topic_p * n / cfg.niche_size)).astype(np.int64)
+    niche_offset = np.concatenate([[0], np.cumsum(n_niches)[:-1]])
+    local = (rng.random(n) * n_niches[topic]).astype(np.int64)
+    niche = (niche_offset[topic] + local).astype(np.int32)
+
+    # Missing abstracts and missing references are more common for older papers.
+    slope = 0.04
+    a_abs = _logit_shift(years_all, counts, cfg.no_abstract_share, slope)
+    u = rng.random(n)
+    p_null = _year_prob(year, a_abs, slope)
+    abstract_kind = np.zeros(n, dtype=np.int8)
+    abstract_kind[u < p_null] = 1
+    short = (u >= p_null) & (u < p_null + cfg.short_abstract_share)
+    abstract_kind[short] = 2
+    year_null = rng.random(n) < cfg.null_year_share
+    title_empty = rng.random(n) < cfg.empty_title_share
+
+    a_refs = _logit_shift(years_all, counts, cfg.no_refs_share, slope)
+    has_refs = rng.random(n) >= _year_prob(year, a_refs, slope)
+    age = np.maximum(0, QUERY_YEAR - year.astype(np.float64))
+    mean_refs = cfg.refs_recent * np.exp(-cfg.refs_decay * age)
+    sigma = 0.6
+    k = np.rint(rng.lognormal(np.log(mean_refs) - sigma**2 / 2, sigma))
+    n_refs = np.where(has_refs, np.maximum(k, max(1, min_refs)), 0).astype(np.int32)
+
+    # Attractiveness: Pareto fitness x recency x (records without abstract are rarely cited).
+    fitness = (1.0 + rng.pareto(cfg.fitness_alpha, n)) * rng.lognormal(0.0, cfg.fitness_sigma, n)
+    fitness *= np.exp(cfg.recency * (year.astype(np.float64) - cfg.last_year))
+    fitness *= np.where(abstract_kind == 0, 1.0, 0.25) * np.where(title_empty, 0.5, 1.0)
+    scaled = fitness * (URN_COPIES / fitness.mean())
+    copies = np.floor(scaled + rng.random(n)).astype(np.int32)
+
+    # Numeric ids like S2ORC's, unrelated to year order and not contiguous.
+    pid = ID_BASE + rng.permutation(n).astype(np.int64) * 7 + rng.integers(0, 7, n)
+    sig = rng.integers(0, 2**31 - 1, n, dtype=np.int64).astype(np.int32)
+    return _Latent(
+        year, year_null, topic, field, field2, no_field, niche, abstract_kind, title_empty,
+        n_refs, copies, sig, pid,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- citation graph
+
+
+@dataclass
+class _Level:
+    """One locality level: an urn sorted by (group, index) and each paper's eligible slice."""
+
+    group: np.ndarray | None  # per-paper group id (None: a single global group)
+    seg_start: np.ndarray  # urn position where each group's segment starts
+    prefix_end: np.ndarray  # per paper: urn position where its own copies begin
+    urn: np.ndarray  # paper indices, each repeated by its copies
+
+
+def _build_level(group: np.ndarray | None, copies: np.ndarray) -> _Level:
+    n = copies.shape[0]
+    idx_dtype = np.int32
+    if group is None:
+        order = np.arange(n, dtype=idx_dtype)
+    else:
+        order = np.argsort(group, kind="stable").astype(idx_dtype)
+    c_sorted = copies[order]
+    excl = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(c_sorted, out=excl[1:])
+    pos_dtype = np.int32 if excl[-1] < 2**31 - 1 else np.int64
+    prefix_end = np.empty(n, dtype=pos_dtype)
+    prefix_end[order] = excl[:-1]
+    urn = np.repeat(order, c_sorted)
+    if group is None:
+        seg_start = np.zeros(1, dtype=pos_dtype)
+    else:
+        g_sorted = group[order]
+        n_groups = int(group.max()) + 1
+        first = np.searchsorted(g_sorted, np.arange(n_groups), side="left")
+        seg_start = excl[first].astype(pos_dtype)
+    return _Level(group, seg_start, prefix_end, urn)
+
+
+def _build_levels(lat: _Latent) -> list[_Level]:
+    return [
+        _build_level(lat.niche, lat.copies),
+        _build_level(lat.topic, lat.copies),
+        _build_level(lat.field, lat.copies),
+        _build_level(None, lat.copies),
+    ]
+
+
+def _sample_targets(
+    levels: list[_Level], level_cum: np.ndarray, citing: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """One cited paper per entry of ``citing`` (-1 where none is eligible).
+
+    The level (niche, topic, field, anywhere) is drawn first; a level with no older
+    paper falls back to the next wider one. Inside a level, the target is a uniform draw
+    from the citing paper's urn slice, i.e. proportional to attractiveness.
+    """
+    e = int(citing.shape[0])
+    lvl = np.searchsorted(level_cum, rng.random(e), side="right")
+    u = rng.random(e)
+    cited = np.full(e, -1, dtype=np.int64)
+    for li, level in enumerate(levels):
+        sel = np.flatnonzero(lvl == li)
+        if sel.size == 0:
+            continue
+        ci = citing[sel]
+        if level.group is None:
+            start = np.zeros(sel.size, dtype=np.int64)
+        else:
+            start = level.seg_start[level.group[ci]].astype(np.int64)
+        span = level.prefix_end[ci].astype(np.int64) - start
+        ok = span > 0
+        good = sel[ok]
+        r = start[ok] + (u[good] * span[ok]).astype(np.int64)
+        cited[good] = level.urn[r]
+        if li + 1 < len(levels):
+            lvl[sel[~ok]] = li + 1  # nothing eligible here: fall back to a wider level
+    return cited
+
+
+def _sorted_unique(x: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (np.unique's hash path is far slower on int64 edge keys)."""
+    x = np.sort(x)
+    if x.size == 0:
+        return x
+    keep = np.empty(x.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(x[1:], x[:-1], out=keep[1:])
+    return x[keep]
+
+
+RESAMPLE_ROUNDS = 4  # redraws for references lost as duplicates (popular papers repeat)
+
+
+def _chunk_edges(
+    lat: _Latent,
+    levels: list[_Level],
+    level_cum: np.ndarray,
+    a: int,
+    b: int,
+    rng: np.random.Generator,
+    min_out: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct edges (citing, cited) of citing papers a..b-1, sorted by (citing, cited).
+
+    Every cited index is smaller than its citing index (older or same year). Draws that
+    repeat a reference are redrawn a few times, so a paper ends up with about n_refs
+    distinct references at any corpus size. With ``min_out`` > 0, paper i gets at least
+    min(min_out, i) distinct references.
+    """
+    n = lat.n
+    want = lat.n_refs[a:b].astype(np.int64)
+    citing = np.repeat(np.arange(a, b, dtype=np.int64), want)
+    keys = np.zeros(0, dtype=np.int64)
+    for _ in range(RESAMPLE_ROUNDS + 1):
+        cited = _sample_targets(levels, level_cum, citing, rng)
+        keep = cited >= 0
+        keys = _sorted_unique(np.concatenate([keys, citing[keep] * n + cited[keep]]))
+        missing = want - np.bincount(keys // n - a, minlength=b - a)
+        if not missing.any():
+            break
+        citing = np.repeat(np.arange(a, b, dtype=np.int64), missing)
+    if min_out > 0:
+        keys = _top_up(keys, a, b, n, rng, min_out)
+    return keys // n, keys % n
+
+
+def _top_up(
+    keys: np.ndarray, a: int, b: int, n: int, rng: np.random.Generator, min_out: int
+) -> np.ndarray:
+    """Add uniform older references until paper i has min(min_out, i) distinct ones."""
+    need = np.minimum(min_out, np.arange(a, b))
+    while True:
+        have = np.bincount(keys // n - a, minlength=b - a)
+        short = np.flatnonzero(have < need)
+        if short.size == 0:
+            return keys
+        src = np.repeat(short + a, min_out).astype(np.int64)
+        dst = (rng.random(src.size) * src).astype(np.int64)
+        keys = _sorted_unique(np.concatenate([keys, src * n + dst]))
+
+
+def _edge_chunks(
+    cfg: SynthConfig, lat: _Latent, *, min_out: int
+) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    """(a, b, citing, cited) per chunk of citing papers, in index order."""
+    levels = _build_levels(lat)
+    level_cum = np.cumsum([cfg.p_niche, cfg.p_topic, cfg.p_field])
+    for c, a in enumerate(range(0, lat.n, CHUNK)):
+        b = min(lat.n, a + CHUNK)
+        rng = _rng(cfg.seed, "edges", c)
+        citing, cited = _chunk_edges(lat, levels, level_cum, a, b, rng, min_out)
+        yield a, b, citing, cited
+
+
+# --------------------------------------------------------------------------- records
+
+
+_ARXIV_FIELDS = frozenset({"Physics", "Mathematics", "Computer Science"})
+_PUBMED_FIELDS = frozenset({"Medicine", "Biology", "Psychology"})
+_ARXIV_OLD = ("hep-th", "hep-ph", "cond-mat", "math", "astro-ph", "quant-ph", "cs")
+_JOURNAL_FORMS = (
+    "Journal of {topic}",
+    "International Journal of {topic}",
+    "{field} Research",
+    "Annals of {field}",
+    "{topic} Letters",
+    "Frontiers in {topic}",
+    "Advances in {field}",
+)
+
+
+def _authors(rnd: random.Random) -> list[dict[str, Any]]:
+    if rnd.random() < 0.004:
+        return []
+    k = min(25, 1 + int(rnd.expovariate(1 / 1.8)))
+    out = []
+    for _ in range(k):
+        middle = [rnd.choice("ABCDEFGHJKLMNPRSTW") + "."] if rnd.random() < 0.1 else []
+        out.append(
+            {
+                "first": rnd.choice(st.FIRST_NAMES),
+                "middle": middle,
+                "last": rnd.choice(st.LAST_NAMES),
+                "suffix": "",
+            }
+        )
+    return out
+
+
+def _arxiv_id(rnd: random.Random, year: int) -> str:
+    yy, mm = year % 100, rnd.randint(1, 12)
+    if year >= 2015:
+        return f"{yy:02d}{mm:02d}.{rnd.randint(1, 99999):05d}"
+    if year >= 2007:
+        return f"{yy:02d}{mm:02d}.{rnd.randint(1, 9999):04d}"
+    return f"{rnd.choice(_ARXIV_OLD)}/{yy:02d}{mm:02d}{rnd.randint(1, 999):03d}"
+
+
+def _record(
+    rnd: random.Random,
+    pid: str,
+    title: str,
+    abstract: str | None,
+    year: int | None,
+    latent_year: int,
+    field: str,
+    topic_name: str,
+    mag_fields: list[str] | None,
+    outbound: list[str],
+    inbound: list[str],
+) -> dict[str, Any]:
+    """One metadata record, keys in S2ORC's order (with the PDF-parse keys when parsed)."""
+    rand = rnd.random
+    arxiv = pubmed = pmc = journal = venue = doi = mag_id = None
+    if field in _ARXIV_FIELDS and latent_year >= 1992 and rand() < 0.3:
+        arxiv = _arxiv_id(rnd, latent_year)
+    if field in _PUBMED_FIELDS and rand() < 0.35:
+        pubmed = str(rnd.randint(1_000_000, 33_000_000))
+        if latent_year >= 2000 and rand() < 0.3:
+            pmc = f"PMC{rnd.randint(1_000_000, 7_500_000)}"
+    if rand() < 0.7:
+        journal = rnd.choice(_JOURNAL_FORMS).format(topic=topic_name, field=field)
+    if rand() < 0.25:
+        venue = journal if journal is not None and rand() < 0.5 else f"{topic_name} Conference"
+    if rand() < 0.6:
+        doi = f"10.{rnd.randint(1000, 9999)}/{latent_year}.{rnd.randint(1, 999_999)}"
+    if mag_fields is not None and rand() < 0.98:
+        mag_id = str(rnd.randint(1_000_000_000, 3_100_000_000))
+    parsed = rand() < (0.55 if outbound else 0.05)
+    rec: dict[str, Any] = {
+        "paper_id": pid,
+        "title": title,
+        "authors": _authors(rnd),
+        "abstract": abstract,
+        "year": year,
+        "arxiv_id": arxiv,
+        "acl_id": None,
+        "pmc_id": pmc,
+        "pubmed_id": pubmed,
+        "doi": doi,
+        "venue": venue,
+        "journal": journal,
+    }
+    if parsed:
+        rec["has_pdf_body_text"] = rand() < 0.95
+    rec["mag_id"] = mag_id
+    rec["mag_field_of_study"] = mag_fields
+    rec["outbound_citations"] = outbound
+    rec["inbound_citations"] = inbound
+    rec["has_outbound_citations"] = bool(outbound)
+    rec["has_inbound_citations"] = bool(inbound)
+    rec["has_pdf_parse"] = parsed
+    if parsed:
+        rec["has_pdf_parsed_abstract"] = abstract is not None and rand() < 0.9
+        rec["has_pdf_parsed_body_text"] = rec["has_pdf_body_text"]
+        rec["has_pdf_parsed_bib_entries"] = bool(outbound) or rand() < 0.5
+        rec["has_pdf_parsed_ref_entries"] = rand() < 0.9
+    rec["s2_url"] = f"https://api.semanticscholar.org/CorpusID:{pid}"
+    return rec
+
+
+def _n_sentences(cfg: SynthConfig, rng: np.random.Generator, size: int) -> np.ndarray:
+    n = np.rint(rng.lognormal(np.log(cfg.abstract_sentences), 0.5, size))
+    return np.clip(n, 2, 40).astype(np.int64)
+
+
+def _ids_as_str(pid: np.ndarray) -> list[str]:
+    return [str(x) for x in pid.tolist()]
+
+
+N_CITED_MENTIONS = 6  # cited papers whose names and key phrases a text may mention
+
+
+def _render_texts(
+    gen: st.TextGenerator,
+    lat: _Latent,
+    a: int,
+    b: int,
+    out_cited: np.ndarray,
+    out_off: np.ndarray,
+    rnd: random.Random,
+    n_sent: list[int],
+    with_abstract: np.ndarray,
+) -> list[tuple[str, str]]:
+    """(title, abstract) of papers a..b-1; each may mention a few of the papers it cites."""
+    c_topic = lat.topic[out_cited].tolist()
+    c_niche = lat.niche[out_cited].tolist()
+    c_sig = lat.sig[out_cited].tolist()
+    topic = lat.topic[a:b].tolist()
+    niche = lat.niche[a:b].tolist()
+    sig = lat.sig[a:b].tolist()
+    field2 = lat.field2[a:b].tolist()
+    offs = out_off.tolist()
+    wa = with_abstract.tolist()
+    out = []
+    for j in range(b - a):
+        lo, hi = offs[j], offs[j + 1]
+        picks = rnd.sample(range(lo, hi), min(N_CITED_MENTIONS, hi - lo)) if hi > lo else []
+        cited = tuple((c_topic[k], c_niche[k], c_sig[k]) for k in picks)
+        f2 = field2[j]
+        out.append(
+            gen.render(
+                rnd,
+                topic[j],
+                st.FIELDS[f2] if f2 >= 0 else None,
+                niche[j],
+                n_sent[j],
+                sig=sig[j],
+                cited=cited,
+                with_abstract=wa[j],
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- raw shards
+
+
+def _spill_inbound(tmp: Path, citing: np.ndarray, cited: np.ndarray) -> None:
+    """Append (cited, citing) pairs to per-cited-chunk bucket files."""
+    order = np.argsort(cited, kind="stable")
+    cd, ct = cited[order], citing[order]
+    buckets = cd // CHUNK
+    bounds = np.flatnonzero(np.diff(buckets)) + 1
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, cd.size], strict=True):
+        if hi <= lo:
+            continue
+        pairs = np.stack([cd[lo:hi], ct[lo:hi]], axis=1).astype(np.int32)
+        with (tmp / f"in_{int(buckets[lo])}.bin").open("ab") as f:
+            f.write(pairs.tobytes())
+
+
+def _load_inbound(tmp: Path, c: int, a: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Citing papers of the chunk's papers, sorted by (cited, citing), and per-paper counts."""
+    path = tmp / f"in_{c}.bin"
+    if not path.exists():
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    pairs = np.fromfile(path, dtype=np.int32).reshape(-1, 2).astype(np.int64)
+    keys = np.sort(pairs[:, 0] * n + pairs[:, 1])
+    return keys // n - a, keys % n
+
+
+@dataclass
+class _Stats:
+    """Running counts for the summary (vectorized per chunk)."""
+
+    per_year: dict[str, int]
+    per_field: dict[str, int]
+    n_edges: int = 0
+    pf_2019: int = 0
+    pf_2019_refs_pf: int = 0
+    refs_2019_pf: int = 0
+
+
+def _prefilter_pass(lat: _Latent, n_in: np.ndarray, n_out: np.ndarray) -> np.ndarray:
+    return (
+        ~lat.year_null
+        & ~lat.title_empty
+        & (lat.abstract_kind == 0)
+        & (n_in.astype(np.int64) + n_out >= 3)
+    )
+
+
+def _summary(
+    cfg: SynthConfig, lat: _Latent, n_in: np.ndarray, n_out: np.ndarray, mode: str
+) -> dict[str, Any]:
+    n = lat.n
+    total = n_in.astype(np.int64) + n_out
+    passes = _prefilter_pass(lat, n_in, n_out)
+    out_year = np.where(lat.year_null, -1, lat.year)
+    years, ycounts = np.unique(out_year, return_counts=True)
+    per_year = {
+        ("null" if y < 0 else str(int(y))): int(c) for y, c in zip(years, ycounts, strict=True)
+    }
+    per_field: dict[str, int] = {}
+    labelled = ~lat.no_field
+    for fi, name in enumerate(st.FIELDS):
+        cnt = int(np.sum(labelled & ((lat.field == fi) | (lat.field2 == fi))))
+        per_field[name] = cnt
+    per_field["null"] = int(np.sum(lat.no_field))
+    is_q = ~lat.year_null & (lat.year == QUERY_YEAR)
+    n_edges = int(n_out.sum())
+    in_pct = np.percentile(n_in, [50, 90, 99]).tolist() if n else [0, 0, 0]
+    return {
+        "mode": mode,
+        "n_papers": n,
+        "n_edges": n_edges,
+        "papers_per_year": per_year,
+        "papers_per_field": dict(sorted(per_field.items(), key=lambda kv: -kv[1])),
+        "two_field_share": round(float(np.mean(labelled & (lat.field2 >= 0))), 4),
+        "failure_shares": {
+            "null_year": round(float(np.mean(lat.year_null)), 4),
+            "empty_title": round(float(np.mean(lat.title_empty)), 4),
+            "null_abstract": round(float(np.mean(lat.abstract_kind == 1)), 4),
+            "short_abstract": round(float(np.mean(lat.abstract_kind == 2)), 4),
+            "abstract_under_30": round(float(np.mean(lat.abstract_kind != 0)), 4),
+            "under_3_citations": round(float(np.mean(total < 3)), 4),
+        },
+        "prefilter_pass_share": round(float(np.mean(passes)), 4),
+        "n_prefiltered": int(passes.sum()),
+        "edges": {
+            "mean_out": round(n_edges / n, 3),
+            "mean_out_2019": round(float(n_out[is_q].mean()) if is_q.any() else 0.0, 3),
+            "share_without_out": round(float(np.mean(n_out == 0)), 4),
+            "share_without_in": round(float(np.mean(n_in == 0)), 4),
+            "in_degree_p50_p90_p99": [float(x) for x in in_pct],
+            "in_degree_max": int(n_in.max()) if n else 0,
+        },
+    }
+
+
+def _open_shards(stack: contextlib.ExitStack, out_dir: Path, n_shards: int) -> list[Any]:
+    writers = []
+    for s in range(n_shards):
+        tmp = stack.enter_context(atomic_path(out_dir / f"metadata_{s}.jsonl.gz"))
+        raw = stack.enter_context(tmp.open("wb"))
+        writers.append(
+            stack.enter_context(
+                gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=1, mtime=0)
+            )
+        )
+    return writers
+
+
+def _write_shards(
+    out_dir: Path, cfg: SynthConfig, log: Callable[[str], None] = lambda _m: None
+) -> dict[str, Any]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lat = _latent(cfg, min_refs=0)
+    n = lat.n
+    n_in = np.zeros(n, dtype=np.int64)
+    n_out = np.zeros(n, dtype=np.int64)
+    gen = st.TextGenerator()
+    fields_arr = st.FIELDS
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".synth-edges-") as tmp_name:
+        tmp = Path(tmp_name)
+        # Pass 1: the citation graph, spilled to disk by citing chunk and by cited chunk.
+        for a, b, citing, cited in _edge_chunks(cfg, lat, min_out=0):
+            n_out[a:b] = np.bincount(citing - a, minlength=b - a)
+            n_in += np.bincount(cited, minlength=n)
+            np.save(tmp / f"out_{a // CHUNK}.npy", cited.astype(np.int32))
+            _spill_inbound(tmp, citing, cited)
+        log(f"synth: {int(n_out.sum()):,} citation edges among {n:,} papers")
+        passes = _prefilter_pass(lat, n_in, n_out)
+        summary = _summary(cfg, lat, n_in, n_out, "raw")
+        rows = [0] * cfg.n_shards
+        pf_refs_2019 = 0
+        with contextlib.ExitStack() as stack:
+            writers = _open_shards(stack, out_dir, cfg.n_shards)
+            # Pass 2: records, chunk by chunk, shard = index mod n_shards.
+            for c, a in enumerate(range(0, n, CHUNK)):
+                b = min(n, a + CHUNK)
+                out_cited = np.load(tmp / f"out_{c}.npy").astype(np.int64)
+                out_off = np.concatenate([[0], np.cumsum(n_out[a:b])])
+                in_local, in_citing = _load_inbound(tmp, c, a, n)
+                in_off = np.concatenate([[0], np.cumsum(n_in[a:b])])
+                if in_local.size != in_off[-1]:  # pragma: no cover - internal invariant
+                    raise RuntimeError("synth: inbound bucket does not match the in-degrees")
+                out_ids = _ids_as_str(lat.pid[out_cited])
+                in_ids = _ids_as_str(lat.pid[in_citing])
+                q = passes[a:b] & (lat.year[a:b] == QUERY_YEAR)
+                if q.any():
+                    owner = np.repeat(np.arange(b - a), n_out[a:b])
+                    pf_refs_2019 += int(np.sum(q[owner] & passes[out_cited]))
+                rnd = _py_rng(cfg.seed, "records", c)
+                n_sent = _n_sentences(cfg, _rng(cfg.seed, "sentences", c), b - a).tolist()
+                kinds = lat.abstract_kind[a:b]
+                texts = _render_texts(gen, lat, a, b, out_cited, out_off, rnd, n_sent, kinds == 0)
+                lines: list[list[bytes]] = [[] for _ in range(cfg.n_shards)]
+                pids = _ids_as_str(lat.pid[a:b])
+                kinds_l = kinds.tolist()
+                years_l = lat.year[a:b].tolist()
+                ynull_l = lat.year_null[a:b].tolist()
+                tempty_l = lat.title_empty[a:b].tolist()
+                nofield_l = lat.no_field[a:b].tolist()
+                f1_l = lat.field[a:b].tolist()
+                f2_l = lat.field2[a:b].tolist()
+                topic_l = lat.topic[a:b].tolist()
+                offs_o, offs_i = out_off.tolist(), in_off.tolist()
+                for j in range(b - a):
+                    title, abstract = texts[j]
+                    if tempty_l[j]:
+                        title = ""
+                    abs_out: str | None = abstract
+                    if kinds_l[j] == 1:
+                        abs_out = None
+                    elif kinds_l[j] == 2:
+                        abs_out = rnd.choice(st.SHORT_ABSTRACTS)
+                    field = fields_arr[f1_l[j]]
+                    field2 = fields_arr[f2_l[j]] if f2_l[j] >= 0 else None
+                    mag = None if nofield_l[j] else [field] if field2 is None else [field, field2]
+                    rec = _record(
+                        rnd,
+                        pids[j],
+                        title,
+                        abs_out,
+                        None if ynull_l[j] else years_l[j],
+                        years_l[j],
+                        field,
+                        st.TOPICS[topic_l[j]].name,
+                        mag,
+                        out_ids[offs_o[j] : offs_o[j + 1]],
+                        in_ids[offs_i[j] : offs_i[j + 1]],
+                    )
+                    lines[(a + j) % cfg.n_shards].append(json.dumps(rec).encode())
+                for k, ls in enumerate(lines):
+                    if ls:
+                        writers[k].write(b"\n".join(ls) + b"\n")
+                        rows[k] += len(ls)
+                if c % 20 == 19 or b == n:
+                    log(f"synth: wrote {b:,} of {n:,} records")
+    n_pf_2019 = int(np.sum(passes & (lat.year == QUERY_YEAR) & ~lat.year_null))
+    summary["prefiltered_2019"] = n_pf_2019
+    summary["mean_prefiltered_refs_per_prefiltered_2019"] = round(
+        pf_refs_2019 / n_pf_2019 if n_pf_2019 else 0.0, 3
+    )
+    summary["shards"] = {f"metadata_{s}.jsonl.gz": rows[s] for s in range(cfg.n_shards)}
+    summary["config"] = asdict(cfg)
+    return summary
+
+
+def write_shards(out_dir: Path, *, n_papers: int, n_shards: int, seed: int, **knobs: Any) -> dict:
+    """Write ``metadata_{i}.jsonl.gz`` shards in the S2ORC metadata schema; return a summary.
+
+    ``knobs`` are the other :class:`SynthConfig` fields (shares of failing records, growth,
+    locality, ...). The same arguments give byte-identical shards.
+    """
+    cfg = _config(n_papers, n_shards, seed, knobs)
+    return _write_shards(Path(out_dir), cfg)
+
+
+# --------------------------------------------------------------------------- post-prefilter tables
+
+
+def write_tables(
+    out_dir: Path, *, n_papers: int, seed: int, with_text: bool = False, **knobs: Any
+) -> dict:
+    """Write ``papers.parquet`` + ``citations.parquet`` directly in the prefiltered form.
+
+    For scale benchmarks (16M papers): every paper has a year, at least three distinct
+    citations inside the corpus (n_in + n_out >= 3) and cites only papers of its own year
+    or older; n_in and n_out count the rows of citations.parquet exactly (the graph has no
+    mutual citations, so n_in + n_out is the distinct citation count). Papers without a
+    MAG field (about 4.5%) have an empty ``fields`` list. Titles and abstracts are
+    synthetic text with ``with_text``; without it both are empty strings (cheap; the text
+    rules are then the caller's concern). ``knobs`` override :class:`SynthConfig` fields
+    (e.g. ``refs_recent``, the mean reference count in 2019). Returns a summary dict.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    overrides: dict[str, Any] = {
+        "null_year_share": 0.0,
+        "empty_title_share": 0.0,
+        "no_abstract_share": 0.0,
+        "short_abstract_share": 0.0,
+        "no_refs_share": 0.0,
+        "refs_recent": TABLES_REFS_RECENT,
+    }
+    overrides.update(knobs)
+    cfg = _config(n_papers, 1, seed, overrides)
+    if cfg.null_year_share or cfg.empty_title_share or cfg.no_abstract_share:
+        raise ConfigError("write_tables: the failure-share knobs must be 0 in the prefiltered form")
+    if cfg.short_abstract_share or cfg.no_refs_share:
+        raise ConfigError("write_tables: the failure-share knobs must be 0 in the prefiltered form")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lat = _latent(cfg, min_refs=TABLES_MIN_REFS)
+    n = lat.n
+    n_in = np.zeros(n, dtype=np.int64)
+    n_out = np.zeros(n, dtype=np.int64)
+    cit_schema = pa.schema([("citing_id", pa.string()), ("cited_id", pa.string())])
+    paper_schema = pa.schema(
+        [
+            ("paper_id", pa.string()),
+            ("title", pa.string()),
+            ("abstract", pa.string()),
+            ("year", pa.int64()),
+            ("fields", pa.list_(pa.string())),
+            ("n_out", pa.int64()),
+            ("n_in", pa.int64()),
+        ]
+    )
+    names = pa.array(list(st.FIELDS), pa.string())
+    gen = st.TextGenerator()
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=out_dir, prefix=".synth-")))
+        tmp_c = stack.enter_context(atomic_path(out_dir / "citations.parquet"))
+        with pq.ParquetWriter(tmp_c, cit_schema, compression="zstd", use_dictionary=False) as w:
+            for a, b, citing, cited in _edge_chunks(cfg, lat, min_out=TABLES_MIN_REFS):
+                n_out[a:b] = np.bincount(citing - a, minlength=b - a)
+                n_in += np.bincount(cited, minlength=n)
+                if with_text:  # the texts mention cited papers: keep the edges for pass 2
+                    np.save(tmp / f"out_{a // CHUNK}.npy", cited.astype(np.int32))
+                w.write_table(
+                    pa.table(
+                        {
+                            "citing_id": pc.cast(pa.array(lat.pid[citing]), pa.string()),
+                            "cited_id": pc.cast(pa.array(lat.pid[cited]), pa.string()),
+                        },
+                        schema=cit_schema,
+                    )
+                )
+        tmp_p = stack.enter_context(atomic_path(out_dir / "papers.parquet"))
+        with pq.ParquetWriter(tmp_p, paper_schema, compression="zstd") as w:
+            for c, a in enumerate(range(0, n, CHUNK)):
+                b = min(n, a + CHUNK)
+                m = b - a
+                nf = np.where(lat.no_field[a:b], 0, np.where(lat.field2[a:b] >= 0, 2, 1))
+                offsets = np.zeros(m + 1, dtype=np.int32)
+                np.cumsum(nf, out=offsets[1:])
+                vals = np.empty(int(offsets[-1]), dtype=np.int32)
+                vals[offsets[:-1][nf >= 1]] = lat.field[a:b][nf >= 1]
+                vals[offsets[:-1][nf == 2] + 1] = lat.field2[a:b][nf == 2]
+                flist = pa.ListArray.from_arrays(pa.array(offsets), pc.take(names, pa.array(vals)))
+                if with_text:
+                    out_cited = np.load(tmp / f"out_{c}.npy").astype(np.int64)
+                    out_off = np.concatenate([[0], np.cumsum(n_out[a:b])])
+                    n_sent = _n_sentences(cfg, _rng(cfg.seed, "table-sentences", c), m).tolist()
+                    rnd = _py_rng(cfg.seed, "table-text", c)
+                    texts = _render_texts(
+                        gen, lat, a, b, out_cited, out_off, rnd, n_sent, np.ones(m, dtype=bool)
+                    )
+                    titles = pa.array([t for t, _ in texts], pa.string())
+                    abstracts = pa.array([x for _, x in texts], pa.string())
+                else:
+                    titles = abstracts = pa.array([""] * m, pa.string())
+                table = pa.table(
+                    {
+                        "paper_id": pc.cast(pa.array(lat.pid[a:b]), pa.string()),
+                        "title": titles,
+                        "abstract": abstracts,
+                        "year": pa.array(lat.year[a:b].astype(np.int64)),
+                        "fields": flist,
+                        "n_out": pa.array(n_out[a:b]),
+                        "n_in": pa.array(n_in[a:b]),
+                    },
+                    schema=paper_schema,
+                )
+                w.write_table(table)
+    summary = _summary(cfg, lat, n_in, n_out, "tables")
+    summary["config"] = asdict(cfg)
+    summary["with_text"] = with_text
+    return summary
+
+
+# --------------------------------------------------------------------------- stage
+
+
+def _run(cfg: SynthConfig, ctx: StageContext) -> None:
+    with ctx.timed("generate"):
+        summary = _write_shards(ctx.out, cfg, ctx.log)
+    for name, rows in summary["shards"].items():
+        ctx.output(name, rows=rows)
+    summary.pop("config", None)
+    ctx.record("summary", summary)
+
+
+def _plan(cfg: SynthConfig, _inputs: dict[str, Any]) -> str:
+    return (
+        f"generate {cfg.n_papers:,} synthetic S2ORC records ({cfg.first_year}-{cfg.last_year}, "
+        f"seed {cfg.seed}) into {cfg.n_shards} metadata_*.jsonl.gz shards"
+    )
+
+
+SPEC = register(
+    StageSpec(
+        name="synth",
+        version="1",
+        config=SynthConfig,
+        run=_run,
+        help="write a synthetic S2ORC corpus (metadata shards in the real schema)",
+        plan=_plan,
+    )
+)
+
+__all__ = ["SPEC", "SynthConfig", "write_shards", "write_tables"]
