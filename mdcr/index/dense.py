@@ -1,0 +1,265 @@
+"""Stage ``search``: exact dense retrieval of every pool's queries against that pool.
+
+For each pool: the pool's papers and its queries (the distinct query_ids of its qrels) are
+looked up in the embedding store, an exact index is built over the pool (Faiss
+``IndexFlatIP``/``IndexFlatL2``, on GPU when Faiss sees one; the torch backend on CUDA
+without faiss-gpu), and the top ``k`` per query are written to ``runs.parquet`` by the
+run contract: ties by (score desc, paper_id asc), the query itself excluded. Queries are
+searched in batches, so no query x pool score matrix is ever built.
+
+Exactness and ties are handled in :mod:`mdcr.index.exact` (a candidate margin, float64
+re-scoring from the float16 store, and widening when a tie crosses the boundary), which
+is why every backend writes the same run.
+
+Scores: ``ip`` and ``cos`` (unit vectors) are inner products; ``l2`` is minus the squared
+distance. Multi-vector stores (Aspire) score a paper by its best sentence pair.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from mdcr.config import input_path, param
+from mdcr.device import DEVICE_HELP, check_device_spec
+from mdcr.errors import ConfigError, InputDataError
+from mdcr.stage import StageContext, StageSpec, register
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    pools: str = input_path(help="pools output folder (pools.parquet, qrels.parquet)")
+    embeddings: str = input_path(help="encode output folder holding every pool paper and query")
+    k: int = param(500, help="papers retrieved per query")
+    metric: Literal["default", "ip", "l2", "cos"] = param(
+        "default", help="override the store's metric; cos normalises vectors first"
+    )
+    backend: Literal["auto", "faiss", "torch"] = param(
+        "auto", help="auto = Faiss (GPU if Faiss sees one), torch on CUDA without faiss-gpu"
+    )
+    query_batch: int = param(
+        1024, help="queries per search call (large batches amortise Faiss's thread syncs)"
+    )
+    margin: int = param(64, help="extra candidates fetched to settle ties (widened if needed)")
+    device: str = param("auto", help=f"where to search: {DEVICE_HELP}")
+
+    def validate(self) -> None:
+        for key in ("k", "query_batch"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"search.{key}: {getattr(self, key)} is not valid; use >= 1")
+        if self.margin < 0:
+            raise ConfigError(f"search.margin: {self.margin} is negative; use >= 0")
+        check_device_spec(self.device, "search.device")
+
+
+def _normalize16(x: np.ndarray) -> np.ndarray:
+    x32 = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x32, axis=1, keepdims=True)
+    return (x32 / np.maximum(norms, 1e-12)).astype(np.float16)
+
+
+def read_pool_queries(pools_dir: Path) -> dict[str, list[str]]:
+    """Each pool's queries: the distinct query_ids of its qrels, sorted."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    path = pools_dir / "qrels.parquet"
+    if not path.is_file():
+        raise InputDataError(f"no qrels.parquet in '{pools_dir}'; point pools to a pools output")
+    table = pq.read_table(path, columns=["pool_id", "query_id"])
+    # Plain strings: the pools stage may dictionary-encode pool_id (one dictionary per
+    # row group), which Arrow cannot group by directly.
+    table = pa.table({name: pc.cast(table[name], pa.string()) for name in ("pool_id", "query_id")})
+    table = table.group_by(["pool_id", "query_id"]).aggregate([])
+    table = table.sort_by([("pool_id", "ascending"), ("query_id", "ascending")])
+    out: dict[str, list[str]] = {}
+    pool_col = pc.cast(table["pool_id"], "string").to_pylist()
+    query_col = pc.cast(table["query_id"], "string").to_pylist()
+    for pool_id, query_id in zip(pool_col, query_col, strict=True):
+        out.setdefault(pool_id, []).append(query_id)
+    return out
+
+
+def read_pool_papers(pools_dir: Path, pool_id: str) -> Any:
+    """The pool's paper_ids as an Arrow string array, sorted (byte order)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    path = pools_dir / "pools.parquet"
+    if not path.is_file():
+        raise InputDataError(f"no pools.parquet in '{pools_dir}'; point pools to a pools output")
+    col = pq.read_table(path, columns=["paper_id"], filters=[("pool_id", "=", pool_id)])["paper_id"]
+    ids = pc.cast(col, pa.string()).combine_chunks()
+    ids = pc.unique(ids)
+    return pc.take(ids, pc.sort_indices(ids))
+
+
+@dataclass
+class PoolResult:
+    query_ids: list[str]
+    ranked: list[tuple[np.ndarray, np.ndarray]]  # per query: paper ids, float64 scores
+    stats: dict[str, Any]
+
+
+def search_pool(
+    store: Any,
+    pool_ids: Any,
+    query_ids: list[str],
+    *,
+    k: int,
+    metric: str,
+    backend: str,
+    device: Any,
+    query_batch: int = 1024,
+    margin: int = 64,
+) -> PoolResult:
+    """Exact top-k for one pool (``pool_ids`` sorted) and its queries."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from mdcr.index.backends import make_backend
+    from mdcr.index.exact import SearchStats, exact_topk, exact_topk_multi, max_norm
+
+    t0 = time.perf_counter()
+    db_rows = store.require_rows(pool_ids, "pool papers")
+    q_rows = store.require_rows(query_ids, "queries")
+    q_arr = pa.array(query_ids, pa.string())
+    exclude = np.asarray(
+        pc.index_in(q_arr, value_set=pool_ids).fill_null(-1).to_numpy(zero_copy_only=False),
+        dtype=np.int64,
+    )
+    search_metric = "ip" if metric in ("ip", "cos") else "l2"
+    stats = SearchStats()
+    if store.multi_vector:
+        db, db_off = store.doc_vectors(db_rows)
+        qv, q_off = store.doc_vectors(q_rows)
+        if metric == "cos" and store.metric != "cos":  # an override: normalise here
+            db, qv = _normalize16(db), _normalize16(qv)
+        sentence_doc = np.repeat(np.arange(len(db_rows)), np.diff(db_off))
+        load_s = time.perf_counter() - t0
+        index = make_backend(backend, db, search_metric, device)  # type: ignore[arg-type]
+        build_s = time.perf_counter() - t0 - load_s
+        ranked_rows = exact_topk_multi(
+            index,
+            db,
+            sentence_doc,
+            qv,
+            q_off,
+            exclude,
+            k,
+            search_metric,  # type: ignore[arg-type]
+            margin=margin,
+            batch=max(1, query_batch // 8),
+            db_max_norm=max_norm(db),
+            stats=stats,
+        )
+    else:
+        db = store.vectors(db_rows)
+        qv = store.vectors(q_rows)
+        if metric == "cos" and store.metric != "cos":  # an override: normalise here
+            db, qv = _normalize16(db), _normalize16(qv)
+        load_s = time.perf_counter() - t0
+        index = make_backend(backend, db, search_metric, device)  # type: ignore[arg-type]
+        build_s = time.perf_counter() - t0 - load_s
+        ranked_rows = exact_topk(
+            index,
+            db,
+            qv,
+            exclude,
+            k,
+            search_metric,  # type: ignore[arg-type]
+            margin=margin,
+            batch=query_batch,
+            db_max_norm=max_norm(db),
+            stats=stats,
+        )
+    ids_np = np.asarray(pool_ids.to_numpy(zero_copy_only=False), dtype=str)
+    ranked = [(ids_np[rows], scores) for rows, scores in ranked_rows]
+    total = time.perf_counter() - t0
+    return PoolResult(
+        query_ids,
+        ranked,
+        {
+            "papers": len(pool_ids),
+            "vectors": len(db),
+            "queries": len(query_ids),
+            "backend": getattr(index, "name", backend),
+            "load_s": round(load_s, 3),
+            "build_s": round(build_s, 3),
+            "search_s": round(total - load_s - build_s, 3),
+            "widened": stats.widened,
+            "max_window": stats.max_window,
+        },
+    )
+
+
+def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
+    from mdcr.device import resolve_device
+    from mdcr.encoders.store import EmbeddingStore
+    from mdcr.index.backends import choose_backend
+    from mdcr.index.runs import RunWriter, run_table
+    from mdcr.store import artifact_fingerprint
+
+    pools_dir = ctx.input("pools")
+    store = EmbeddingStore(ctx.input("embeddings"))
+    metric = store.metric if cfg.metric == "default" else cfg.metric
+    device = resolve_device(cfg.device)
+    backend = choose_backend(cfg.backend, device)
+    pool_queries = read_pool_queries(pools_dir)
+    ctx.log(
+        f"[search] {store.name}: {len(pool_queries)} pools, metric {metric}, "
+        f"backend {backend} on {device}"
+    )
+    per_pool: dict[str, Any] = {}
+    with RunWriter(ctx.output("runs.parquet")) as writer:
+        for pool_id in ctx.progress(sorted(pool_queries), desc="search", unit="pool"):
+            ids = read_pool_papers(pools_dir, pool_id)
+            result = search_pool(
+                store,
+                ids,
+                pool_queries[pool_id],
+                k=cfg.k,
+                metric=metric,
+                backend=backend,
+                device=device,
+                query_batch=cfg.query_batch,
+                margin=cfg.margin,
+            )
+            writer.write(run_table(pool_id, result.query_ids, result.ranked))
+            per_pool[pool_id] = result.stats
+    ctx.outputs["runs.parquet"] = writer.rows
+    ctx.record("retriever", store.name)
+    ctx.record("encoder", store.identity)
+    ctx.record("pools_fingerprint", artifact_fingerprint(pools_dir))
+    ctx.record("embeddings_fingerprint", artifact_fingerprint(ctx.input("embeddings")))
+    ctx.record("metric", metric)
+    ctx.record("k", cfg.k)
+    ctx.record("backend", backend)
+    ctx.record("device", str(device))
+    ctx.record("pools", per_pool)
+
+
+def plan_search(cfg: SearchConfig, inputs: dict[str, list[Path]]) -> str:
+    return (
+        f"exact dense search (backend {cfg.backend}, device {cfg.device}) of every pool's "
+        f"queries, top {cfg.k}, ties by paper_id, query excluded"
+    )
+
+
+SPEC = register(
+    StageSpec(
+        name="search",
+        version="1",
+        config=SearchConfig,
+        run=run_search,
+        help="Exact dense search per pool (Faiss or torch), top-k runs by the run contract",
+        plan=plan_search,
+        main_output="runs.parquet",
+    )
+)

@@ -1,0 +1,297 @@
+"""Exact top-k with the project's tie rule, on top of any backend.
+
+Backends rank by float32 scores and break ties by their own internal order, and two
+backends (or one backend on two machines) can round the same score differently. So:
+
+1. Ask the backend for ``k' = k + 1 + margin`` candidates (the +1 leaves room to drop
+   the query itself).
+2. Re-score the candidates in float64 from the float16 store. Products of float16
+   numbers are exact (even in float32) and each dot product is a pairwise float64 sum
+   over one row, so a paper's score is the same bits whatever backend or candidate set
+   produced it (L2 as ``-(|q|^2 + |x|^2 - 2 q.x)`` from such sums).
+3. Rank by (score desc, paper_id asc) without the query (``rank_candidates``'s rule; the
+   pool is sorted by paper_id, so the row number is the paper_id order).
+4. Check that nothing outside the ``k'`` candidates can belong in the top k: a paper the
+   backend did not return has a float32 score at most the last returned one, ``L``, so its
+   exact score is at most ``L + eps`` (``eps`` bounds float32 rounding of a length-d dot
+   product). If the k-th exact score ``t`` is above ``L + eps``, the top k, ties at
+   ``t`` included, is complete. Otherwise (a tie or near-tie across the boundary) the
+   search is widened: ``k'`` doubles for that query, up to the whole pool.
+
+Scores: ``"ip"``: the inner product; ``"l2"``: minus the squared Euclidean distance (the
+same order as minus the distance, without a square root).
+
+Multi-vector (Aspire): the backend indexes sentence vectors; each query sentence asks for
+its ``k'`` nearest sentences, a paper's partial score is its best retrieved pair, and an
+unretrieved pair scores at most ``B = max over query sentences of (L + eps)``. If the k-th
+partial score (without the query paper) is above ``B``, the top k and its scores are exact;
+otherwise ``k'`` doubles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mdcr.index.backends import Backend, SearchMetric
+
+_U32 = 2.0**-24  # unit roundoff of float32
+
+
+@dataclass
+class SearchStats:
+    """What the search did: how often the candidate window had to be widened."""
+
+    queries: int = 0
+    backend_calls: int = 0
+    widened: int = 0
+    max_window: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+def squared_norms(vectors: np.ndarray, block: int = 1 << 16) -> np.ndarray:
+    """float64 squared norm of each row, computed the way :func:`rescore` computes dots."""
+    out = np.empty(len(vectors), dtype=np.float64)
+    for s in range(0, len(vectors), block):
+        part = np.asarray(vectors[s : s + block])
+        out[s : s + block] = _dots(part, part)
+    return out
+
+
+def _dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise dot products in float64, the same bits for the same pair of rows.
+
+    float16 x float16 products are exact in float32 (22 significant bits), so they are
+    formed in float32 and summed in float64 (numpy's pairwise sum over each contiguous
+    row); other dtypes are multiplied in float64.
+    """
+    if a.dtype == np.float16 and b.dtype == np.float16:
+        prod = a.astype(np.float32)
+        prod *= b
+        return np.add.reduce(prod, axis=-1, dtype=np.float64)
+    prod64 = a.astype(np.float64)
+    prod64 *= b
+    return np.add.reduce(prod64, axis=-1)
+
+
+def rescore(
+    queries: np.ndarray,
+    db: np.ndarray,
+    rows: np.ndarray,
+    metric: SearchMetric,
+    db_sq: np.ndarray | None = None,
+) -> np.ndarray:
+    """float64 scores of ``queries[i]`` against ``db[rows[i, j]]``, shape ``rows.shape``.
+
+    A pair's score depends only on the two vectors, never on which other candidates were
+    gathered with it, so every backend gets the same bits. L2 uses
+    ``-(|q|^2 + |x|^2 - 2 q.x)`` with ``db_sq`` the pool's :func:`squared_norms`.
+    """
+    out = np.empty(rows.shape, dtype=np.float64)
+    sq = None if metric == "ip" else (db_sq if db_sq is not None else squared_norms(db))
+    for i in range(len(rows)):
+        q = queries[i : i + 1]
+        dots = _dots(db[rows[i]], q)
+        if sq is None:
+            out[i] = dots
+        else:
+            out[i] = -(sq[rows[i]] + _dots(q, q)[0] - 2.0 * dots)
+    return out
+
+
+def max_norm(vectors: np.ndarray, block: int = 1 << 16) -> float:
+    """Largest L2 norm among ``vectors`` (float32 arithmetic, block by block)."""
+    best = 0.0
+    for s in range(0, len(vectors), block):
+        part = np.asarray(vectors[s : s + block], dtype=np.float32)
+        if len(part):
+            best = max(best, float(np.sqrt((part * part).sum(axis=1).max())))
+    return best
+
+
+def error_bound(q_norms: np.ndarray, max_norm: float, dim: int, metric: SearchMetric) -> np.ndarray:
+    """Upper bound on |float32 score - exact score| for each query (with a 2x safety margin).
+
+    Inner product: gamma_d * sum|q_i x_i| <= gamma_d * |q| |x|; squared L2 computed as
+    |q|^2 + |x|^2 - 2 q.x adds the norms' rounding: gamma_(d+3) * (|q| + |x|)^2.
+    """
+    gamma = 2.0 * (dim + 4) * _U32
+    if metric == "ip":
+        return gamma * q_norms * max_norm
+    return gamma * (q_norms + max_norm) ** 2
+
+
+def _order(rows: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the top k by (score desc, row asc)."""
+    return np.lexsort((rows, -scores))[:k]
+
+
+def exact_topk(
+    backend: Backend,
+    db: np.ndarray,
+    queries: np.ndarray,
+    exclude: np.ndarray,
+    k: int,
+    metric: SearchMetric,
+    *,
+    margin: int = 64,
+    batch: int = 1024,
+    db_max_norm: float | None = None,
+    stats: SearchStats | None = None,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Top ``k`` rows of ``db`` per query by (score desc, row asc), row ``exclude[i]`` left out.
+
+    ``db`` and ``queries`` are the float16 vectors the backend was built from; ``exclude``
+    holds each query's own row in ``db`` (-1 if it is not there). Returns per query
+    ``(rows, float64 scores)`` in rank order.
+    """
+    stats = stats if stats is not None else SearchStats()
+    n, nq = len(db), len(queries)
+    results: list[tuple[np.ndarray, np.ndarray]] = [
+        (np.zeros(0, np.int64), np.zeros(0, np.float64))
+    ] * nq
+    if n == 0 or nq == 0 or k <= 0:
+        return results
+    q64 = np.asarray(queries, dtype=np.float64)
+    norm = max_norm(db) if db_max_norm is None else db_max_norm
+    eps = error_bound(np.linalg.norm(q64, axis=1), norm, db.shape[1], metric)
+    db_sq = squared_norms(db) if metric == "l2" else None
+    window = min(n, k + 1 + margin)
+    pending = np.arange(nq)
+    stats.queries += nq
+    while pending.size:
+        retry: list[int] = []
+        for b in range(0, pending.size, batch):
+            part = pending[b : b + batch]
+            stats.backend_calls += 1
+            stats.max_window = max(stats.max_window, window)
+            approx, cand = backend.search(queries[part], window)
+            exact = rescore(queries[part], db, cand, metric, db_sq)
+            for j, qi in enumerate(part):
+                rows, sc = cand[j], exact[j]
+                keep = rows != exclude[qi]
+                rows, sc = rows[keep], sc[keep]
+                pos = _order(rows, sc, k)
+                results[qi] = (rows[pos], sc[pos])
+                if window < n and not sc[pos[-1]] > float(approx[j, -1]) + eps[qi]:
+                    retry.append(int(qi))
+        pending = np.asarray(retry, dtype=np.int64)
+        if pending.size:
+            stats.widened += int(pending.size)
+            window = min(n, window * 2)
+    return results
+
+
+def exact_topk_multi(
+    backend: Backend,
+    sentences: np.ndarray,
+    sentence_doc: np.ndarray,
+    query_sentences: np.ndarray,
+    query_offsets: np.ndarray,
+    exclude: np.ndarray,
+    k: int,
+    metric: SearchMetric,
+    *,
+    margin: int = 64,
+    batch: int = 64,
+    db_max_norm: float | None = None,
+    stats: SearchStats | None = None,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Top ``k`` documents per query document by their best sentence pair.
+
+    ``sentences`` (float16) are the pool's sentence vectors the backend was built from and
+    ``sentence_doc`` the document row of each; query document ``i`` has the vectors
+    ``query_sentences[query_offsets[i]:query_offsets[i + 1]]``. Returns per query
+    ``(document rows, float64 scores)`` in rank order (ties by document row).
+    """
+    stats = stats if stats is not None else SearchStats()
+    n_sent, nq = len(sentences), len(query_offsets) - 1
+    results: list[tuple[np.ndarray, np.ndarray]] = [
+        (np.zeros(0, np.int64), np.zeros(0, np.float64))
+    ] * nq
+    if n_sent == 0 or nq == 0 or k <= 0:
+        return results
+    q64 = np.asarray(query_sentences, dtype=np.float64)
+    norm = max_norm(sentences) if db_max_norm is None else db_max_norm
+    eps = error_bound(np.linalg.norm(q64, axis=1), norm, sentences.shape[1], metric)
+    db_sq = squared_norms(sentences) if metric == "l2" else None
+    window = min(n_sent, k + 1 + margin)
+    pending = np.arange(nq)
+    stats.queries += nq
+    while pending.size:
+        retry: list[int] = []
+        for b in range(0, pending.size, batch):
+            part = pending[b : b + batch]
+            stats.backend_calls += 1
+            stats.max_window = max(stats.max_window, window)
+            retry.extend(
+                _multi_round(
+                    backend,
+                    sentences,
+                    sentence_doc,
+                    query_sentences,
+                    query_offsets,
+                    part,
+                    exclude,
+                    k,
+                    metric,
+                    window,
+                    eps,
+                    db_sq,
+                    results,
+                )
+            )
+        pending = np.asarray(retry, dtype=np.int64)
+        if pending.size:
+            stats.widened += int(pending.size)
+            window = min(n_sent, window * 2)
+    return results
+
+
+def _multi_round(
+    backend: Backend,
+    sentences: np.ndarray,
+    sentence_doc: np.ndarray,
+    query_sentences: np.ndarray,
+    query_offsets: np.ndarray,
+    part: np.ndarray,
+    exclude: np.ndarray,
+    k: int,
+    metric: SearchMetric,
+    window: int,
+    eps: np.ndarray,
+    db_sq: np.ndarray | None,
+    results: list[tuple[np.ndarray, np.ndarray]],
+) -> list[int]:
+    """One search round for the query documents ``part``; returns those to widen."""
+    n_sent = len(sentences)
+    starts, ends = query_offsets[part], query_offsets[part + 1]
+    lens = ends - starts
+    first_of = np.cumsum(lens) - lens
+    qrows = np.repeat(starts, lens) + (np.arange(int(lens.sum())) - np.repeat(first_of, lens))
+    approx, cand = backend.search(query_sentences[qrows], window)
+    exact = rescore(query_sentences[qrows], sentences, cand, metric, db_sq)
+    bound = approx[:, -1].astype(np.float64) + eps[qrows]
+    retry = []
+    at = 0
+    for j, qi in enumerate(part):
+        block = slice(at, at + int(lens[j]))
+        at += int(lens[j])
+        docs = sentence_doc[cand[block]].ravel()
+        sc = exact[block].ravel()
+        keep = docs != exclude[qi]
+        docs, sc = docs[keep], sc[keep]
+        # Best retrieved pair per document: sort by (doc, score desc), take firsts.
+        by_doc = np.lexsort((-sc, docs))
+        docs, sc = docs[by_doc], sc[by_doc]
+        first = np.ones(len(docs), dtype=bool)
+        first[1:] = docs[1:] != docs[:-1]
+        docs, sc = docs[first], sc[first]
+        pos = _order(docs, sc, k)
+        results[qi] = (docs[pos], sc[pos])
+        if window < n_sent:
+            complete = len(pos) == k and sc[pos[-1]] > float(bound[block].max())
+            if not complete:
+                retry.append(int(qi))
+    return retry

@@ -1,0 +1,113 @@
+"""The encoder registry: exact names, prefixes, duplicates, option checks, py: encoders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mdcr.encoders.base import Encoder, PaperText, encoder_identity
+from mdcr.encoders.registry import (
+    EncoderEntry,
+    EncoderOptions,
+    build_encoder,
+    encoder_names,
+    lookup,
+    register,
+)
+from mdcr.errors import ConfigError, InputDataError
+
+
+def test_builtin_names_match_the_architecture() -> None:
+    assert encoder_names() == sorted(
+        ["scibert", "specter", "scincl", "aspire-bm", "aspire-cs", "minilm", "random"]
+    )
+
+
+@pytest.mark.parametrize("spec", ["specter2", "SPECTER", "spec", "hf:", "py:mod", "py::x"])
+def test_no_guessing_and_one_line_error(spec: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        lookup(spec)
+    msg = str(info.value)
+    assert f"unknown encoder '{spec}'" in msg
+    assert "scibert" in msg and "hf:<model id or path>" in msg and "\n" not in msg
+
+
+def test_prefixes_resolve() -> None:
+    assert lookup("hf:allenai/specter")[1] == "allenai/specter"
+    assert lookup("py:my.module:Thing")[1] == "my.module:Thing"
+
+
+def test_duplicate_registration_is_refused() -> None:
+    entry = EncoderEntry("random", "again", lambda a, o: None)  # type: ignore[arg-type,return-value]
+    with pytest.raises(ConfigError, match="registered twice"):
+        register(entry)
+    with pytest.raises(ConfigError, match="reserved"):
+        register(EncoderEntry("hf:x", "x", lambda a, o: None))  # type: ignore[arg-type,return-value]
+
+
+def test_options_an_encoder_would_ignore_are_refused() -> None:
+    with pytest.raises(ConfigError, match="'random' does not take option\\(s\\) pooling"):
+        build_encoder("random", EncoderOptions(pooling="mean"))
+    with pytest.raises(ConfigError, match="does not take option\\(s\\) dim"):
+        build_encoder("minilm", EncoderOptions(dim=8))
+    with pytest.raises(ConfigError, match="metric 'dot' is not valid"):
+        build_encoder("hf:x", EncoderOptions(metric="dot"))
+
+
+def test_random_encoder_through_the_registry() -> None:
+    enc = build_encoder("random", EncoderOptions(dim=16, seed=3))
+    assert isinstance(enc, Encoder)
+    assert (enc.name, enc.dim, enc.metric) == ("random", 16, "cos")
+    ident = encoder_identity(enc)
+    assert ident["seed"] == 3 and ident["dim"] == 16 and ident["multi_vector"] is False
+
+
+def test_missing_hf_model_is_a_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(InputDataError, match="could not load model") as info:
+        build_encoder(f"hf:{tmp_path / 'nope'}", EncoderOptions(device="cpu"))
+    assert "\n" not in str(info.value)
+
+
+USER_MODULE = '''
+import numpy as np
+
+class Constant:
+    """A user's encoder: every paper maps to the same vector, scaled by title length."""
+    name = "constant"
+    dim = 4
+    metric = "ip"
+
+    def __init__(self, options=None):
+        self.scale = (options.dim or 1) if options is not None else 1
+
+    def encode(self, texts):
+        return np.array([[len(t.title) * self.scale] * 4 for t in texts], dtype=np.float32)
+
+instance = Constant()
+
+class NoMetric:
+    name = "x"
+    dim = 2
+    def encode(self, texts):
+        return np.zeros((len(texts), 2), np.float32)
+'''
+
+
+def test_py_encoders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "user_encoders_mod.py").write_text(USER_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    texts = [PaperText("a", "abc", ""), PaperText("b", "x", "")]
+    enc = build_encoder("py:user_encoders_mod:Constant", EncoderOptions(dim=2))
+    assert np.asarray(enc.encode(texts))[:, 0].tolist() == [6.0, 2.0]
+    obj = build_encoder("py:user_encoders_mod:instance")
+    assert np.asarray(obj.encode(texts))[:, 0].tolist() == [3.0, 1.0]
+    with pytest.raises(ConfigError, match="takes no options"):
+        build_encoder("py:user_encoders_mod:instance", EncoderOptions(dim=2))
+    with pytest.raises(ConfigError, match="lacks metric"):
+        build_encoder("py:user_encoders_mod:NoMetric")
+    with pytest.raises(ConfigError, match="cannot import module 'no_such_mod_xyz'"):
+        build_encoder("py:no_such_mod_xyz:X")
+    with pytest.raises(ConfigError, match="has no 'Missing'"):
+        build_encoder("py:user_encoders_mod:Missing")

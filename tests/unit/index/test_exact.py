@@ -1,0 +1,138 @@
+"""Exact dense search equals a numpy brute force: scores, order and ties, query excluded."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mdcr.device import Device
+from mdcr.index.backends import FaissBackend, TorchBackend, choose_backend
+from mdcr.index.exact import SearchStats, exact_topk, exact_topk_multi
+from mdcr.index.runs import rank_candidates
+
+
+def _data(n: int, nq: int, d: int, *, seed: int, levels: int | None) -> tuple[np.ndarray, ...]:
+    """float16 pool and queries; with ``levels``, coarse values so that many scores tie."""
+    rng = np.random.default_rng(seed)
+    if levels:
+        db = rng.integers(-levels, levels + 1, size=(n, d)) / 4.0
+        db[n // 2 : n // 2 + 20] = db[:20]  # exact duplicates: guaranteed ties
+    else:
+        db = rng.standard_normal((n, d))
+    db = db.astype(np.float16)
+    q_rows = rng.choice(n, size=nq // 2, replace=False)  # half the queries are pool papers
+    queries = np.concatenate([db[q_rows], rng.standard_normal((nq - nq // 2, d))])
+    queries = queries.astype(np.float16)
+    if levels:
+        queries = (np.round(queries.astype(np.float32) * 2) / 2).astype(np.float16)
+        queries[: nq // 2] = db[q_rows]
+    exclude = np.concatenate([q_rows, -np.ones(nq - nq // 2, dtype=np.int64)])
+    return db, queries, exclude
+
+
+def _brute(db: np.ndarray, queries: np.ndarray, exclude: np.ndarray, k: int, metric: str):
+    """Every score in float64, then the run contract's rule (rank_candidates)."""
+    ids = np.array([f"d{i:05d}" for i in range(len(db))])  # id order == row order
+    d64 = db.astype(np.float64)
+    out = []
+    for q, ex in zip(queries.astype(np.float64), exclude, strict=True):
+        s = (d64 * q).sum(axis=1) if metric == "ip" else -((d64 - q) ** 2).sum(axis=1)
+        r_ids, r_scores = rank_candidates(ids, s, k, exclude=ids[ex] if ex >= 0 else None)
+        out.append((np.array([int(i[1:]) for i in r_ids]), r_scores))
+    return out
+
+
+def _backends(db: np.ndarray, metric: str):
+    return [FaissBackend(db, metric, Device()), TorchBackend(db, metric, Device(), chunk_rows=97)]
+
+
+@pytest.mark.parametrize("metric", ["ip", "l2"])
+@pytest.mark.parametrize("levels", [None, 2])
+def test_single_vector_equals_brute_force(metric: str, levels: int | None) -> None:
+    db, queries, exclude = _data(700, 40, 16, seed=1, levels=levels)
+    k = 50
+    want = _brute(db, queries, exclude, k, metric)
+    for backend in _backends(db, metric):
+        stats = SearchStats()
+        got = exact_topk(backend, db, queries, exclude, k, metric, margin=3, batch=16, stats=stats)  # type: ignore[arg-type]
+        for (g_rows, g_sc), (w_rows, w_sc) in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g_rows, w_rows)
+            if metric == "ip":
+                np.testing.assert_array_equal(g_sc, w_sc)  # the same float64 bits
+            else:  # -(|q|^2 + |x|^2 - 2 q.x) against -|q - x|^2: equal up to rounding
+                np.testing.assert_allclose(g_sc, w_sc, rtol=1e-12, atol=1e-12)
+        if levels:
+            assert stats.widened > 0  # ties across the boundary forced wider searches
+
+
+def test_torch_backend_equals_faiss_and_edge_cases() -> None:
+    db, queries, exclude = _data(300, 20, 8, seed=2, levels=1)
+    faiss_b, torch_b = _backends(db, "ip")
+    for k in (1, 7, 299, 300, 1000):
+        a = exact_topk(faiss_b, db, queries, exclude, k, "ip", margin=0)
+        b = exact_topk(torch_b, db, queries, exclude, k, "ip", margin=0)
+        for (ra, sa), (rb, sb), ex in zip(a, b, exclude, strict=True):
+            np.testing.assert_array_equal(ra, rb)
+            np.testing.assert_allclose(sa, sb, rtol=0, atol=1e-5)
+            assert ex not in ra
+            assert len(ra) == min(k, 300 - (ex >= 0))
+
+
+def test_backend_raw_scores_agree() -> None:
+    db, queries, _ = _data(500, 10, 32, seed=3, levels=None)
+    for metric in ("ip", "l2"):
+        fa, tb = _backends(db, metric)
+        s1, r1 = fa.search(queries, 20)
+        s2, _ = tb.search(queries, 20)
+        np.testing.assert_allclose(s1, s2, atol=1e-3)
+        ref = queries.astype(np.float64) @ db.astype(np.float64).T
+        if metric == "l2":
+            ref = -(
+                (queries[:, None, :].astype(np.float64) - db[None].astype(np.float64)) ** 2
+            ).sum(-1)
+        np.testing.assert_allclose(s1, np.take_along_axis(ref, r1, 1), rtol=1e-5, atol=1e-4)
+
+
+def _multi_data(n_docs: int, nq: int, d: int, seed: int, levels: int | None):
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 6, size=n_docs)
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    if levels:
+        sents = rng.integers(-levels, levels + 1, size=(offsets[-1], d)) / 2.0
+    else:
+        sents = rng.standard_normal((offsets[-1], d))
+    sents = sents.astype(np.float16)
+    q_docs = rng.choice(n_docs, size=nq, replace=False)
+    q_parts = [sents[offsets[i] : offsets[i + 1]] for i in q_docs]
+    q_off = np.concatenate([[0], np.cumsum([len(p) for p in q_parts])])
+    return sents, offsets, np.concatenate(q_parts), q_off, q_docs
+
+
+@pytest.mark.parametrize("levels", [None, 1])
+def test_multi_vector_equals_brute_force(levels: int | None) -> None:
+    sents, offsets, qs, q_off, q_docs = _multi_data(250, 15, 8, seed=4, levels=levels)
+    doc_of = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    k = 30
+    ids = np.array([f"d{i:05d}" for i in range(len(offsets) - 1)])
+    want = []
+    for i in range(len(q_docs)):
+        q = qs[q_off[i] : q_off[i + 1]].astype(np.float64)
+        pair = -((q[:, None, :] - sents[None].astype(np.float64)) ** 2).sum(-1)  # (s, m)
+        best = np.full(len(ids), -np.inf)
+        np.maximum.at(best, doc_of, pair.max(axis=0))
+        r_ids, r_sc = rank_candidates(ids, best, k, exclude=ids[q_docs[i]])
+        want.append((np.array([int(x[1:]) for x in r_ids]), r_sc))
+    for backend in (FaissBackend(sents, "l2", Device()), TorchBackend(sents, "l2", Device())):
+        stats = SearchStats()
+        got = exact_topk_multi(
+            backend, sents, doc_of, qs, q_off, q_docs, k, "l2", margin=2, batch=4, stats=stats
+        )
+        for (g_rows, g_sc), (w_rows, w_sc) in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g_rows, w_rows)
+            np.testing.assert_allclose(g_sc, w_sc, rtol=0, atol=1e-9)
+        assert stats.widened > 0
+
+
+def test_auto_backend_on_cpu_is_faiss() -> None:
+    assert choose_backend("auto", Device()) == "faiss"
+    assert choose_backend("torch", Device()) == "torch"
