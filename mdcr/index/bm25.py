@@ -1,0 +1,599 @@
+"""BM25 stages: ``bm25-tune`` (grid search of k1, b on validation pools) and ``bm25`` (runs).
+
+BM25 is Lucene's (through Anserini, as pyserini runs it; paper section 3 and appendix A.1).
+Each pool gets its own index, so document frequencies, document count and average length
+are those of the pool, as the paper's per-pool evaluation implies. A document and a query
+are both a paper's title + newline + abstract; the query paper is never a candidate in its
+own ranking, and ties are broken by (score desc, paper_id asc), as in every retriever.
+
+Indexes are shared, not stage outputs: ``$MDCR_INDEX_DIR`` (default ``indexes/``) holds one
+folder per distinct (pool papers, corpus, analyzer) fingerprint, so the tuning grid, the
+test runs, re-runs and identical pools all reuse one index. BM25's k1 and b are applied at
+search time, so one index serves the whole grid. Both stages are resumable per pool.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from mdcr.config import input_path, param, setting
+from mdcr.errors import ConfigError, InputDataError
+from mdcr.stage import StageContext, StageSpec, register
+
+if TYPE_CHECKING:
+    import duckdb
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    from mdcr.index.lucene import LuceneIndex
+
+RUNS_FILE = "runs.parquet"
+GRID_FILE = "grid.parquet"
+CHOSEN_FILE = "chosen.json"
+PARTS = "parts"
+# pyserini's (and Anserini's) default BM25 parameters.
+DEFAULT_K1 = 0.9
+DEFAULT_B = 0.4
+DEFAULT_K1_GRID = (0.6, 0.8, 0.9, 1.0, 1.2, 1.4, 1.6)
+DEFAULT_B_GRID = (0.2, 0.4, 0.6, 0.75, 0.8, 1.0)
+_BATCH = 50_000  # papers read per batch when indexing
+
+
+def _check_k1_b(where: str, k1s: Sequence[float], bs: Sequence[float]) -> None:
+    for k1 in k1s:
+        if not math.isfinite(k1) or k1 < 0:
+            raise ConfigError(f"{where}.k1: must be a finite number >= 0, got {k1}")
+    for b in bs:
+        if not 0 <= b <= 1:
+            raise ConfigError(f"{where}.b: must be between 0 and 1, got {b}")
+
+
+def metric_name(metric: str, depth: int) -> str:
+    """The full metric name: ``map`` -> ``map@<depth>``, ``ndcg`` -> ``ndcg@<depth>``,
+    ``recall`` -> ``recall@30``; names with a cut-off (``recall@30``) stay as they are."""
+    from mdcr.eval.metrics import parse_metric
+
+    name = metric.strip().lower()
+    if "@" not in name:
+        name = {"map": f"map@{depth}", "ndcg": f"ndcg@{depth}", "recall": "recall@30"}.get(
+            name, name
+        )
+    try:
+        parse_metric(name)
+    except InputDataError:
+        raise ConfigError(
+            f"bm25-tune.metric: {metric!r} is not valid; valid: map, ndcg, recall@30 "
+            f"(or map@N, ndcg@N, recall@N)"
+        ) from None
+    return name
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    corpus: str = input_path(help="prefilter output (papers.parquet with title and abstract)")
+    pools: str = input_path(help="pools output; only its validation (split 'val') pools are used")
+    k1: tuple[float, ...] = param(DEFAULT_K1_GRID, help="k1 values of the grid")
+    b: tuple[float, ...] = param(DEFAULT_B_GRID, help="b values of the grid")
+    metric: str = param(
+        "map", help="metric to maximise, averaged over val pools: map, ndcg or recall@30"
+    )
+    depth: int = param(500, help="ranking depth searched and scored (MAP and nDCG cut-off)")
+    threads: int = setting(0, help="threads for indexing and search (0: all cores)")
+
+    def validate(self) -> None:
+        if not self.k1 or not self.b:
+            raise ConfigError("bm25-tune.k1 and bm25-tune.b: the grid must not be empty")
+        for key, values in (("k1", self.k1), ("b", self.b)):
+            if len(set(values)) != len(values):
+                raise ConfigError(f"bm25-tune.{key}: has duplicates: {list(values)}")
+        _check_k1_b("bm25-tune", self.k1, self.b)
+        if self.depth < 1:
+            raise ConfigError(f"bm25-tune.depth: must be >= 1, got {self.depth}")
+        if self.threads < 0:
+            raise ConfigError(f"bm25-tune.threads: must be >= 0, got {self.threads}")
+        metric_name(self.metric, self.depth)
+
+
+@dataclass(frozen=True)
+class BM25Config:
+    corpus: str = input_path(help="prefilter output (papers.parquet with title and abstract)")
+    pools: str = input_path(help="pools output")
+    params: str | None = input_path(
+        None, help="bm25-tune output: use its chosen k1 and b (else the k1 and b keys)"
+    )
+    k1: float = param(DEFAULT_K1, help="BM25 k1 when no params input is given")
+    b: float = param(DEFAULT_B, help="BM25 b when no params input is given")
+    k: int = param(500, help="candidates kept per query (top-k)")
+    splits: tuple[Literal["val", "test"], ...] = param(("test",), help="pool splits to search")
+    threads: int = setting(0, help="threads for indexing and search (0: all cores)")
+
+    def validate(self) -> None:
+        _check_k1_b("bm25", [self.k1], [self.b])
+        if self.params and (self.k1 != DEFAULT_K1 or self.b != DEFAULT_B):
+            raise ConfigError("bm25: give either params (a bm25-tune output) or k1/b, not both")
+        if self.k < 1:
+            raise ConfigError(f"bm25.k: must be >= 1, got {self.k}")
+        if not self.splits or len(set(self.splits)) != len(self.splits):
+            raise ConfigError(f"bm25.splits: must be non-empty without duplicates: {self.splits}")
+        if self.threads < 0:
+            raise ConfigError(f"bm25.threads: must be >= 0, got {self.threads}")
+
+
+# ---------------------------------------------------------------------------------------
+# Inputs
+
+
+@dataclass(frozen=True)
+class PoolInfo:
+    pool_id: str
+    setup: str
+    split: str
+    field: str | None
+
+
+class PoolData:
+    """The corpus text and the pools, queried with DuckDB."""
+
+    def __init__(self, corpus: Path, pools: Path, threads: int) -> None:
+        import duckdb
+
+        from mdcr.store import artifact_fingerprint
+
+        self.corpus_fp = artifact_fingerprint(corpus)
+        self.pools_fp = artifact_fingerprint(pools)
+        papers = corpus / "papers.parquet" if corpus.is_dir() else corpus
+        files = {
+            "papers": papers,
+            "pools": pools / "pools.parquet",
+            "qrels": pools / "qrels.parquet",
+        }
+        meta = pools / "pool_meta.parquet"
+        if meta.is_file():
+            files["pool_meta"] = meta
+        for name, path in files.items():
+            if not path.is_file():
+                which = "corpus (a prefilter output)" if name == "papers" else "pools output"
+                raise InputDataError(f"no {path.name} at '{path.parent}'; point to a {which}")
+        self.con: duckdb.DuckDBPyConnection = duckdb.connect()
+        if threads:
+            self.con.execute(f"SET threads = {int(threads)}")
+        for name, path in files.items():
+            self.con.execute(
+                f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_sql_str(str(path))})"
+            )
+        if "pool_meta" not in files:  # pools from elsewhere: setup/split/field from the id
+            self.con.execute(
+                "CREATE VIEW pool_meta AS SELECT pool_id, split_part(pool_id, '/', 1) AS setup, "
+                "split_part(pool_id, '/', 2) AS split, CASE WHEN split_part(pool_id, '/', 1) "
+                "= 'field' THEN split_part(pool_id, '/', 3) END AS field "
+                "FROM (SELECT DISTINCT pool_id FROM pools)"
+            )
+        cols = {r[0] for r in self.con.execute("DESCRIBE papers").fetchall()}
+        missing = {"paper_id", "title", "abstract"} - cols
+        if missing:
+            raise InputDataError(
+                f"'{papers}' lacks column(s) {', '.join(sorted(missing))}; "
+                f"BM25 needs paper_id, title and abstract"
+            )
+
+    def close(self) -> None:
+        self.con.close()
+
+    def pools_of(self, splits: Sequence[str]) -> list[PoolInfo]:
+        rows = self.con.execute(
+            "SELECT pool_id, setup, split, field FROM pool_meta ORDER BY pool_id"
+        ).fetchall()
+        return [PoolInfo(*r) for r in rows if r[2] in splits]
+
+    def splits(self) -> list[str]:
+        rows = self.con.execute("SELECT DISTINCT split FROM pool_meta ORDER BY 1").fetchall()
+        return [r[0] for r in rows]
+
+    def pool_ids(self, pool_id: str) -> list[str]:
+        """The pool's paper ids, sorted (code-point order, as ``rank_candidates`` sorts)."""
+        rel = self.con.sql(
+            "SELECT DISTINCT paper_id FROM pools WHERE pool_id = ?", params=[pool_id]
+        )
+        table = (getattr(rel, "to_arrow_table", None) or rel.arrow)()  # duckdb >= 1.4 / older
+        return sorted(table.column(0).to_pylist())
+
+    def pool_texts(self, pool_id: str) -> Iterator[tuple[list[str], list[str]]]:
+        """(paper ids, title + newline + abstract) of the pool's papers, in batches."""
+        rel: Any = self.con.sql(
+            "SELECT p.paper_id, coalesce(p.title, '') || chr(10) || coalesce(p.abstract, '') "
+            "FROM papers p SEMI JOIN (SELECT paper_id FROM pools WHERE pool_id = ?) c "
+            "ON p.paper_id = c.paper_id",
+            params=[pool_id],
+        )
+        fetch = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader
+        for batch in fetch(_BATCH):
+            yield batch.column(0).to_pylist(), batch.column(1).to_pylist()
+
+    def queries(self, pool_id: str) -> tuple[list[str], list[str]]:
+        """(query ids sorted, their title + newline + abstract) of a pool's queries."""
+        rows = self.con.execute(
+            "SELECT q.query_id, p.paper_id IS NULL, "
+            "coalesce(p.title, '') || chr(10) || coalesce(p.abstract, '') "
+            "FROM (SELECT DISTINCT query_id FROM qrels WHERE pool_id = ?) q "
+            "LEFT JOIN papers p ON p.paper_id = q.query_id ORDER BY q.query_id",
+            [pool_id],
+        ).fetchall()
+        missing = [r[0] for r in rows if r[1]]
+        if missing:
+            raise InputDataError(
+                f"pool '{pool_id}': {len(missing)} query paper(s) are not in the corpus "
+                f"(e.g. {missing[0]!r}); use the corpus the pools were built from"
+            )
+        return [r[0] for r in rows], [r[2] for r in rows]
+
+    def qrels(self, pool_id: str) -> pd.DataFrame:
+        return self.con.execute(
+            "SELECT query_id, paper_id, relevance FROM qrels WHERE pool_id = ?", [pool_id]
+        ).df()
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def part_name(pool_id: str) -> str:
+    """A file name for a pool's partial result (pool ids hold '/' and spaces)."""
+    return hashlib.sha1(pool_id.encode()).hexdigest()[:16] + ".parquet"
+
+
+# ---------------------------------------------------------------------------------------
+# Indexes
+
+
+def ensure_index(data: PoolData, pool: PoolInfo, threads: int, ctx: StageContext) -> Path:
+    """The pool's Lucene index, built now unless an identical one exists."""
+    from mdcr.index.lucene import Doc, build_index, index_fingerprint, index_root, read_index_meta
+
+    ids = data.pool_ids(pool.pool_id)
+    if not ids:
+        raise InputDataError(f"pool '{pool.pool_id}' has no papers in pools.parquet")
+    fp = index_fingerprint(ids, data.corpus_fp)
+    path = index_root() / fp
+    if read_index_meta(path) is not None:
+        ctx.log(f"[bm25] {pool.pool_id}: reusing index {path}")
+        return path
+    bar = ctx.progress(total=len(ids), desc=f"index {pool.pool_id}", unit="doc")
+    t0 = time.perf_counter()
+    try:
+        meta = build_index(
+            path,
+            ids,
+            (Doc(i, t) for i, t in data.pool_texts(pool.pool_id)),
+            meta={"fingerprint": fp, "corpus": data.corpus_fp, "first_pool": pool.pool_id},
+            threads=threads,
+            progress=bar.update,
+        )
+    finally:
+        bar.close()
+    wall = time.perf_counter() - t0
+    ctx.log(
+        f"[bm25] {pool.pool_id}: indexed {meta['n_docs']} papers in {wall:.1f}s "
+        f"({meta['n_docs'] / max(wall, 1e-9):.0f} docs/s) -> {path}"
+    )
+    return path
+
+
+# ---------------------------------------------------------------------------------------
+# Search
+
+
+def _pool_run(
+    pool_id: str, query_ids: Sequence[str], ranked: Sequence[tuple[np.ndarray, np.ndarray]]
+) -> pa.Table:
+    from mdcr.index.runs import run_table
+
+    return run_table(pool_id, query_ids, ranked)
+
+
+def _write_part(path: Path, table: pa.Table) -> None:
+    import pyarrow.parquet as pq
+
+    from mdcr.store import atomic_path
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
+def _params_from(path: Path) -> tuple[float, float, dict[str, Any]]:
+    file = path / CHOSEN_FILE if path.is_dir() else path
+    if not file.is_file():
+        raise InputDataError(f"no {CHOSEN_FILE} at '{path}'; point params to a bm25-tune output")
+    try:
+        chosen = json.loads(file.read_text())
+        k1, b = float(chosen["k1"]), float(chosen["b"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputDataError(
+            f"'{file}' is not a bm25-tune choice ({exc}); re-run bm25-tune"
+        ) from exc
+    _check_k1_b(str(file), [k1], [b])
+    return k1, b, chosen
+
+
+def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
+    """Search every pool of the chosen splits with BM25 and write one run file."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from mdcr.index.lucene import open_index
+    from mdcr.index.runs import RUN_SCHEMA, RunWriter
+    from mdcr.store import atomic_write_text
+
+    params = ctx.inputs.get("params") or []
+    if params:
+        k1, b, chosen = _params_from(params[0])
+        ctx.record("params_from", {"path": str(params[0]), "metric": chosen.get("metric")})
+    else:
+        k1, b = cfg.k1, cfg.b
+    data = PoolData(ctx.input("corpus"), ctx.input("pools"), cfg.threads)
+    try:
+        pools = data.pools_of(cfg.splits)
+        if not pools:
+            raise InputDataError(
+                f"no pools of split(s) {', '.join(cfg.splits)} in the pools input; "
+                f"it has: {', '.join(data.splits()) or 'none'}"
+            )
+        ctx.log(f"[bm25] {len(pools)} pools, k1={k1}, b={b}")
+        indexes: dict[str, str] = {}
+        terms: list[np.ndarray] = []
+        for pool in pools:
+            part = ctx.out / PARTS / part_name(pool.pool_id)
+            if part.is_file():
+                ctx.log(f"[bm25] {pool.pool_id}: done earlier (resumed)")
+                continue
+            qids, texts = data.queries(pool.pool_id)
+            with ctx.timed(f"pool {pool.pool_id}"):
+                path = ensure_index(data, pool, cfg.threads, ctx)
+                with open_index(path) as index:
+                    queries, stats = index.build_queries(qids, texts)
+                    ranked = index.search(
+                        queries, cfg.k, k1=k1, b=b, exclude=qids, threads=cfg.threads
+                    )
+            side = {"index": path.name, "n_terms": stats.n_terms.tolist()}
+            atomic_write_text(part.with_suffix(".json"), json.dumps(side))
+            _write_part(part, _pool_run(pool.pool_id, qids, ranked))  # last: marks it done
+            ctx.log(f"[bm25] {pool.pool_id}: {len(qids)} queries searched")
+        out = ctx.output(RUNS_FILE)
+        with RunWriter(out) as writer:
+            for pool in pools:
+                part = ctx.out / PARTS / part_name(pool.pool_id)
+                writer.write(pq.read_table(part).cast(RUN_SCHEMA))
+                side = json.loads(part.with_suffix(".json").read_text())
+                indexes[pool.pool_id] = side["index"]
+                terms.append(np.asarray(side["n_terms"], dtype=np.int64))
+        ctx.outputs[RUNS_FILE] = writer.rows
+        shutil.rmtree(ctx.out / PARTS, ignore_errors=True)
+        ctx.record("retriever", "bm25")
+        ctx.record("k1", k1)
+        ctx.record("b", b)
+        ctx.record("k", cfg.k)
+        ctx.record("splits", list(cfg.splits))
+        ctx.record("pools_fingerprint", data.pools_fp)
+        ctx.record("corpus_fingerprint", data.corpus_fp)
+        ctx.record("n_pools", len(pools))
+        ctx.record("indexes", indexes)
+        ctx.record("query_terms", _terms_summary(terms))
+        ctx.record("engine", _engine_info())
+    finally:
+        data.close()
+
+
+def _terms_summary(terms: list[np.ndarray]) -> dict[str, Any]:
+    import numpy as np
+
+    from mdcr.index.lucene import QueryStats
+
+    return QueryStats(np.concatenate(terms)).summary()
+
+
+def _engine_info() -> dict[str, Any]:
+    from mdcr.index.java import start_jvm
+    from mdcr.index.lucene import ANALYZER, _Java
+
+    info = start_jvm()
+    return {
+        "anserini": info.anserini_version,
+        "lucene": _Java.get().lucene_version,
+        "java": info.version,
+        "analyzer": ANALYZER,
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Tuning
+
+
+def choose(grid: pd.DataFrame, metric: str) -> dict[str, Any]:
+    """The grid point with the best mean ``metric`` over pools.
+
+    ``grid`` has pool_id, k1, b, metric, value (a pool's mean over its queries). Each pool
+    weighs the same. Ties (to 1e-12) go to the point nearest pyserini's default (0.9, 0.4),
+    then to the smaller k1 and b, so the choice never depends on the grid's order.
+    """
+    rows = grid[grid["metric"] == metric]
+    if rows.empty:
+        raise InputDataError(f"the grid has no values of metric '{metric}'")
+    agg = rows.groupby(["k1", "b"], as_index=False).agg(value=("value", "mean"))
+    means = {
+        (float(k1), float(b)): float(v)
+        for k1, b, v in zip(agg["k1"], agg["b"], agg["value"], strict=True)
+    }
+
+    def rank(point: tuple[float, float]) -> tuple[float, float, float, float]:
+        k1, b = point
+        dist = abs(k1 - DEFAULT_K1) + abs(b - DEFAULT_B)
+        return (-round(means[point], 12), dist, k1, b)
+
+    order = sorted(means, key=rank)
+    k1, b = order[0]
+    out: dict[str, Any] = {
+        "k1": k1,
+        "b": b,
+        "metric": metric,
+        "value": means[(k1, b)],
+        "n_pools": int(rows["pool_id"].nunique()),
+        "selection": "best mean over validation pools of each pool's mean over its queries",
+    }
+    if (DEFAULT_K1, DEFAULT_B) in means:
+        out["default"] = {"k1": DEFAULT_K1, "b": DEFAULT_B, "value": means[(DEFAULT_K1, DEFAULT_B)]}
+    out["top"] = [{"k1": p[0], "b": p[1], "value": means[p]} for p in order[:5]]
+    return out
+
+
+def tune_pool(
+    index: LuceneIndex,
+    pool: PoolInfo,
+    qids: Sequence[str],
+    texts: Sequence[str],
+    qrels: pd.DataFrame,
+    grid: Sequence[tuple[float, float]],
+    metrics: Sequence[str],
+    depth: int,
+    threads: int,
+) -> pd.DataFrame:
+    """Mean metrics of one pool at every grid point (queries analysed once)."""
+    import pandas as pd
+
+    from mdcr.eval.metrics import score_pool
+
+    queries, _ = index.build_queries(qids, texts)
+    rows = []
+    for k1, b in grid:
+        ranked = index.search(queries, depth, k1=k1, b=b, exclude=qids, threads=threads)
+        run = _pool_run(pool.pool_id, qids, ranked).to_pandas()
+        per_query = score_pool(qrels, run, metrics, depth, where=f"pool {pool.pool_id}")
+        means = per_query.groupby("metric")["value"].mean()
+        for m in metrics:
+            rows.append(
+                {
+                    "pool_id": pool.pool_id,
+                    "setup": pool.setup,
+                    "field": pool.field,
+                    "k1": float(k1),
+                    "b": float(b),
+                    "metric": m,
+                    "value": float(means[m]),
+                    "n_queries": len(qids),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def run_tune(cfg: TuneConfig, ctx: StageContext) -> None:
+    """Grid-search k1 and b on the validation pools; store the grid and the choice."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mdcr.index.lucene import open_index
+    from mdcr.store import atomic_write_text
+
+    metric = metric_name(cfg.metric, cfg.depth)
+    metrics = list(dict.fromkeys([f"map@{cfg.depth}", f"ndcg@{cfg.depth}", "recall@30", metric]))
+    grid = list(itertools.product(cfg.k1, cfg.b))
+    data = PoolData(ctx.input("corpus"), ctx.input("pools"), cfg.threads)
+    try:
+        pools = data.pools_of(("val",))
+        if not pools:
+            raise InputDataError(
+                f"no validation pools (split 'val') in the pools input; it has: "
+                f"{', '.join(data.splits()) or 'none'}; build pools with splits including 'val'"
+            )
+        ctx.log(f"[bm25-tune] {len(pools)} val pools x {len(grid)} grid points, metric {metric}")
+        parts = []
+        for pool in pools:
+            part = ctx.out / PARTS / part_name(pool.pool_id)
+            if not part.is_file():
+                qids, texts = data.queries(pool.pool_id)
+                path = ensure_index(data, pool, cfg.threads, ctx)
+                with ctx.timed(f"pool {pool.pool_id}"), open_index(path) as index:
+                    df = tune_pool(
+                        index,
+                        pool,
+                        qids,
+                        texts,
+                        data.qrels(pool.pool_id),
+                        grid,
+                        metrics,
+                        cfg.depth,
+                        cfg.threads,
+                    )
+                _write_part(part, pa.Table.from_pandas(df, preserve_index=False))
+                ctx.log(f"[bm25-tune] {pool.pool_id}: {len(qids)} queries x {len(grid)} points")
+            parts.append(pq.read_table(part).to_pandas())
+        table = pd.concat(parts, ignore_index=True).sort_values(
+            ["pool_id", "k1", "b", "metric"], kind="stable"
+        )
+        pq.write_table(
+            pa.Table.from_pandas(table, preserve_index=False),
+            ctx.output(GRID_FILE, rows=len(table)),
+        )
+        chosen = choose(table, metric)
+        chosen["grid"] = {"k1": list(cfg.k1), "b": list(cfg.b)}
+        chosen["depth"] = cfg.depth
+        chosen["pools"] = [p.pool_id for p in pools]
+        atomic_write_text(ctx.output(CHOSEN_FILE), json.dumps(chosen, indent=2) + "\n")
+        shutil.rmtree(ctx.out / PARTS, ignore_errors=True)
+        ctx.record("chosen", {k: chosen[k] for k in ("k1", "b", "metric", "value", "n_pools")})
+        ctx.record("pools_fingerprint", data.pools_fp)
+        ctx.record("engine", _engine_info())
+        ctx.log(
+            f"[bm25-tune] chosen k1={chosen['k1']}, b={chosen['b']}: "
+            f"{metric} {chosen['value']:.4f} (mean over {chosen['n_pools']} val pools)"
+        )
+    finally:
+        data.close()
+
+
+def _plan_tune(cfg: TuneConfig, inputs: dict[str, list[Path]]) -> str:
+    return (
+        f"grid {len(cfg.k1)} k1 x {len(cfg.b)} b on every val pool (one Lucene index per pool, "
+        f"in $MDCR_INDEX_DIR or indexes/); choose by {cfg.metric}"
+    )
+
+
+def _plan_bm25(cfg: BM25Config, inputs: dict[str, list[Path]]) -> str:
+    how = "k1, b from bm25-tune" if inputs.get("params") else f"k1={cfg.k1}, b={cfg.b}"
+    return f"BM25 (Lucene) top-{cfg.k} on {', '.join(cfg.splits)} pools; {how}"
+
+
+TUNE_SPEC = register(
+    StageSpec(
+        name="bm25-tune",
+        version="1",
+        config=TuneConfig,
+        run=run_tune,
+        help="grid-search BM25 k1 and b on the validation pools (Lucene, one index per pool)",
+        resumable=True,
+        plan=_plan_tune,
+        main_output=CHOSEN_FILE,
+    )
+)
+
+SPEC = register(
+    StageSpec(
+        name="bm25",
+        version="1",
+        config=BM25Config,
+        run=run_bm25,
+        help="BM25 runs (Lucene via Anserini) for every pool of the chosen splits",
+        resumable=True,
+        plan=_plan_bm25,
+        main_output=RUNS_FILE,
+    )
+)
