@@ -1,0 +1,353 @@
+"""MDCR benchmark scoring with the original scorer's semantics, and the paper's Tables 3 and 4.
+
+The original scorer (``evaluate.py`` of github.com/zoranmedic/mdcr) does, per field:
+binary qrels from the ``"true"`` lists (every other candidate is judged 0); a run with the
+model's score for every candidate of the query; pytrec_eval's ``map``, ``ndcg`` (no
+cut-off: the whole candidate list) and ``recall_5``; the mean over the field's queries,
+x100, rounded to 4 decimals; then the plain mean of the field values over the fields,
+rounded to 4 decimals. This module computes the same numbers with ranx:
+
+- Ranks come from the scores by (score descending, paper_id ascending), the project's tie
+  rule. trec_eval breaks ties by paper id *descending*; ``ties="trec_eval"`` uses that rule
+  instead, so that even tied scores give exactly the original's numbers. Either way ranx is
+  fed ``-rank``, a value falling strictly with rank, so it applies no tie rule of its own.
+- A query without any positive scores 0 in every metric (as in trec_eval), never dropped.
+- :func:`official_round` reproduces the original's rounding (per field, then the mean of
+  the rounded field values); unrounded values are kept in the outputs too.
+
+Candidate-type analysis (Table 4, paper section 4.4): for each negative type, every query
+is scored on its positives plus only that type's negatives (the same scores, so the same
+relative order), then aggregated exactly like the full benchmark (field means, then the
+plain mean over fields).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from mdcr.errors import ConfigError, InputDataError
+from mdcr.pools.formats import POSITIVE, type_order
+
+Ties = Literal["paper_id", "trec_eval"]
+TIES: tuple[str, ...] = ("paper_id", "trec_eval")
+MDCR_METRICS = ("map", "ndcg", "recall@5")
+METRIC_LABELS = {"map": "MAP", "ndcg": "nDCG", "recall@5": "R@5"}
+ALL = "all"  # the subset name of the full candidate lists
+TYPE_LABELS = {
+    "bm25": "BM25",
+    "specter": "SPECTER",
+    "scincl": "SciNCL",
+    "graph": "Graph",
+    "most_cited": "Most cited",
+    "random": "Random",
+}
+MODEL_LABELS = {
+    "bm25": "BM25",
+    "scibert": "SciBERT",
+    "specter": "Specter",
+    "scincl": "SciNCL",
+    "aspire-bm": "Aspire-BM",
+    "aspire-cs": "Aspire-CS",
+    "minilm": "MiniLM",
+    "random": "Random",
+}
+PAPER_ORDER = ("bm25", "scibert", "specter", "scincl", "aspire-bm", "aspire-cs")
+AVG = "AVG"
+_SEP = "\x1f"
+
+
+def rank_scores(scored: pd.DataFrame, ties: Ties = "paper_id") -> pd.DataFrame:
+    """Add a 1-based ``rank`` per (split, field, query) from ``score`` (higher is better)."""
+    if ties not in TIES:
+        raise ConfigError(f"ties: {ties!r} is not valid; valid options: {', '.join(TIES)}")
+    bad = ~np.isfinite(scored["score"].to_numpy(dtype=np.float64))
+    if bad.any():
+        r = scored[bad].iloc[0]
+        raise InputDataError(
+            f"score of ({r['query_id']}, {r['paper_id']}) is {r['score']}; scores must be "
+            "finite numbers"
+        )
+    keys = ["split", "field", "query_id"]
+    out = scored.sort_values(
+        [*keys, "score", "paper_id"],
+        ascending=[True, True, True, False, ties == "paper_id"],
+        kind="stable",
+    ).reset_index(drop=True)
+    out["rank"] = out.groupby(keys, sort=False).cumcount().astype(np.int64) + 1
+    return out
+
+
+def _labelled(bench: pd.DataFrame, ranked: pd.DataFrame) -> pd.DataFrame:
+    """The ranked candidates with their type and label; every benchmark pair must be scored."""
+    keys = ["split", "field", "query_id", "paper_id"]
+    merged = bench[[*keys, "candidate_type"]].merge(
+        ranked[[*keys, "score", "rank"]], on=keys, how="left", validate="one_to_one"
+    )
+    if merged["rank"].isna().any():
+        r = merged[merged["rank"].isna()].iloc[0]
+        raise InputDataError(
+            f"no score for candidate '{r['paper_id']}' of query '{r['query_id']}' "
+            f"({r['field']}, {r['split']}); score every pair of the benchmark"
+        )
+    merged["relevance"] = (merged["candidate_type"] == POSITIVE).astype(np.int64)
+    merged["rank"] = merged["rank"].astype(np.int64)
+    return merged
+
+
+def _metrics_of(lists: pd.DataFrame, subset: str) -> pd.DataFrame:
+    """Per-query metrics of ranked candidate lists (``rank`` already within the list)."""
+    from mdcr.eval.metrics import score_pool
+
+    key = lists["split"] + _SEP + lists["field"] + _SEP + lists["query_id"]
+    lists = lists.assign(qkey=key)
+    depth = int(lists.groupby("qkey").size().max())
+    names = [f"map@{depth}", f"ndcg@{depth}", "recall@5"]
+    pos = lists[lists["relevance"] > 0]
+    qrels = pd.DataFrame(
+        {"query_id": pos["qkey"], "paper_id": pos["paper_id"], "relevance": pos["relevance"]}
+    )
+    run = pd.DataFrame(
+        {"query_id": lists["qkey"], "paper_id": lists["paper_id"], "rank": lists["rank"]}
+    )
+    if len(qrels):
+        vals = score_pool(qrels, run, names, depth, where=f"benchmark ({subset})")
+    else:
+        vals = pd.DataFrame({"query_id": [], "metric": [], "value": []})
+    vals["metric"] = vals["metric"].map(dict(zip(names, MDCR_METRICS, strict=True)))
+    # A query without positives is not in the qrels: it scores 0 (trec_eval does too).
+    all_q = sorted(set(lists["qkey"]))
+    no_pos = sorted(set(all_q) - set(qrels["query_id"]))
+    if no_pos:
+        zeros = pd.DataFrame(
+            {
+                "query_id": np.repeat(no_pos, len(MDCR_METRICS)),
+                "metric": np.tile(MDCR_METRICS, len(no_pos)),
+                "value": 0.0,
+            }
+        )
+        vals = pd.concat([vals, zeros], ignore_index=True)
+    parts = vals["query_id"].str.split(_SEP, n=2, expand=True, regex=False)
+    return pd.DataFrame(
+        {
+            "split": parts[0],
+            "field": parts[1],
+            "query_id": parts[2],
+            "subset": subset,
+            "metric": vals["metric"],
+            "value": vals["value"].astype(np.float64),
+        }
+    )
+
+
+def per_query_metrics(
+    bench: pd.DataFrame,
+    scored: pd.DataFrame,
+    *,
+    ties: Ties = "paper_id",
+    by_type: bool = True,
+) -> pd.DataFrame:
+    """MAP, nDCG and R@5 of every benchmark query: on its full list (subset ``all``) and,
+    with ``by_type``, on its positives plus each negative type alone (subset = the type).
+
+    ``bench``: the internal benchmark rows; ``scored``: split, field, query_id, paper_id,
+    score for every benchmark pair. Returns split, field, query_id, subset, metric, value.
+    """
+    labelled = _labelled(bench, rank_scores(scored, ties))
+    frames = [_metrics_of(labelled, ALL)]
+    if by_type:
+        negatives = [t for t in type_order(labelled["candidate_type"].unique()) if t != POSITIVE]
+        for t in negatives:
+            sub = labelled[labelled["candidate_type"].isin((POSITIVE, t))].copy()
+            sub = sub.sort_values(["split", "field", "query_id", "rank"], kind="stable")
+            sub["rank"] = sub.groupby(["split", "field", "query_id"], sort=False).cumcount() + 1
+            frames.append(_metrics_of(sub, t))
+    out = pd.concat(frames, ignore_index=True)
+    return out.sort_values(["split", "subset", "field", "query_id", "metric"], kind="stable")
+
+
+def field_means(per_query: pd.DataFrame) -> pd.DataFrame:
+    """Mean over each field's queries; keys are all columns but query_id and value."""
+    keys = [c for c in per_query.columns if c not in ("query_id", "value")]
+    return (
+        per_query.groupby(keys, sort=True)["value"]
+        .agg(value="mean", n_queries="size")
+        .reset_index()
+    )
+
+
+def macro_means(per_field: pd.DataFrame) -> pd.DataFrame:
+    """The plain mean of the field values over the fields (each field counts once)."""
+    keys = [c for c in per_field.columns if c not in ("field", "value", "n_queries")]
+    return (
+        per_field.groupby(keys, sort=True)["value"].agg(value="mean", n_fields="size").reset_index()
+    )
+
+
+def official_round(per_field: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The original scorer's printed numbers: per field ``round(100 * mean, 4)``; the
+    average is ``round(mean of the rounded field values, 4)`` (numpy rounding, as there)."""
+    fields = per_field.assign(value=np.round(100 * per_field["value"].to_numpy(), 4))
+    keys = [c for c in per_field.columns if c not in ("field", "value", "n_queries")]
+    avg = (
+        fields.groupby(keys, sort=True)["value"]
+        .agg(lambda v: float(np.round(np.mean(v.to_numpy()), 4)))
+        .reset_index()
+    )
+    return fields, avg
+
+
+def order_retrievers(names: Sequence[str]) -> list[str]:
+    """The paper's models in its order, then the others alphabetically, random last."""
+    known = [n for n in PAPER_ORDER if n in names]
+    others = sorted(n for n in set(names) if n not in PAPER_ORDER and n != "random")
+    return known + others + (["random"] if "random" in names else [])
+
+
+def model_label(name: str) -> str:
+    return MODEL_LABELS.get(name, name)
+
+
+def field_label(field: str) -> str:
+    from mdcr.eval.paper import field_abbreviation
+
+    return field_abbreviation(field)
+
+
+def _field_order(fields: Sequence[str]) -> list[str]:
+    from mdcr.eval.paper import field_abbreviations
+
+    paper = list(field_abbreviations())
+    return [f for f in paper if f in fields] + sorted(f for f in set(fields) if f not in paper)
+
+
+def table3(per_field: pd.DataFrame, macro: pd.DataFrame, split: str, name: str = "") -> object:
+    """Table 3 layout: rows the fields and AVG; per retriever MAP and R@5 (x100)."""
+    from mdcr.eval.tables import build_table
+
+    pf = per_field[(per_field["split"] == split) & (per_field["subset"] == ALL)]
+    mc = macro[(macro["split"] == split) & (macro["subset"] == ALL)]
+    data = pd.concat([pf, mc.assign(field=AVG)], ignore_index=True)
+    data = data[data["metric"].isin(("map", "recall@5"))]
+    retrievers = order_retrievers(sorted(data["retriever"].unique()))
+    fields = [*_field_order(sorted(pf["field"].unique())), AVG]
+    table = build_table(
+        data,
+        name=name or f"mdcr_{split}_table3",
+        title=f"MDCR {split}: MAP and R@5 per field (Table 3 layout)",
+        row="field",
+        col="retriever",
+        sub="metric",
+        value="value",
+        rows=fields,
+        cols=retrievers,
+        subs=["map", "recall@5"],
+        row_labels=lambda f: f if f == AVG else field_label(f),
+        col_labels=model_label,
+        sub_labels=METRIC_LABELS,
+        row_header="Fields",
+        bold_best=False,
+        rule_before=[AVG],
+    )
+    _bold_row_best(table, retrievers)
+    return table
+
+
+def _bold_row_best(table: object, retrievers: list[str]) -> None:
+    """Bold the best retriever of each row and metric (the paper bolds per field)."""
+    cells = table.cells  # type: ignore[attr-defined]
+    subs = list(dict.fromkeys(s for _, s in table.columns))  # type: ignore[attr-defined]
+    for r in table.rows:  # type: ignore[attr-defined]
+        for s in subs:
+            vals = [
+                (cells[(r, c)].mean, c)
+                for c in table.columns  # type: ignore[attr-defined]
+                if c[1] == s and (r, c) in cells and not np.isnan(cells[(r, c)].mean)
+            ]
+            if len(vals) > 1:
+                best = max(v for v, _ in vals)
+                for v, c in vals:
+                    cells[(r, c)].bold = v == best
+
+
+def table_ndcg(per_field: pd.DataFrame, macro: pd.DataFrame, split: str) -> object:
+    """nDCG per field (rows fields and AVG, columns retrievers): the metric Table 3 omits."""
+    from mdcr.eval.tables import build_table
+
+    pf = per_field[(per_field["split"] == split) & (per_field["subset"] == ALL)]
+    mc = macro[(macro["split"] == split) & (macro["subset"] == ALL)]
+    data = pd.concat([pf, mc.assign(field=AVG)], ignore_index=True)
+    data = data[data["metric"] == "ndcg"]
+    retrievers = order_retrievers(sorted(data["retriever"].unique()))
+    table = build_table(
+        data,
+        name=f"mdcr_{split}_ndcg",
+        title=f"MDCR {split}: nDCG (whole candidate list) per field",
+        row="field",
+        col=None,
+        sub="retriever",
+        value="value",
+        rows=[*_field_order(sorted(pf["field"].unique())), AVG],
+        subs=retrievers,
+        row_labels=lambda f: f if f == AVG else field_label(f),
+        sub_labels=model_label,
+        row_header="Fields",
+        rule_before=[AVG],
+    )
+    _bold_row_best(table, retrievers)
+    return table
+
+
+def table4(macro: pd.DataFrame, split: str) -> object:
+    """Table 4 layout: rows the retrievers and AVG; per candidate type MAP and R@5 (x100),
+    each on the positives plus that type's negatives, macro-averaged over fields."""
+    from mdcr.eval.tables import build_table
+
+    mc = macro[(macro["split"] == split) & (macro["subset"] != ALL)]
+    mc = mc[mc["metric"].isin(("map", "recall@5"))]
+    retrievers = order_retrievers(sorted(mc["retriever"].unique()))
+    avg = mc.groupby(["subset", "metric"], sort=True)["value"].mean().reset_index()
+    data = pd.concat([mc, avg.assign(retriever=AVG)], ignore_index=True)
+    types = type_order(mc["subset"].unique())
+    return build_table(
+        data,
+        name=f"mdcr_{split}_table4",
+        title=f"MDCR {split}: MAP and R@5 per candidate type (Table 4 layout)",
+        row="retriever",
+        col="subset",
+        sub="metric",
+        value="value",
+        rows=[*retrievers, AVG],
+        cols=types,
+        subs=["map", "recall@5"],
+        row_labels=lambda r: r if r == AVG else model_label(r),
+        col_labels=lambda t: TYPE_LABELS.get(str(t), model_label(str(t))),
+        sub_labels=METRIC_LABELS,
+        row_header="Models",
+        bold_best=True,
+        no_bold_rows=[AVG],
+        rule_before=[AVG],
+    )
+
+
+def summary_lines(per_field: pd.DataFrame, split: str, retriever: str) -> list[str]:
+    """The original scorer's printout for one retriever: a line per field, then AVG."""
+    sub = per_field[
+        (per_field["split"] == split)
+        & (per_field["subset"] == ALL)
+        & (per_field["retriever"] == retriever)
+    ]
+    fields, avg = official_round(sub)
+    lines = []
+    for field in _field_order(sorted(fields["field"].unique())):
+        f = fields[fields["field"] == field].set_index("metric")["value"]
+        lines.append(
+            "\t".join([field] + [f"{m.replace('@', '_')}: {f[m]:g}" for m in MDCR_METRICS])
+        )
+    a = avg.set_index("metric")["value"]
+    lines.append("")
+    lines.append("\t".join([AVG] + [f"{m.replace('@', '_')}: {a[m]:g}" for m in MDCR_METRICS]))
+    return lines

@@ -1,0 +1,143 @@
+"""The paper's published numbers, and the side-by-side comparison of ours with them.
+
+Source: Medić & Šnajder (2022), "Large-scale Evaluation of Transformer-based Article
+Encoders on the Task of Citation Recommendation" (SDP 2022); Tables 1, 2, 3, 4, 7 and 8,
+transcribed exactly into ``mdcr/data/paper_results.json`` (values x 100, one decimal).
+
+A number of ours is compared with the paper's only when the setup is the paper's: the
+test split, the same model (by registry name: bm25, scibert, specter, scincl, aspire-bm,
+aspire-cs), dataset-level pools of 200k/500k/1M/2M or field-level pools of 100k, and the
+same metric definition (MAP and nDCG at depth 500, R@30; MDCR: R@5).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+# The paper's column label -> our metric name.
+PAPER_METRICS = {"MAP": "map@500", "nDCG": "ndcg@500", "R@30": "recall@30", "R@5": "recall@5"}
+SIZE_LABELS = {200000: "200k", 500000: "500k", 1000000: "1M", 2000000: "2M"}
+
+
+@lru_cache(maxsize=1)
+def load_paper() -> dict[str, Any]:
+    """The parsed ``paper_results.json`` (source citation, abbreviations, tables)."""
+    text = resources.files("mdcr").joinpath("data/paper_results.json").read_text("utf-8")
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def citation() -> str:
+    return str(load_paper()["source"]["citation"])
+
+
+def field_abbreviations() -> dict[str, str]:
+    """MAG field name -> the paper's abbreviation (Appendix A.2)."""
+    return dict(load_paper()["field_abbreviations"])
+
+
+def field_abbreviation(field: str) -> str:
+    """The paper's abbreviation of a MAG field name (the name itself if it has none)."""
+    return field_abbreviations().get(field, field)
+
+
+def model_ids() -> dict[str, str]:
+    """The paper's model name -> our registry name (``Aspire-BM`` -> ``aspire-bm``)."""
+    return dict(load_paper()["model_ids"])
+
+
+def paper_model_name(retriever: str) -> str | None:
+    """The paper's name of one of our retrievers, or None when the paper has no such model."""
+    inverse = {v: k for k, v in model_ids().items()}
+    return inverse.get(retriever)
+
+
+def size_label(size: int) -> str:
+    """Pool-size label as the paper writes it (200k, 1M), else a compact form."""
+    if size in SIZE_LABELS:
+        return SIZE_LABELS[size]
+    if size >= 1_000_000 and size % 1_000_000 == 0:
+        return f"{size // 1_000_000}M"
+    if size >= 1000 and size % 1000 == 0:
+        return f"{size // 1000}k"
+    return str(size)
+
+
+def paper_values() -> pd.DataFrame:
+    """All published numbers in long form.
+
+    Columns: table, setup, model (the paper's name), column (size label, field
+    abbreviation or AVG, or candidate type), size (pool size for dataset- and field-level
+    tables, else NaN), metric (the paper's label), value (x 100).
+    """
+    rows = []
+    for tname, t in load_paper()["tables"].items():
+        if "columns" in t:  # field-level: rows are models, columns fields, one metric
+            for model, vals in t["rows"].items():
+                for col, v in zip(t["columns"], vals, strict=True):
+                    rows.append((tname, t["setup"], model, col, t["pool_size"], t["metric"], v))
+            continue
+        cells = [(g, m) for g in t["groups"] for m in t["metrics"]]
+        sizes = dict(
+            zip(t["groups"], t.get("group_values") or [None] * len(t["groups"]), strict=True)
+        )
+        for label, vals in t["rows"].items():
+            for (g, m), v in zip(cells, vals, strict=True):
+                if t["rows_are"] == "model":
+                    model, col = label, g
+                else:  # table 3: rows are fields, groups are models
+                    model, col = g, label
+                rows.append((tname, t["setup"], model, col, sizes.get(g), m, v))
+    df = pd.DataFrame(
+        rows, columns=["table", "setup", "model", "column", "size", "metric", "value"]
+    )
+    df["size"] = df["size"].astype("float64")
+    return df
+
+
+def compare_with_paper(ours: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Our numbers next to the paper's, with deltas and the rank correlation of the models.
+
+    ``ours`` has setup ('dataset' | 'field'), retriever, column (size label or field
+    abbreviation or 'AVG'), size, metric (our name, e.g. ``map@500``) and value (x 100),
+    already restricted to the test split. Returns (cells, correlations): cells has table,
+    column, metric, model, ours, paper, delta (ours - paper); correlations has table,
+    column, metric, n_models, spearman (NaN below three models or for constant values).
+    """
+    paper = paper_values()
+    paper = paper[paper["setup"].isin(["dataset", "field"])].copy()
+    paper["metric_name"] = paper["metric"].map(PAPER_METRICS)
+    ids = model_ids()
+    paper["retriever"] = paper["model"].map(ids)
+    mine = ours.rename(columns={"metric": "metric_name", "value": "ours"})
+    merged = paper.merge(
+        mine[["setup", "retriever", "column", "size", "metric_name", "ours"]],
+        on=["setup", "retriever", "column", "size", "metric_name"],
+        how="inner",
+    )
+    cells = merged.rename(columns={"value": "paper"})[
+        ["table", "column", "metric", "model", "ours", "paper"]
+    ].copy()
+    cells["delta"] = cells["ours"] - cells["paper"]
+    cells = cells.reset_index(drop=True)  # the paper's order (merge keeps the left order)
+    corr_rows = []
+    for (table, column, metric), g in cells.groupby(["table", "column", "metric"], sort=False):
+        corr_rows.append((table, column, metric, len(g), spearman(g["ours"], g["paper"])))
+    corr = pd.DataFrame(corr_rows, columns=["table", "column", "metric", "n_models", "spearman"])
+    return cells, corr
+
+
+def spearman(a: pd.Series | np.ndarray, b: pd.Series | np.ndarray) -> float:
+    """Spearman's rho of two orderings; NaN below three items or when either is constant."""
+    from scipy.stats import spearmanr
+
+    x = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    if len(x) < 3 or np.all(x == x[0]) or np.all(y == y[0]):
+        return float("nan")
+    return float(spearmanr(x, y).statistic)

@@ -1,0 +1,78 @@
+"""Shared fixtures: one ranx warm-up per session (numba compiles its metrics on first use),
+and fake pools, runs and a score output built once through the real store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from mdcr.config import from_mapping
+from mdcr.store import Store
+
+
+@pytest.fixture(scope="session")
+def ranx_ready() -> None:
+    """Compile (or load from the numba cache) ranx's MAP, nDCG and recall once."""
+    from mdcr.eval.metrics import score_pool
+
+    qrels = pd.DataFrame({"query_id": ["q"] * 2, "paper_id": ["a", "b"], "relevance": [1, 1]})
+    run = pd.DataFrame({"query_id": ["q"] * 3, "paper_id": ["a", "x", "b"], "rank": [1, 2, 3]})
+    score_pool(qrels, run, ["map@500", "ndcg@500", "recall@30"], 500)
+
+
+@dataclass
+class Built:
+    """Fake pools, runs and one score output in a store shared by the stage tests."""
+
+    store: Store
+    pools: Path
+    runs: dict[str, Path]
+    score: Path
+
+
+def make_runs(store: Store, pools: Path, specs: dict[str, dict[str, Any]]) -> dict[str, Path]:
+    from tests.unit.eval.fakes import SEARCH, FakeSearchConfig
+
+    out = {}
+    for name, params in specs.items():
+        cfg = from_mapping(FakeSearchConfig, {"pools": "x", "retriever": name, **params}, "s")
+        out[name] = store.execute(SEARCH, cfg, {"pools": [pools]}, quiet=True).path
+    return out
+
+
+def run_score(store: Store, pools: Path, runs: list[Path], **params: Any) -> Path:
+    from mdcr.eval.score import SPEC, ScoreConfig
+
+    cfg = from_mapping(ScoreConfig, {"pools": "x", "runs": ["x"], **params}, "score")
+    return store.execute(SPEC, cfg, {"pools": [pools], "runs": runs}, quiet=True).path
+
+
+def run_report(store: Store, scores: list[Path], **params: Any) -> Path:
+    from mdcr.eval.report import SPEC, ReportConfig
+
+    cfg = from_mapping(ReportConfig, {"scores": ["x"], **params}, "report")
+    return store.execute(SPEC, cfg, {"scores": scores}, quiet=True).path
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory, ranx_ready: None) -> Built:
+    from tests.unit.eval.fakes import POOLS, FakePoolsConfig
+
+    store = Store(tmp_path_factory.mktemp("eval_home"))
+    pools = store.execute(POOLS, from_mapping(FakePoolsConfig, {}, "p"), {}, quiet=True).path
+    runs = make_runs(
+        store,
+        pools,
+        {
+            "bm25": {"skill": 2.5},
+            "specter": {"skill": 1.5},
+            "random": {"skill": 0.0},
+            "partial": {"skill": 2.0, "setups": ["field"], "drop_queries": 2},
+        },
+    )
+    score = run_score(store, pools, list(runs.values()))
+    return Built(store, pools, runs, score)
