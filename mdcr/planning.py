@@ -1,0 +1,219 @@
+"""Estimates for ``mdcr run --dry-run``: pool counts, papers to encode, disk and GPU hours.
+
+A stage's ``plan(cfg, inputs)`` sees only its own config and the folders its inputs will
+be, which do not exist yet in a dry run of a fresh pipeline. So the upstream plans leave
+facts behind, keyed by the fingerprint their output will have (the last part of the
+folder path a downstream step receives): ``pools`` records how many pools and papers it
+will make, ``benchmark`` how many papers its lists hold, and ``encode`` turns those into
+papers to encode, disk and GPU hours. A built input is measured instead of estimated.
+
+Stated assumptions (override with environment variables):
+
+- ``MDCR_PLAN_PAPERS_PER_S`` (default 3000): papers encoded per second per GPU for a
+  BERT-base encoder (SciBERT, SPECTER, SciNCL, Aspire) on S2ORC titles + abstracts
+  (~250 tokens, length-sorted batches, bf16, H100-class GPU); MiniLM is counted 5x faster.
+- ``MDCR_PLAN_CORPUS_PAPERS`` (default 16,000,000): prefiltered papers when the corpus is
+  not built yet (the paper's ~16M).
+- Aspire stores one vector per abstract sentence: 9 per paper on average (S2ORC's median).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+PAPERS_PER_S = 3000.0
+CORPUS_PAPERS = 16_000_000
+CITED_PER_QUERY = 29  # the paper: 29 positives per query on average
+ASPIRE_SENTENCES = 9
+_DIMS = {"minilm": 384}
+_MULTI = ("aspire-bm", "aspire-cs")
+# Facts left by upstream plans: output fingerprint -> facts.
+FACTS: dict[str, dict[str, Any]] = {}
+
+
+def papers_per_s() -> float:
+    try:
+        return float(os.environ.get("MDCR_PLAN_PAPERS_PER_S", PAPERS_PER_S))
+    except ValueError:
+        return PAPERS_PER_S
+
+
+def default_corpus_papers() -> int:
+    try:
+        return int(os.environ.get("MDCR_PLAN_CORPUS_PAPERS", CORPUS_PAPERS))
+    except ValueError:
+        return CORPUS_PAPERS
+
+
+def planned_fingerprint(stage: str, cfg: Any, inputs: dict[str, list[Path]]) -> str | None:
+    """The fingerprint a stage's output will have, or None if an input cannot be resolved.
+
+    An input folder that does not exist yet is a planned stage output, whose folder name is
+    its fingerprint (``<home>/<stage>/<fingerprint>``).
+    """
+    from mdcr.config import params_of
+    from mdcr.errors import MdcrError
+    from mdcr.stage import get_stage
+    from mdcr.store import artifact_fingerprint, fingerprint
+
+    fps: dict[str, list[str]] = {}
+    for name, paths in inputs.items():
+        fps[name] = []
+        for p in paths:
+            if p.exists():
+                try:
+                    fps[name].append(artifact_fingerprint(p))
+                except MdcrError:
+                    return None
+            else:
+                fps[name].append(p.name)
+    spec = get_stage(stage)
+    return fingerprint(spec.name, spec.version, params_of(cfg, non_default_only=True), fps)
+
+
+def _first(inputs: dict[str, list[Path]], name: str) -> Path | None:
+    paths = inputs.get(name) or []
+    return paths[0] if paths else None
+
+
+def corpus_papers(corpus: Path | None) -> tuple[int, bool]:
+    """(papers in the corpus, measured?) from a built prefilter output, else the default."""
+    if corpus is not None:
+        file = corpus / "papers.parquet" if corpus.is_dir() else corpus
+        if file.is_file():
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(file).metadata.num_rows), True
+    return default_corpus_papers(), False
+
+
+def _union(universe: int, fills: list[int]) -> int:
+    """Expected distinct papers of independent uniform samples of ``universe``."""
+    if universe <= 0:
+        return 0
+    miss = 1.0
+    for f in fills:
+        miss *= max(0.0, 1.0 - min(f, universe) / universe)
+    return round(universe * (1.0 - miss))
+
+
+def pools_estimate(cfg: Any, inputs: dict[str, list[Path]]) -> str:
+    """Pool counts and the papers the pools will hold; records facts for encode's plan."""
+    corpus = _first(inputs, "corpus")
+    n_corpus, measured = corpus_papers(corpus)
+    n_splits = len(cfg.splits)
+    n_dataset = n_field = 0
+    fills: list[int] = []
+    total = 0
+    queries = 0
+    if "dataset" in cfg.setups:
+        n_dataset = n_splits * len(cfg.dataset_sizes) * cfg.repetitions
+        cited = cfg.n_queries_dataset * CITED_PER_QUERY
+        for _ in range(n_splits * cfg.repetitions):
+            fills += [max(0, s - cited) for s in cfg.dataset_sizes]
+        total += n_splits * cfg.repetitions * sum(cfg.dataset_sizes)
+        queries += n_splits * cfg.n_queries_dataset
+    field_queries = 0
+    if "field" in cfg.setups:
+        n_field = n_splits * len(cfg.fields) * cfg.repetitions
+        fills += [cfg.field_pool_size] * n_field
+        total += n_field * cfg.field_pool_size
+        field_queries = n_splits * len(cfg.fields) * cfg.field_queries
+        queries += field_queries
+    papers_max = min(total + queries, n_corpus)
+    papers = min(papers_max, _union(n_corpus, fills) + queries)
+    fp = planned_fingerprint("pools", cfg, inputs)
+    if fp is not None:
+        FACTS[fp] = {
+            "papers": papers,
+            "papers_max": papers_max,
+            "field_queries_per_split": field_queries // max(n_splits, 1),
+            "queries": queries,
+        }
+    source = "measured" if measured else "assumed; MDCR_PLAN_CORPUS_PAPERS"
+    return (
+        f"pools: {n_dataset} dataset-level + {n_field} field-level (at most; a field whose "
+        f"field-cited set fits one pool gets one) = {n_dataset + n_field}; {queries} queries; "
+        f"distinct papers about {papers:,} (at most {papers_max:,}) of a {n_corpus:,}-paper "
+        f"corpus ({source})"
+    )
+
+
+def benchmark_estimate(cfg: Any, inputs: dict[str, list[Path]]) -> str:
+    """Papers of the MDCR benchmark (queries and candidates); records facts for encode."""
+    pools = _first(inputs, "pools")
+    per = 1 + cfg.n_true + cfg.n_per_type * (len(cfg.models) + 3)
+    queries: int | None = None
+    if pools is not None and (pools / "queries.parquet").is_file():
+        import pandas as pd
+
+        q = pd.read_parquet(pools / "queries.parquet", columns=["setup", "split"])
+        queries = int(((q["setup"] == "field") & q["split"].isin(cfg.splits)).sum())
+    elif pools is not None and pools.name in FACTS:
+        queries = int(FACTS[pools.name]["field_queries_per_split"] * len(cfg.splits))
+    if queries is None:
+        return "benchmark size: unknown until pools are planned"
+    papers = queries * per
+    fp = planned_fingerprint("benchmark", cfg, inputs)
+    if fp is not None:
+        FACTS[fp] = {"papers": papers, "papers_max": papers}
+    return f"{queries} queries x {per} papers = at most {papers:,} benchmark papers"
+
+
+def _target_papers(targets: list[Path], corpus: Path | None) -> tuple[int, str]:
+    """Papers to encode for these targets: counted when built, else from upstream facts."""
+    if not targets:
+        n, measured = corpus_papers(corpus)
+        return n, "the whole corpus" + ("" if measured else " (assumed size)")
+    built = [t for t in targets if t.exists()]
+    if len(built) == len(targets):
+        import duckdb
+
+        from mdcr.encoders.stage import target_sources
+
+        selects = [
+            f"SELECT CAST({col} AS VARCHAR) AS p FROM read_parquet('{f}')"
+            for t in targets
+            for f, col in target_sources(t)
+        ]
+        con = duckdb.connect()
+        try:
+            row = con.execute(
+                "SELECT count(DISTINCT p) FROM (" + " UNION ALL ".join(selects) + ")"
+            ).fetchone()
+        finally:
+            con.close()
+        return int(row[0] if row else 0), "counted"
+    est = sum(int(FACTS.get(t.name, {}).get("papers", 0)) for t in targets)
+    if est == 0:
+        return 0, "unknown"
+    return est, "estimated"
+
+
+def encode_estimate(cfg: Any, inputs: dict[str, list[Path]]) -> str:
+    """Papers to encode, disk of the float16 store and GPU hours at the stated rate."""
+    corpus = _first(inputs, "corpus")
+    papers, how = _target_papers(inputs.get("targets") or [], corpus)
+    if papers == 0:
+        return "papers to encode: unknown until the targets are planned"
+    name = cfg.encoder
+    dim = cfg.dim or _DIMS.get(name, 768)
+    note = " (dim assumed)" if name.startswith(("hf:", "py:")) and not cfg.dim else ""
+    vectors = papers * (ASPIRE_SENTENCES if name in _MULTI else 1)
+    disk = vectors * dim * 2
+    rate = papers_per_s() * (5.0 if name == "minilm" else 1.0)
+    hours = 0.0 if name == "random" else papers / rate / 3600.0
+    return (
+        f"papers to encode: {papers:,} ({how}); disk ~{_size(disk)} float16 "
+        f"({vectors:,} vectors x {dim}{note}); GPU time ~{hours:.2f} h at {rate:,.0f} papers/s "
+        "(stated rate; MDCR_PLAN_PAPERS_PER_S)"
+    )
+
+
+def _size(n: float) -> str:
+    units = ["B", "KB", "MB", "GB", "TB"]
+    i = min(len(units) - 1, int(math.log(max(n, 1), 1024)))
+    return f"{n / 1024**i:.1f} {units[i]}"

@@ -1,0 +1,134 @@
+"""``mdcr evaluate`` end to end on the official-format fixture, against pytrec_eval."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mdcr.cli import main
+from tests.unit.benchmark.reference import MEASURES, original_scorer
+
+FIXTURE = Path(__file__).resolve().parents[2] / "data" / "mdcr_official"
+
+
+def _printed(out: str) -> dict[str, dict[str, dict[str, float]]]:
+    """The per-field lines ``mdcr evaluate`` prints: {retriever: {field: {measure: v}}}."""
+    result: dict[str, dict[str, dict[str, float]]] = {}
+    current = None
+    for line in out.splitlines():
+        if line.endswith(" on MDCR test:"):
+            current = line.split(" on MDCR")[0]
+            result[current] = {}
+        elif current and "\t" in line:
+            name, *cells = line.split("\t")
+            result[current][name] = {c.split(": ")[0]: float(c.split(": ")[1]) for c in cells}
+    return result
+
+
+def _evaluate(home: Path, encoders: list[str]) -> str:
+    import contextlib
+    import io
+
+    argv = ["evaluate", "--benchmark", str(FIXTURE), "--home", str(home), "-q"]
+    for e in encoders:
+        argv += ["--encoder", e]
+    argv += ["--scores-out", str(home / "scores_{encoder}.json")]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(argv) == 0
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    home = tmp_path_factory.mktemp("eval")
+    return {"home": home, "stdout": _evaluate(home, ["random"])}
+
+
+def test_evaluate_random_equals_the_original_scorer(evaluated: dict) -> None:
+    check_against_reference(evaluated, "random")
+
+
+@pytest.mark.slow
+def test_evaluate_bm25_equals_the_original_scorer(tmp_path: Path) -> None:
+    # Lucene BM25 through the JVM: a few seconds to start.
+    check_against_reference({"home": tmp_path, "stdout": _evaluate(tmp_path, ["bm25"])}, "bm25")
+
+
+def check_against_reference(evaluated: dict, encoder: str) -> None:
+    scores_file = evaluated["home"] / f"scores_{encoder}.json"
+    scores = json.loads(scores_file.read_text())
+    benchmark = json.loads((FIXTURE / "mdcr_test.json").read_text())
+    n_pairs = len(
+        {
+            (q, c)
+            for f in benchmark.values()
+            for q, ls in f.items()
+            for cs in ls.values()
+            for c in cs
+        }
+    )
+    assert len(scores) == n_pairs
+    ref_fields, ref_avg, _ = original_scorer(benchmark, scores)
+    printed = _printed(evaluated["stdout"])[encoder]
+    for field, vals in ref_fields.items():
+        for m in MEASURES:
+            assert printed[field][m] == vals[m], (field, m)
+    for m in MEASURES:
+        assert printed["AVG"][m] == ref_avg[m]
+
+
+def test_scores_file_mode_gives_the_same_numbers(evaluated: dict, capsys) -> None:
+    scores_file = evaluated["home"] / "scores_random.json"
+    rc = main(
+        [
+            "evaluate",
+            "--scores",
+            str(scores_file),
+            "--name",
+            "again",
+            "--benchmark",
+            str(FIXTURE),
+            "--home",
+            str(evaluated["home"]),
+            "-q",
+        ]
+    )
+    assert rc == 0
+    again = _printed(capsys.readouterr().out)["again"]
+    assert again == _printed(evaluated["stdout"])["random"]
+
+
+def test_rerun_is_cached_and_report_has_both_tables(evaluated: dict, capsys) -> None:
+    rc = main(
+        [
+            "evaluate",
+            "--encoder",
+            "random",
+            "--benchmark",
+            str(FIXTURE),
+            "--home",
+            str(evaluated["home"]),
+        ]
+    )
+    assert rc == 0
+    cap = capsys.readouterr()
+    assert "running" not in cap.err and cap.err.count("up to date") == 4
+    report = Path(cap.out.strip().splitlines()[-1].split("report: ")[1]).read_text()
+    assert "(Table 3 layout)" in report and "(Table 4 layout)" in report
+    assert "| Fields | Random MAP | Random R@5 |" in report
+
+
+def test_bad_arguments_are_one_line_errors(tmp_path: Path, capsys) -> None:
+    assert (
+        main(
+            ["evaluate", "--encoder", "nope", "--benchmark", str(FIXTURE), "--home", str(tmp_path)]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert "unknown encoder 'nope'" in err and len(err.splitlines()) == 1
+    assert main(["evaluate", "--encoder", "random", "--home", str(tmp_path)]) == 2
+    assert "give --benchmark" in capsys.readouterr().err

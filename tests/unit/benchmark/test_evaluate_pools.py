@@ -1,0 +1,50 @@
+"""``mdcr evaluate --pools``: encode, search and score one encoder on existing pools, and
+report it beside the retrievers already scored there, reusing every cached artifact."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+
+import mdcr.encoders.stage
+import mdcr.index.dense  # noqa: F401  (registers encode and search if STAGE_MODULES lacks them)
+from mdcr.cli import main
+from mdcr.eval.score import SPEC as SCORE
+from mdcr.eval.score import ScoreConfig
+from mdcr.store import Store, read_manifest, resolve_inputs
+from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
+
+
+def _evaluate(home: Path, pools: Path) -> tuple[int, str]:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(
+            ["evaluate", "--pools", str(pools), "--encoder", "random", "--home", str(home), "-q"]
+        )
+    return rc, buf.getvalue()
+
+
+@pytest.mark.slow
+def test_pools_mode_adds_rows_beside_existing_retrievers(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    corpus = make_corpus(tmp_path / "corpus")
+    pools = make_pools(home, corpus, field_pool_size=400)
+    earlier = make_run(home, pools, "bm25", k=100)
+    cfg = ScoreConfig(pools=str(pools), runs=(str(earlier),))
+    Store(home).execute(SCORE, cfg, resolve_inputs(cfg), quiet=True)
+
+    rc, out = _evaluate(home, pools)
+    assert rc == 0
+    report = Path(out.strip().splitlines()[-1].split("report: ")[1])
+    info = read_manifest(report.parent)["info"]  # type: ignore[index]
+    assert info["retrievers"][:1] == ["bm25"] and "random" in info["retrievers"]
+    text = report.read_text()
+    assert "`bm25`" in text and "`random`" in text
+    # A second call builds nothing: encode, search, score and report are all cached.
+    n_before = sum(1 for _ in home.rglob("manifest.json"))
+    rc, out2 = _evaluate(home, pools)
+    assert rc == 0 and out2 == out
+    assert sum(1 for _ in home.rglob("manifest.json")) == n_before
