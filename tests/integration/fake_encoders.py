@@ -1,0 +1,82 @@
+"""Stand-ins for the paper's encoders in tests (the model hub is not reachable in CI).
+
+Each is a hashed bag of words over the title and abstract, salted by its name, so that
+the five encoders rank differently but all find topical neighbours. They carry the
+paper's registry names (scibert, specter, ...), so the paper pipeline's steps, retriever
+names and benchmark model types are exercised exactly as with the real models; the two
+Aspire stand-ins are multi-vector (one vector per abstract sentence), as Aspire is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mdcr.encoders.base import Metric, PaperText
+
+DIM = 128
+_WORD = re.compile(r"[a-z]{3,}")
+
+
+def _bow(text: str, salt: str) -> np.ndarray:
+    v = np.zeros(DIM, dtype=np.float32)
+    for w in _WORD.findall(text.lower()):
+        h = hashlib.blake2b(f"{salt}|{w}".encode(), digest_size=4).digest()
+        v[int.from_bytes(h[:3], "little") % DIM] += 1.0 if h[3] & 1 else -1.0
+    n = float(np.linalg.norm(v))
+    return v / n if n > 0 else v
+
+
+class _Single:
+    name = "fake"
+    multi_vector = False
+    metric: Metric = "cos"
+    dim = DIM
+
+    def __init__(self, options: Any = None) -> None:
+        self.identity = {"model_id": f"fake-{self.name}", "revision": "1"}
+
+    def encode(self, texts: Sequence[PaperText]) -> np.ndarray:
+        return np.stack([_bow(f"{t.title} {t.abstract}", self.name) for t in texts])
+
+
+class _Multi:
+    name = "fake-multi"
+    multi_vector = True
+    metric: Metric = "l2"
+    dim = DIM
+
+    def __init__(self, options: Any = None) -> None:
+        self.identity = {"model_id": f"fake-{self.name}", "revision": "1"}
+
+    def encode(self, texts: Sequence[PaperText]) -> tuple[np.ndarray, np.ndarray]:
+        vecs, offsets = [], [0]
+        for t in texts:
+            sents = [s for s in re.split(r"(?<=\.)\s+", t.abstract) if s.strip()] or [t.title]
+            vecs += [_bow(f"{t.title} {s}", self.name) for s in sents]
+            offsets.append(len(vecs))
+        return np.stack(vecs), np.asarray(offsets, dtype=np.int64)
+
+
+class SciBERT(_Single):
+    name = "scibert"
+
+
+class Specter(_Single):
+    name = "specter"
+
+
+class SciNCL(_Single):
+    name = "scincl"
+
+
+class AspireBM(_Multi):
+    name = "aspire-bm"
+
+
+class AspireCS(_Multi):
+    name = "aspire-cs"

@@ -1,0 +1,83 @@
+"""The demo pipeline end to end, scaled down with overrides so it stays quick in CI.
+
+It runs the real stages (synth, prefilter, pools, MiniLM and random encoders with Faiss,
+Lucene BM25 with tuning, the MDCR-style benchmark, ranx scoring and the report) and checks
+what a user sees: the last line names report.md, every retriever has rows, a re-run is
+up to date, and the invariants hold on the artifacts it wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mdcr.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = [
+    "corpus.n_papers=2500",
+    "pools.n_queries_dataset=8",
+    "pools.dataset_sizes=300,600",
+    "pools.fields=Medicine,Biology",
+    "pools.field_queries=4",
+    "pools.field_pool_size=250",
+    "encode_minilm.max_length=64",
+    "bench_enc_minilm.max_length=64",
+]
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _run(home: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    args = ["run", str(REPO / "pipelines" / "demo.toml"), "--home", str(home), "-q"]
+    for s in SMALL:
+        args += ["--set", s]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+def test_demo_pipeline_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = tmp_path / "home"
+    out, _ = _run(home, capsys)
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("report.md: ")
+    report = Path(last.removeprefix("report.md: "))
+    assert report.is_file() and report.parent.parent.parent == home
+    text = report.read_text()
+    for retriever in ("bm25", "minilm", "random"):
+        assert re.search(rf"^\| {retriever} \|", text, re.M), retriever
+    assert "expected chance" in text
+    assert "## MDCR benchmark" in text and "Table 3 layout" in text and "Table 4 layout" in text
+    assert (report.parent / "plots" / "pool_size_test.png").is_file()
+    assert (report.parent / "tables" / "dataset_test.csv").is_file()
+
+    # Invariants on the artifacts the demo wrote.
+    pools_dir = next((home / "pools").iterdir())
+    papers = pd.read_parquet(next((home / "prefilter").iterdir()) / "papers.parquet")
+    year = dict(zip(papers["paper_id"], papers["year"], strict=True))
+    pools = pd.read_parquet(pools_dir / "pools.parquet")
+    qrels = pd.read_parquet(pools_dir / "qrels.parquet")
+    assert max(year[p] for p in pools["paper_id"]) <= 2019
+    members = set(zip(pools["pool_id"].astype(str), pools["paper_id"], strict=True))
+    pairs = zip(qrels["pool_id"].astype(str), qrels["paper_id"], strict=True)
+    assert all(pair in members for pair in pairs)
+    for run_dir in [*(home / "search").iterdir(), *(home / "bm25").iterdir()]:
+        run = pd.read_parquet(run_dir / "runs.parquet")
+        assert not (run["query_id"] == run["paper_id"]).any()
+        assert run.groupby(["pool_id", "query_id"], observed=True)["rank"].min().eq(1).all()
+    bench = pd.read_parquet(next((home / "benchmark").iterdir()) / "benchmark.parquet")
+    sizes = bench.groupby(["split", "query_id"])["paper_id"].nunique()
+    assert sizes.max() == 5 + 5 * 10  # 5 positives + 10 of each of the demo's 5 types
+
+    # A second run builds nothing.
+    out2, _ = _run(home, capsys)
+    assert out2.strip().splitlines()[-1] == last
+    summary = [ln for ln in out2.splitlines() if ln.startswith("  ")]
+    assert summary and all(" up to date " in ln for ln in summary)
+    manifest = json.loads((report.parent / "manifest.json").read_text())
+    assert manifest["complete"] is True and manifest["stage"] == "report"

@@ -1,0 +1,121 @@
+"""The paper's pipeline (pipelines/paper.toml) on a synthetic S2ORC, so the file cannot rot.
+
+The dry run uses the paper's own sizes (nothing is built, so it is quick); the real run
+scales every size down with ``--set`` overrides and replaces the five neural encoders with
+hashed bag-of-words stand-ins carrying the same names (tests/integration/fake_encoders.py),
+because the model hub is out of reach in tests. Everything else is the real pipeline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import mdcr.encoders.stage
+import mdcr.index.bm25
+import mdcr.index.dense  # noqa: F401  (registers encode, search, bm25 if STAGE_MODULES lacks them)
+from mdcr.cli import main
+from mdcr.store import read_manifest
+
+REPO = Path(__file__).resolve().parents[2]
+PIPELINE = REPO / "pipelines" / "paper.toml"
+FAKE = "py:tests.integration.fake_encoders:"
+ENCODERS = {
+    "scibert": "SciBERT",
+    "specter": "Specter",
+    "scincl": "SciNCL",
+    "aspire_bm": "AspireBM",
+    "aspire_cs": "AspireCS",
+}
+SCALED = [
+    "pools.n_queries_dataset=20",
+    "pools.dataset_sizes=800,1200,1600,2000",
+    "pools.repetitions=2",
+    "pools.field_queries=4",
+    "pools.field_pool_size=600",
+    "pools.on_short_field=warn",
+    "pools.fields=Biology,Chemistry,Computer Science,Medicine",
+    "bm25_tune.k1=0.9,1.2",
+    "bm25_tune.b=0.4,0.75",
+    "benchmark.on_short=warn",
+    "report.permutations=200",
+]
+for _step, _cls in ENCODERS.items():
+    SCALED += [f"enc_{_step}.encoder={FAKE}{_cls}", f"bench_enc_{_step}.encoder={FAKE}{_cls}"]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    from mdcr.corpus.synth import SPEC, SynthConfig
+    from mdcr.store import Store
+
+    home = tmp_path_factory.mktemp("paper")
+    shards = (
+        Store(home)
+        .execute(SPEC, SynthConfig(n_papers=12000, n_shards=2, seed=3), {}, quiet=True)
+        .path
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("S2ORC_DIR", str(shards))
+        mp.setenv("MDCR_INDEX_DIR", str(home / "indexes"))
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.delenv("MDCR_HOME", raising=False)
+        yield {"home": home}
+
+
+def _run(home: Path, *extra: str) -> tuple[int, str]:
+    argv = ["run", str(PIPELINE), "--home", str(home), *extra]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(argv)
+    return rc, buf.getvalue()
+
+
+@pytest.mark.integration
+def test_dry_run_prints_the_paper_scale_plan(env: dict) -> None:
+    rc, out = _run(env["home"] / "dry", "--dry-run")
+    assert rc == 0
+    # 4 sizes x 3 repetitions x 2 splits; 19 fields x 3 repetitions x 2 splits.
+    assert "pools: 24 dataset-level + 114 field-level" in out
+    assert "15200 queries" in out
+    assert out.count("papers to encode:") == 10  # 5 encoders on the pools + on the benchmark
+    assert "GPU time" in out and "disk" in out
+    assert "7600 queries x 66 papers" in out  # MDCR: 19 fields x 200 queries x 2 splits
+    steps = [line.split()[0] for line in out.splitlines() if line and not line.startswith(" ")]
+    assert steps[0] == "prefilter" and steps[-1] == "bench_score" and len(steps) == 30
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_scaled_paper_pipeline_runs_end_to_end(env: dict) -> None:
+    home = env["home"] / "run"
+    args = [a for s in SCALED for a in ("--set", s)]
+    rc, out = _run(home, "-q", *args)
+    assert rc == 0, out
+    assert out.strip().splitlines()[-1].endswith("report.md")
+    bench_dir = next((home / "benchmark").iterdir())
+    bench = pd.read_parquet(bench_dir / "benchmark.parquet")
+    sizes = bench.groupby(["split", "field", "query_id"]).size()
+    assert set(bench["split"]) == {"val", "test"} and (sizes == 65).all()
+    types = set(bench["candidate_type"])
+    assert types == {"true", "bm25", "specter", "scincl", "graph", "most_cited", "random"}
+    report = next((home / "benchmark-score").iterdir()) / "report.md"
+    text = report.read_text()
+    for label in ("BM25", "SciBERT", "Specter", "SciNCL", "Aspire-BM", "Aspire-CS"):
+        assert f" {label} MAP | {label} R@5 |" in text
+    assert "(Table 4 layout)" in text
+    large = (next((home / "report").iterdir()) / "report.md").read_text()
+    assert "Computer Science" in large or "CS" in large
+    jac = read_manifest(next((home / "benchmark-jaccard").iterdir()))
+    assert jac is not None and len(jac["info"]["suggested_models"]) == 3
+    # Dataset- and field-level pools were all searched by every dense retriever.
+    for step in ("search",):
+        for folder in (home / step).iterdir():
+            runs = pd.read_parquet(folder / "runs.parquet", columns=["pool_id"])
+            pools = set(runs["pool_id"].astype(str))
+            assert any(p.startswith("dataset/test/") for p in pools)
+            assert any(p.startswith("field/test/") for p in pools)
