@@ -128,7 +128,7 @@ def write_pools(
     pools: Mapping[str, Sequence[str]],
     qrels: Mapping[str, Mapping[str, Sequence[str]]],
 ) -> Path:
-    """pools.parquet, queries.parquet and qrels.parquet in the pools stage's layout."""
+    """pools, queries, qrels and pool_meta Parquet files in the pools stage's layout."""
     folder.mkdir(parents=True, exist_ok=True)
     prow = sorted((pid, p) for pid, papers in pools.items() for p in papers)
     pq.write_table(
@@ -159,6 +159,20 @@ def write_pools(
             }
         ),
         folder / "queries.parquet",
+    )
+    # pool_meta from pool ids shaped like the pools stage's ("setup/split/size-or-field/rN").
+    meta = sorted(pools)
+    parts = [m.split("/") for m in meta]
+    pq.write_table(
+        pa.table(
+            {
+                "pool_id": meta,
+                "setup": [p[0] for p in parts],
+                "split": [p[1] if len(p) > 1 else "test" for p in parts],
+                "field": [p[2] if p[0] == "field" and len(p) > 2 else None for p in parts],
+            }
+        ),
+        folder / "pool_meta.parquet",
     )
     return folder
 

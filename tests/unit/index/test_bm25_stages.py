@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from mdcr.errors import ConfigError, InputDataError
 from mdcr.index import bm25
 from mdcr.index.runs import RUN_SCHEMA, rank_candidates
 from mdcr.store import Store, resolve_inputs
+from tests.unit.encoders.fixtures import write_pools
 
 
 def _execute(home: Path, spec, cfg):  # type: ignore[no-untyped-def]
@@ -38,45 +39,6 @@ def write_corpus(folder: Path, papers: Sequence[tuple[str, str, str]]) -> Path:
             }
         ),
         folder / "papers.parquet",
-    )
-    return folder
-
-
-def write_pools(
-    folder: Path,
-    pools: Mapping[str, Sequence[str]],
-    qrels: Mapping[str, Mapping[str, Sequence[str]]],
-) -> Path:
-    """The pools stage's files (the parts BM25 reads: pools, qrels, pool_meta)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rows = sorted((pid, p) for pid, papers in pools.items() for p in papers)
-    pq.write_table(
-        pa.table({"pool_id": [r[0] for r in rows], "paper_id": [r[1] for r in rows]}),
-        folder / "pools.parquet",
-    )
-    qrows = sorted((pid, q, p) for pid, qs in qrels.items() for q, pos in qs.items() for p in pos)
-    pq.write_table(
-        pa.table(
-            {
-                "pool_id": [r[0] for r in qrows],
-                "query_id": [r[1] for r in qrows],
-                "paper_id": [r[2] for r in qrows],
-                "relevance": pa.array([1] * len(qrows), pa.int32()),
-            }
-        ),
-        folder / "qrels.parquet",
-    )
-    meta = sorted(pools)
-    pq.write_table(
-        pa.table(
-            {
-                "pool_id": meta,
-                "setup": [m.split("/")[0] for m in meta],
-                "split": [m.split("/")[1] for m in meta],
-                "field": [m.split("/")[2] if m.startswith("field/") else None for m in meta],
-            }
-        ),
-        folder / "pool_meta.parquet",
     )
     return folder
 
