@@ -31,8 +31,9 @@ How it runs (one pass over the input; memory bounded on the full 81.1M records):
    order) is kept, the rules then apply to it.
 3. Outputs: survivors get an index in paper_id order; DuckDB hash-joins outbound ids to
    it, numpy sorts and deduplicates the edges as int64 keys (so the edge order is the
-   (citing_id, cited_id) order), and n_out / n_in are bincounts. Both Parquet files are
-   written in fixed 100,000-row groups (zstd), so their bytes do not depend on the
+   (citing_id, cited_id) order), and n_out / n_in are bincounts; meanwhile a second
+   DuckDB cursor sorts the papers' output columns. Both Parquet files are written in fixed
+   100,000-row groups of one chunk per column (zstd), so their bytes do not depend on the
    thread count.
 
 Threads and DuckDB's memory limit do not change outputs, so they are not config fields:
@@ -43,12 +44,13 @@ stays bounded on the full 81.1M-record release.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -452,17 +454,16 @@ EDGE_BATCH = 1 << 20
 def _edge_keys(con: duckdb.DuckDBPyConnection) -> Any:
     """Distinct citation edges as sorted int64 keys ``citing_idx << 32 | cited_idx``.
 
-    Indexes are positions in the survivors sorted by paper_id (table ``_ids``), so the
-    key order is the (citing_id, cited_id) order. DuckDB maps ids to indexes (hash
-    joins, spilling if needed); numpy sorts and deduplicates 8 bytes per edge.
+    Indexes are positions in the survivors sorted by paper_id (table ``_ids``, which also
+    holds their outbound lists), so the key order is the (citing_id, cited_id) order.
+    DuckDB maps cited ids to indexes (one hash join, spilling if needed); numpy sorts and
+    deduplicates 8 bytes per edge.
     """
     import numpy as np
 
     reader = con.sql(
-        f"""SELECT p.a, d.idx AS b
-        FROM (SELECT c.idx AS a, unnest(r.outbound) AS cited
-              FROM recs r JOIN _ids c ON r.paper_id = c.paper_id
-              WHERE {KEEP.replace("reason", "r.reason")}) p
+        """SELECT p.a, d.idx AS b
+        FROM (SELECT idx AS a, unnest(outbound) AS cited FROM _ids) p
         JOIN _ids d ON p.cited = d.paper_id
         WHERE p.a <> d.idx"""
     ).to_arrow_reader(EDGE_BATCH)
@@ -491,10 +492,27 @@ def _write_citations(path: Path, ids: Any, citing: Any, cited: Any) -> None:
             w.write_table(table, row_group_size=ROW_GROUP)
 
 
+def _sorted_papers(cur: duckdb.DuckDBPyConnection) -> tuple[Any, Iterator[Any]]:
+    """The survivors' output columns sorted by paper_id: (schema, record batches).
+
+    The first batch is fetched here, so DuckDB's sort is done when this returns; the
+    rest streams (DuckDB holds the sorted rows, spilling if needed).
+    """
+    reader = cur.sql(
+        f"SELECT paper_id, title, abstract, year, fields FROM recs WHERE {KEEP} ORDER BY paper_id"
+    ).to_arrow_reader(ROW_GROUP)
+    try:
+        first = [reader.read_next_batch()]
+    except StopIteration:
+        first = []
+    return reader.schema, itertools.chain(first, reader)
+
+
 def _write_papers(
-    con: duckdb.DuckDBPyConnection, path: Path, ids: Any, n_out: Any, n_in: Any
+    path: Path, papers: tuple[Any, Iterator[Any]], ids: Any, n_out: Any, n_in: Any
 ) -> None:
-    """papers.parquet: the survivors sorted by paper_id, streamed in fixed row groups.
+    """papers.parquet: the survivors sorted by paper_id (:func:`_sorted_papers`), streamed
+    in fixed row groups.
 
     The counts are aligned by position with ``ids`` (the same sort); a check guards it.
     """
@@ -502,14 +520,10 @@ def _write_papers(
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    reader = con.sql(
-        f"SELECT paper_id, title, abstract, year, fields FROM recs WHERE {KEEP} ORDER BY paper_id"
-    ).to_arrow_reader(ROW_GROUP)
-    schema = reader.schema.append(pa.field("n_out", pa.int64())).append(
-        pa.field("n_in", pa.int64())
-    )
+    in_schema, batches = papers
+    schema = in_schema.append(pa.field("n_out", pa.int64())).append(pa.field("n_in", pa.int64()))
     pos = 0
-    pending = pa.Table.from_batches([], schema=reader.schema)
+    pending = pa.Table.from_batches([], schema=in_schema)
     with pq.ParquetWriter(
         path, schema, compression=COMPRESSION, use_dictionary=["fields.list.element"]
     ) as writer:
@@ -520,12 +534,15 @@ def _write_papers(
             same = pc.equal(chunk.column("paper_id"), ids.slice(pos, rows))
             if rows and not pc.all(same).as_py():
                 raise RuntimeError("papers and citation counts are misaligned")  # a bug
+            # One chunk per column: Parquet pages are then cut the same way whatever the
+            # engine's batch sizes (which depend on the thread count).
+            chunk = chunk.combine_chunks()
             chunk = chunk.append_column("n_out", pa.array(n_out[pos : pos + rows]))
             chunk = chunk.append_column("n_in", pa.array(n_in[pos : pos + rows]))
             writer.write_table(chunk, row_group_size=ROW_GROUP)
             pos += rows
 
-        for batch in reader:
+        for batch in batches:
             pending = pa.concat_tables([pending, pa.Table.from_batches([batch])])
             while pending.num_rows >= ROW_GROUP:
                 write(ROW_GROUP)
@@ -547,21 +564,30 @@ def _write_outputs(con: duckdb.DuckDBPyConnection, out_dir: Path) -> tuple[int, 
     con.execute("SET preserve_insertion_order = false")
     con.execute(
         "CREATE TEMP TABLE _ids AS SELECT paper_id, "
-        f"(row_number() OVER (ORDER BY paper_id) - 1)::INTEGER AS idx FROM recs WHERE {KEEP}"
+        f"(row_number() OVER (ORDER BY paper_id) - 1)::INTEGER AS idx, outbound "
+        f"FROM recs WHERE {KEEP}"
     )
-    keys = _edge_keys(con)
-    con.execute("SET preserve_insertion_order = true")
-    ids = con.sql("SELECT paper_id FROM _ids ORDER BY idx").to_arrow_table().column(0)
-    ids = ids.combine_chunks()
-    citing = (keys >> 32).astype(np.int32)
-    cited = (keys & 0xFFFFFFFF).astype(np.int32)
-    del keys
-    n_out = np.bincount(citing, minlength=len(ids)).astype(np.int64)
-    n_in = np.bincount(cited, minlength=len(ids)).astype(np.int64)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        job = pool.submit(_write_citations, out_dir / "citations.parquet", ids, citing, cited)
-        _write_papers(con, out_dir / "papers.parquet", ids, n_out, n_in)
-        job.result()
+    cur = con.cursor()
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # DuckDB sorts the papers while the edges are computed (ORDER BY fixes the order).
+            papers = pool.submit(_sorted_papers, cur)
+            keys = _edge_keys(con)
+            con.execute("SET preserve_insertion_order = true")
+            ids = con.sql("SELECT paper_id FROM _ids ORDER BY idx").to_arrow_table().column(0)
+            ids = ids.combine_chunks()
+            con.execute("DROP TABLE _ids")
+            citing = (keys >> 32).astype(np.int32)
+            cited = (keys & 0xFFFFFFFF).astype(np.int32)
+            del keys
+            n_out = np.bincount(citing, minlength=len(ids)).astype(np.int64)
+            n_in = np.bincount(cited, minlength=len(ids)).astype(np.int64)
+            sorted_papers = papers.result()
+            job = pool.submit(_write_citations, out_dir / "citations.parquet", ids, citing, cited)
+            _write_papers(out_dir / "papers.parquet", sorted_papers, ids, n_out, n_in)
+            job.result()
+    finally:
+        cur.close()
     return len(ids), len(citing)
 
 
