@@ -44,13 +44,12 @@ stays bounded on the full 81.1M-record release.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -454,35 +453,43 @@ EDGE_BATCH = 1 << 20
 def _edge_keys(con: duckdb.DuckDBPyConnection) -> Any:
     """Distinct citation edges as sorted int64 keys ``citing_idx << 32 | cited_idx``.
 
-    Indexes are positions in the survivors sorted by paper_id (table ``_ids``, which also
-    holds their outbound lists), so the key order is the (citing_id, cited_id) order.
-    DuckDB maps cited ids to indexes (one hash join, spilling if needed); numpy sorts and
+    Indexes are positions of the survivors in file order (table ``_ids``), so the key
+    order is the order of papers.parquet. DuckDB gives each survivor's outbound list its
+    index (a join on seq, faster than a window over the lists), then maps cited ids to
+    indexes (a hash join on the small ``_ids``; both spill if needed); numpy sorts and
     deduplicates 8 bytes per edge.
     """
     import numpy as np
 
+    con.execute(
+        "CREATE TEMP TABLE _outbound AS SELECT i.idx, r.outbound FROM recs r "
+        f"JOIN _ids i ON r.seq = i.seq WHERE r.{KEEP}"
+    )
     reader = con.sql(
-        """SELECT p.a, d.idx AS b
-        FROM (SELECT idx AS a, unnest(outbound) AS cited FROM _ids) p
+        """SELECT (p.a::BIGINT << 32) | d.idx::BIGINT AS k
+        FROM (SELECT idx AS a, unnest(outbound) AS cited FROM _outbound) p
         JOIN _ids d ON p.cited = d.paper_id
         WHERE p.a <> d.idx"""
     ).to_arrow_reader(EDGE_BATCH)
-    parts = []
-    for batch in reader:
-        a = batch.column(0).to_numpy().astype(np.int64)
-        b = batch.column(1).to_numpy().astype(np.int64)
-        parts.append((a << 32) | b)
-    keys = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+    parts = [batch.column(0).to_numpy() for batch in reader]
+    con.execute("DROP TABLE _outbound")
+    keys = np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
     keys.sort()
     if len(keys) > 1:
         keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
     return keys
 
 
-def _write_citations(path: Path, ids: Any, citing: Any, cited: Any) -> None:
-    """citations.parquet from edge indexes into ``ids`` (sorted), in fixed row groups."""
+def _write_citations(path: Path, ids: Any, keys: Any) -> None:
+    """citations.parquet from the edge keys (:func:`_edge_keys`) over ``ids``, in fixed row
+    groups."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    citing = (keys >> 32).astype(np.int32)
+    cited = (keys & 0xFFFFFFFF).astype(np.int32)
+    del keys
 
     schema = pa.schema([("citing_id", pa.string()), ("cited_id", pa.string())])
     with pq.ParquetWriter(path, schema, compression=COMPRESSION, use_dictionary=False) as w:
@@ -492,51 +499,57 @@ def _write_citations(path: Path, ids: Any, citing: Any, cited: Any) -> None:
             w.write_table(table, row_group_size=ROW_GROUP)
 
 
-def _sorted_papers(cur: duckdb.DuckDBPyConnection) -> tuple[Any, Iterator[Any]]:
-    """The survivors' output columns sorted by paper_id: (schema, record batches).
+# Columns read for papers.parquet (seq only to check the order; it is not written).
+PAPER_COLUMNS = "seq, paper_id, title, abstract, year, fields"
 
-    The first batch is fetched here, so DuckDB's sort is done when this returns; the
-    rest streams (DuckDB holds the sorted rows, spilling if needed).
+
+def _papers_in_file_order(cur: duckdb.DuckDBPyConnection, n_files: int) -> Iterator[Any]:
+    """The survivors' output columns (with ``seq``) in file order, as record batches.
+
+    No sort: one scan per file, in file order. A file's rows were appended by one INSERT
+    in record order, and with ``preserve_insertion_order`` a filtered scan keeps table
+    order (:func:`_write_papers` checks every seq); the seq range of a file lets DuckDB skip
+    the row groups of the others.
     """
-    reader = cur.sql(
-        f"SELECT paper_id, title, abstract, year, fields FROM recs WHERE {KEEP} ORDER BY paper_id"
-    ).to_arrow_reader(ROW_GROUP)
-    try:
-        first = [reader.read_next_batch()]
-    except StopIteration:
-        first = []
-    return reader.schema, itertools.chain(first, reader)
+    for index in range(n_files):
+        lo = index << SEQ_SHIFT
+        hi = lo + (1 << SEQ_SHIFT) - 1
+        yield from cur.sql(
+            f"SELECT {PAPER_COLUMNS} FROM recs WHERE seq BETWEEN {lo} AND {hi} AND {KEEP}"
+        ).to_arrow_reader(ROW_GROUP)
 
 
 def _write_papers(
-    path: Path, papers: tuple[Any, Iterator[Any]], ids: Any, n_out: Any, n_in: Any
+    path: Path, schema: Any, batches: Iterator[Any], seqs: Any, n_out: Any, n_in: Any
 ) -> None:
-    """papers.parquet: the survivors sorted by paper_id (:func:`_sorted_papers`), streamed
-    in fixed row groups.
+    """papers.parquet: the survivors in file order (:func:`_papers_in_file_order`, whose
+    Arrow schema is ``schema``), streamed in fixed row groups.
 
-    The counts are aligned by position with ``ids`` (the same sort); a check guards it.
+    The counts are aligned by position with ``seqs`` (the survivors' seqs in file order);
+    a check on every row guards it.
     """
+    import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    in_schema, batches = papers
-    schema = in_schema.append(pa.field("n_out", pa.int64())).append(pa.field("n_in", pa.int64()))
+    out_schema = schema.remove(schema.get_field_index("seq"))
+    out_schema = out_schema.append(pa.field("n_out", pa.int64()))
+    out_schema = out_schema.append(pa.field("n_in", pa.int64()))
     pos = 0
-    pending = pa.Table.from_batches([], schema=in_schema)
+    pending = pa.Table.from_batches([], schema=schema)
     with pq.ParquetWriter(
-        path, schema, compression=COMPRESSION, use_dictionary=["fields.list.element"]
+        path, out_schema, compression=COMPRESSION, use_dictionary=["fields.list.element"]
     ) as writer:
 
         def write(rows: int) -> None:
             nonlocal pos, pending
             chunk, pending = pending.slice(0, rows), pending.slice(rows)
-            same = pc.equal(chunk.column("paper_id"), ids.slice(pos, rows))
-            if rows and not pc.all(same).as_py():
+            got = chunk.column("seq").to_numpy()
+            if not np.array_equal(got, seqs[pos : pos + rows]):
                 raise RuntimeError("papers and citation counts are misaligned")  # a bug
             # One chunk per column: Parquet pages are then cut the same way whatever the
             # engine's batch sizes (which depend on the thread count).
-            chunk = chunk.combine_chunks()
+            chunk = chunk.drop_columns(["seq"]).combine_chunks()
             chunk = chunk.append_column("n_out", pa.array(n_out[pos : pos + rows]))
             chunk = chunk.append_column("n_in", pa.array(n_in[pos : pos + rows]))
             writer.write_table(chunk, row_group_size=ROW_GROUP)
@@ -548,14 +561,60 @@ def _write_papers(
                 write(ROW_GROUP)
         if pending.num_rows:
             write(pending.num_rows)
-    if pos != len(ids):
+    if pos != len(seqs):
         raise RuntimeError("papers and citation counts differ in length")  # a bug
 
 
-def _write_outputs(con: duckdb.DuckDBPyConnection, out_dir: Path) -> tuple[int, int]:
-    """Write citations.parquet and papers.parquet, both sorted; return their row counts.
+def _prefetch(items: Iterator[Any], depth: int) -> Generator[Any, None, None]:
+    """Yield from ``items``, computed ahead by a helper thread (at most ``depth`` waiting).
 
-    Edges come from the survivors' outbound lists, kept when the cited paper survived too,
+    Here DuckDB turns the next papers into Arrow batches while the previous ones are
+    compressed. An error in the helper is raised in the consumer.
+    """
+    import queue
+
+    buf: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(entry: tuple[str, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                buf.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(("item", item)):
+                    return
+            put(("end", None))
+        except BaseException as exc:  # handed to the consumer
+            put(("error", exc))
+
+    thread = threading.Thread(target=produce, name="mdcr-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = buf.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _write_outputs(con: duckdb.DuckDBPyConnection, out_dir: Path, n_files: int) -> tuple[int, int]:
+    """Write citations.parquet and papers.parquet, both in file order; return their rows.
+
+    Papers keep the order of the shards (file, then line: the first record of each
+    paper_id); edges are ordered by (citing paper, cited paper) in that order. Edges come
+    from the survivors' outbound lists, kept when the cited paper survived too,
     self-citations and repeats dropped. The two files are written at the same time (the
     Parquet writers run outside Python's lock).
     """
@@ -563,32 +622,33 @@ def _write_outputs(con: duckdb.DuckDBPyConnection, out_dir: Path) -> tuple[int, 
 
     con.execute("SET preserve_insertion_order = false")
     con.execute(
-        "CREATE TEMP TABLE _ids AS SELECT paper_id, "
-        f"(row_number() OVER (ORDER BY paper_id) - 1)::INTEGER AS idx, outbound "
-        f"FROM recs WHERE {KEEP}"
+        "CREATE TEMP TABLE _ids AS SELECT seq, paper_id, "
+        f"(row_number() OVER (ORDER BY seq) - 1)::INTEGER AS idx FROM recs WHERE {KEEP}"
     )
+    keys = _edge_keys(con)
+    con.execute("SET preserve_insertion_order = true")
+    table = con.sql("SELECT seq, paper_id FROM _ids ORDER BY idx").to_arrow_table()
+    con.execute("DROP TABLE _ids")
+    seqs = table.column("seq").to_numpy()
+    ids = table.column("paper_id").combine_chunks()
+    del table
+    n_out = np.bincount(keys >> 32, minlength=len(ids)).astype(np.int64)
+    n_in = np.bincount(keys & 0xFFFFFFFF, minlength=len(ids)).astype(np.int64)
+    schema = con.sql(f"SELECT {PAPER_COLUMNS} FROM recs LIMIT 0").to_arrow_table().schema
     cur = con.cursor()
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
-            # DuckDB sorts the papers while the edges are computed (ORDER BY fixes the order).
-            papers = pool.submit(_sorted_papers, cur)
-            keys = _edge_keys(con)
-            con.execute("SET preserve_insertion_order = true")
-            ids = con.sql("SELECT paper_id FROM _ids ORDER BY idx").to_arrow_table().column(0)
-            ids = ids.combine_chunks()
-            con.execute("DROP TABLE _ids")
-            citing = (keys >> 32).astype(np.int32)
-            cited = (keys & 0xFFFFFFFF).astype(np.int32)
-            del keys
-            n_out = np.bincount(citing, minlength=len(ids)).astype(np.int64)
-            n_in = np.bincount(cited, minlength=len(ids)).astype(np.int64)
-            sorted_papers = papers.result()
-            job = pool.submit(_write_citations, out_dir / "citations.parquet", ids, citing, cited)
-            _write_papers(out_dir / "papers.parquet", sorted_papers, ids, n_out, n_in)
+            # The edges are written while the papers are.
+            job = pool.submit(_write_citations, out_dir / "citations.parquet", ids, keys)
+            batches = _prefetch(_papers_in_file_order(cur, n_files), depth=2)
+            try:
+                _write_papers(out_dir / "papers.parquet", schema, batches, seqs, n_out, n_in)
+            finally:
+                batches.close()  # stops the helper thread before the cursor closes
             job.result()
     finally:
         cur.close()
-    return len(ids), len(citing)
+    return len(ids), len(keys)
 
 
 def funnel_table(funnel: dict[str, Any]) -> str:
@@ -673,7 +733,7 @@ def run_prefilter(
         dropped, dup_examples = _dedup(con)
         counts = _rule_counts(con)
         clock = time.perf_counter()
-        n_papers, n_edges = _write_outputs(con, out_dir)
+        n_papers, n_edges = _write_outputs(con, out_dir, len(shards))
         timings["outputs_s"] = round(time.perf_counter() - clock, 3)
     except duckdb.OutOfMemoryException as exc:
         raise ConfigError(
@@ -746,7 +806,7 @@ def _plan(cfg: PrefilterConfig, inputs: dict[str, Any]) -> str:
 SPEC = register(
     StageSpec(
         name="prefilter",
-        version="1",
+        version="2",
         config=PrefilterConfig,
         run=_run,
         help="S2ORC metadata shards -> prefiltered papers + citation edges (DuckDB)",

@@ -164,7 +164,10 @@ def test_sample_papers_hold_the_source_values(sample_dirs: dict[str, Path], tmp_
     by_id = {r["paper_id"]: r for r in load_sample()}
     run(sample_dirs["plain"], tmp_path)
     papers = read(tmp_path / "papers.parquet")
-    assert [p["paper_id"] for p in papers] == sorted(p["paper_id"] for p in papers)
+    # File order: the survivors in the order of the sample file.
+    line_of = {r["paper_id"]: i for i, r in enumerate(load_sample())}
+    order = [line_of[p["paper_id"]] for p in papers]
+    assert order == sorted(order)
     assert list(papers[0]) == ["paper_id", "title", "abstract", "year", "fields", "n_out", "n_in"]
     for p in papers:
         src = by_id[p["paper_id"]]
@@ -277,7 +280,7 @@ def test_citations_keep_only_edges_between_survivors(tmp_path: Path) -> None:
     res = run(folder, tmp_path / "out")
     cites = read(tmp_path / "out" / "citations.parquet")
     pairs = [(c["citing_id"], c["cited_id"]) for c in cites]
-    assert pairs == [("A", "B"), ("A", "C"), ("B", "C"), ("C", "A")]  # sorted, distinct
+    assert pairs == [("A", "B"), ("A", "C"), ("B", "C"), ("C", "A")]  # file order, distinct
     papers = {p["paper_id"]: p for p in read(tmp_path / "out" / "papers.parquet")}
     assert sorted(papers) == ["A", "B", "C", "D"]
     assert {k: (p["n_out"], p["n_in"]) for k, p in papers.items()} == {
@@ -467,6 +470,53 @@ def test_output_bytes_do_not_depend_on_threads(
         digests.append({n: sha(dest / n) for n in names})
     assert digests[0] == digests[1]
     assert res.n_papers > 1000 and res.n_citations > 10_000
+
+
+def test_papers_and_edges_are_in_file_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import random
+
+    rnd = random.Random(3)
+    ids = [f"p{i:05d}" for i in range(3000)]
+    rnd.shuffle(ids)  # file order is not paper_id order
+    folder = tmp_path / "in"
+    records: list[dict[str, Any]] = []
+    start = 0
+    # Shards of unequal size: later small shards finish before the big first one.
+    for shard, size in enumerate([2000, 100, 700, 200]):
+        lines = []
+        for pid in ids[start : start + size]:
+            r = rec(pid, out=rnd.sample(ids, rnd.randint(0, 8)), inb=rnd.sample(ids, 2))
+            if rnd.random() < 0.2:
+                r["abstract"] = None
+            lines.append(r)
+        start += size
+        records += lines
+        write_jsonl(folder / f"metadata_{shard}.jsonl.gz", lines, gz=True)
+    monkeypatch.setattr(prefilter, "ROW_GROUP", 333)
+    monkeypatch.setenv("MDCR_THREADS", "3")
+    run(folder, tmp_path / "out")
+    want = [r["paper_id"] for r in records if all(rules(r, "total"))]
+    papers = read(tmp_path / "out" / "papers.parquet")
+    assert [p["paper_id"] for p in papers] == want
+    pos = {pid: i for i, pid in enumerate(want)}
+    edges = sorted(
+        {
+            (pos[r["paper_id"]], pos[c])
+            for r in records
+            if r["paper_id"] in pos
+            for c in r["outbound_citations"]
+            if c in pos and c != r["paper_id"]
+        }
+    )
+    cites = read(tmp_path / "out" / "citations.parquet")
+    assert [(pos[c["citing_id"]], pos[c["cited_id"]]) for c in cites] == edges
+    assert len(edges) > 5000
+    n_out = [sum(1 for a, _ in edges if a == i) for i in range(len(want))]
+    n_in = [sum(1 for _, b in edges if b == i) for i in range(len(want))]
+    assert [p["n_out"] for p in papers] == n_out
+    assert [p["n_in"] for p in papers] == n_in
 
 
 def test_bad_thread_setting_is_a_one_line_error(
