@@ -29,12 +29,14 @@ How it runs (one pass over the input; memory bounded on the full 81.1M records):
    re-read in Python to name the first ``max_reported_errors`` by line number.
 2. Duplicates: one GROUP BY over all paper_ids; the first record (file order, then line
    order) is kept, the rules then apply to it.
-3. Outputs: survivors get an index in paper_id order; DuckDB hash-joins outbound ids to
-   it, numpy sorts and deduplicates the edges as int64 keys (so the edge order is the
-   (citing_id, cited_id) order), and n_out / n_in are bincounts; meanwhile a second
-   DuckDB cursor sorts the papers' output columns. Both Parquet files are written in fixed
-   100,000-row groups of one chunk per column (zstd), so their bytes do not depend on the
-   thread count.
+3. Outputs, in file order (file, then line; no sort of the texts): survivors get an
+   index in that order; DuckDB hash-joins their outbound ids to it, numpy sorts and
+   deduplicates the edges as int64 keys (so edges are ordered by citing paper, then cited
+   paper, in papers.parquet order), and n_out / n_in are bincounts. papers.parquet is
+   then streamed file by file from the table (a helper thread fetches the next batch while
+   one is compressed) while a second thread writes citations.parquet. Both files are
+   written in fixed 100,000-row groups of one chunk per column (zstd), so their bytes do
+   not depend on the thread count.
 
 Threads and DuckDB's memory limit do not change outputs, so they are not config fields:
 ``MDCR_THREADS`` (default: all cores) and ``MDCR_MEMORY_LIMIT`` (default: 50% of RAM).
