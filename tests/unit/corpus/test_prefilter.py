@@ -593,3 +593,25 @@ def test_empty_and_crlf_shards(tmp_path: Path) -> None:
     assert f["records_read"] == 4
     assert f["survivors"] == 3
     assert f["malformed_examples"] == [f"{folder / 'metadata_3.jsonl'}:5: paper_id is not a string"]
+
+
+def test_prefetch_keeps_order_raises_errors_and_stops_early() -> None:
+    import threading
+
+    assert list(prefilter._prefetch(iter(range(50)), depth=2)) == list(range(50))
+
+    def failing() -> Any:
+        yield 1
+        raise ValueError("engine failed")
+
+    got = []
+    with pytest.raises(ValueError, match="engine failed"):
+        for item in prefilter._prefetch(failing(), depth=2):
+            got.append(item)
+    assert got == [1]
+
+    before = threading.active_count()
+    gen = prefilter._prefetch(iter(range(10**6)), depth=2)
+    assert next(gen) == 0
+    gen.close()  # the helper thread stops instead of producing the rest
+    assert threading.active_count() == before
