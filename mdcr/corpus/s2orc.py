@@ -162,8 +162,12 @@ def reason_sql() -> str:
 
 
 def string_value(col: str) -> str:
-    """SQL: the string held by a JSON string literal (checked); cheap without escapes."""
-    return f"CASE WHEN contains({col}, '\\') THEN {col} ->> '$' ELSE {col}[2:-2] END"
+    """SQL: the string held by a JSON string literal (checked), unescaped.
+
+    ``->> '$'`` (yyjson) is about twice as fast on abstracts as slicing off the quotes,
+    because DuckDB slices strings by code point.
+    """
+    return f"({col} ->> '$')"
 
 
 def string_list(col: str) -> str:
