@@ -372,17 +372,24 @@ def _scan_all(
         return _scan_file(con, cfg, scan, temp_dir)
 
     done: list[FileScan] = []
-    with ThreadPoolExecutor(max_workers=min(threads, len(shards))) as pool:
-        futures = [pool.submit(work, FileScan(i, p)) for i, p in enumerate(shards)]
-        for fut in as_completed(futures):
-            result = fut.result()
-            if result is None:
-                continue
-            done.append(result)
-            if progress is not None:
-                progress(1)
-            if cfg.strict and result.malformed:
-                stop.set()
+    workers = max(1, min(threads, len(shards)))
+    # Each query reads one gzip stream; DuckDB threads beyond threads // workers per query
+    # only contend (measured: 8-10% slower scan with 2 threads per query on 2 cores).
+    con.execute(f"SET threads = {max(1, threads // workers)}")
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(work, FileScan(i, p)) for i, p in enumerate(shards)]
+            for fut in as_completed(futures):
+                result = fut.result()
+                if result is None:
+                    continue
+                done.append(result)
+                if progress is not None:
+                    progress(1)
+                if cfg.strict and result.malformed:
+                    stop.set()
+    finally:
+        con.execute(f"SET threads = {threads}")
     per_file = dict(
         con.execute(
             f"SELECT seq >> {SEQ_SHIFT}, count(*) FROM recs WHERE reason IS NOT NULL GROUP BY 1"
