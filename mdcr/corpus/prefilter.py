@@ -541,11 +541,29 @@ def _papers_in_file_order(cur: duckdb.DuckDBPyConnection, n_files: int) -> Itera
         ).to_arrow_reader(ROW_GROUP)
 
 
+def _row_groups(batches: Iterator[Any], schema: Any) -> Iterator[Any]:
+    """Tables of exactly ``ROW_GROUP`` rows (the last one shorter) from record batches.
+
+    Each column is one chunk: Parquet pages are then cut the same way whatever the
+    engine's batch sizes (which depend on the thread count).
+    """
+    import pyarrow as pa
+
+    pending = pa.Table.from_batches([], schema=schema)
+    for batch in batches:
+        pending = pa.concat_tables([pending, pa.Table.from_batches([batch])])
+        while pending.num_rows >= ROW_GROUP:
+            yield pending.slice(0, ROW_GROUP).combine_chunks()
+            pending = pending.slice(ROW_GROUP)
+    if pending.num_rows:
+        yield pending.combine_chunks()
+
+
 def _write_papers(
-    path: Path, schema: Any, batches: Iterator[Any], seqs: Any, n_out: Any, n_in: Any
+    path: Path, schema: Any, groups: Iterator[Any], seqs: Any, n_out: Any, n_in: Any
 ) -> None:
-    """papers.parquet: the survivors in file order (:func:`_papers_in_file_order`, whose
-    Arrow schema is ``schema``), streamed in fixed row groups.
+    """papers.parquet from row groups of the survivors in file order (:func:`_row_groups`
+    over :func:`_papers_in_file_order`, whose Arrow schema is ``schema``).
 
     The counts are aligned by position with ``seqs`` (the survivors' seqs in file order);
     a check on every row guards it.
@@ -558,31 +576,18 @@ def _write_papers(
     out_schema = out_schema.append(pa.field("n_out", pa.int64()))
     out_schema = out_schema.append(pa.field("n_in", pa.int64()))
     pos = 0
-    pending = pa.Table.from_batches([], schema=schema)
     with pq.ParquetWriter(
         path, out_schema, compression=COMPRESSION, use_dictionary=["fields.list.element"]
     ) as writer:
-
-        def write(rows: int) -> None:
-            nonlocal pos, pending
-            chunk, pending = pending.slice(0, rows), pending.slice(rows)
-            got = chunk.column("seq").to_numpy()
-            if not np.array_equal(got, seqs[pos : pos + rows]):
+        for group in groups:
+            rows = group.num_rows
+            if not np.array_equal(group.column("seq").to_numpy(), seqs[pos : pos + rows]):
                 raise RuntimeError("papers and citation counts are misaligned")  # a bug
-            # One chunk per column: Parquet pages are then cut the same way whatever the
-            # engine's batch sizes (which depend on the thread count).
-            chunk = chunk.drop_columns(["seq"]).combine_chunks()
-            chunk = chunk.append_column("n_out", pa.array(n_out[pos : pos + rows]))
-            chunk = chunk.append_column("n_in", pa.array(n_in[pos : pos + rows]))
-            writer.write_table(chunk, row_group_size=ROW_GROUP)
+            group = group.drop_columns(["seq"])
+            group = group.append_column("n_out", pa.array(n_out[pos : pos + rows]))
+            group = group.append_column("n_in", pa.array(n_in[pos : pos + rows]))
+            writer.write_table(group, row_group_size=ROW_GROUP)
             pos += rows
-
-        for batch in batches:
-            pending = pa.concat_tables([pending, pa.Table.from_batches([batch])])
-            while pending.num_rows >= ROW_GROUP:
-                write(ROW_GROUP)
-        if pending.num_rows:
-            write(pending.num_rows)
     if pos != len(seqs):
         raise RuntimeError("papers and citation counts differ in length")  # a bug
 
@@ -662,11 +667,13 @@ def _write_outputs(con: duckdb.DuckDBPyConnection, out_dir: Path, n_files: int) 
         with ThreadPoolExecutor(max_workers=1) as pool:
             # The edges are written while the papers are.
             job = pool.submit(_write_citations, out_dir / "citations.parquet", ids, keys)
-            batches = _prefetch(_papers_in_file_order(cur, n_files), depth=2)
+            # A helper thread fetches the papers and forms the row groups while the
+            # previous one is compressed.
+            groups = _prefetch(_row_groups(_papers_in_file_order(cur, n_files), schema), 1)
             try:
-                _write_papers(out_dir / "papers.parquet", schema, batches, seqs, n_out, n_in)
+                _write_papers(out_dir / "papers.parquet", schema, groups, seqs, n_out, n_in)
             finally:
-                batches.close()  # stops the helper thread before the cursor closes
+                groups.close()  # stops the helper thread before the cursor closes
             job.result()
     finally:
         cur.close()
