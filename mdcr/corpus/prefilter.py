@@ -24,7 +24,8 @@ How it runs (one pass over the input; memory bounded on the full 81.1M records):
    record to a DuckDB table: its order key (file, record number), the malformed reason,
    paper_id and the rule flags; title, abstract, year, fields and outbound ids are kept
    only for records that pass all rules. Shards run ``MDCR_THREADS`` at a time, one
-   gzip stream per thread. A shard is first read with DuckDB's error skipping off (5%
+   gzip stream per thread and (with at least as many shards as threads) one DuckDB
+   thread per query, which measured 8-10% faster than letting each query use all. A shard is first read with DuckDB's error skipping off (5%
    faster); only a shard with an unreadable line is read again with it on. A truncated
    gzip shard fails its own queries only; its readable lines are then read from a plain
    copy. Files with malformed lines (and only those) are
@@ -35,8 +36,9 @@ How it runs (one pass over the input; memory bounded on the full 81.1M records):
    index in that order; DuckDB hash-joins their outbound ids to it, numpy sorts and
    deduplicates the edges as int64 keys (so edges are ordered by citing paper, then cited
    paper, in papers.parquet order), and n_out / n_in are bincounts. papers.parquet is
-   then streamed file by file from the table (a helper thread fetches the next batch while
-   one is compressed) while a second thread writes citations.parquet. Both files are
+   then streamed file by file from the table (a helper thread fetches the rows and forms
+   the next row group while the main thread compresses one) while a second thread writes
+   citations.parquet. Both files are
    written in fixed 100,000-row groups of one chunk per column (zstd), so their bytes do
    not depend on the thread count.
 
