@@ -25,11 +25,12 @@ How it runs (one pass over the input; memory bounded on the full 81.1M records):
    paper_id and the rule flags; title, abstract, year, fields and outbound ids are kept
    only for records that pass all rules. Shards run ``MDCR_THREADS`` at a time, one
    gzip stream per thread and (with at least as many shards as threads) one DuckDB
-   thread per query, which measured 8-10% faster than letting each query use all. A shard is first read with DuckDB's error skipping off (5%
-   faster); only a shard with an unreadable line is read again with it on. A truncated
-   gzip shard fails its own queries only; its readable lines are then read from a plain
-   copy. Files with malformed lines (and only those) are
-   re-read in Python to name the first ``max_reported_errors`` by line number.
+   thread per query, which measured 8-10% faster than letting each query use all. A
+   shard is first read with DuckDB's error skipping off (5% faster); only a shard with an
+   unreadable line is read again with it on. A truncated gzip shard fails its own queries
+   only; its readable lines are then read from a plain copy. Files with malformed lines
+   (and only those) are re-read in Python to name the first ``max_reported_errors`` by
+   line number.
 2. Duplicates: one GROUP BY over all paper_ids; the first record (file order, then line
    order) is kept, the rules then apply to it.
 3. Outputs, in file order (file, then line; no sort of the texts): survivors get an
