@@ -39,9 +39,8 @@ How it runs (one pass over the input; memory bounded on the full 81.1M records):
    paper, in papers.parquet order), and n_out / n_in are bincounts. papers.parquet is
    then streamed file by file from the table (a helper thread fetches the rows and forms
    the next row group while the main thread compresses one) while a second thread writes
-   citations.parquet. Both files are
-   written in fixed 100,000-row groups of one chunk per column (zstd), so their bytes do
-   not depend on the thread count.
+   citations.parquet. Both files are written in fixed 100,000-row groups of one chunk per
+   column (zstd), so their bytes do not depend on the thread count.
 
 Threads and DuckDB's memory limit do not change outputs, so they are not config fields:
 ``MDCR_THREADS`` (default: all cores) and ``MDCR_MEMORY_LIMIT`` (default: 50% of RAM).
@@ -505,16 +504,10 @@ def _edge_keys(con: duckdb.DuckDBPyConnection) -> Any:
     return keys
 
 
-def _write_citations(path: Path, ids: Any, keys: Any) -> None:
-    """citations.parquet from the edge keys (:func:`_edge_keys`) over ``ids``, in fixed row
-    groups."""
-    import numpy as np
+def _write_citations(path: Path, ids: Any, citing: Any, cited: Any) -> None:
+    """citations.parquet from edge indexes into ``ids``, in fixed row groups."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    citing = (keys >> 32).astype(np.int32)
-    cited = (keys & 0xFFFFFFFF).astype(np.int32)
-    del keys
 
     schema = pa.schema([("citing_id", pa.string()), ("cited_id", pa.string())])
     with pq.ParquetWriter(path, schema, compression=COMPRESSION, use_dictionary=False) as w:
@@ -598,8 +591,8 @@ def _write_papers(
 def _prefetch(items: Iterator[Any], depth: int) -> Generator[Any, None, None]:
     """Yield from ``items``, computed ahead by a helper thread (at most ``depth`` waiting).
 
-    Here DuckDB turns the next papers into Arrow batches while the previous ones are
-    compressed. An error in the helper is raised in the consumer.
+    Here it fetches the next papers from DuckDB and forms their row group while the
+    previous one is compressed. An error in the helper is raised in the consumer.
     """
     import queue
 
@@ -662,14 +655,17 @@ def _write_outputs(con: duckdb.DuckDBPyConnection, out_dir: Path, n_files: int) 
     seqs = table.column("seq").to_numpy()
     ids = table.column("paper_id").combine_chunks()
     del table
-    n_out = np.bincount(keys >> 32, minlength=len(ids)).astype(np.int64)
-    n_in = np.bincount(keys & 0xFFFFFFFF, minlength=len(ids)).astype(np.int64)
+    citing = (keys >> 32).astype(np.int32)
+    cited = (keys & 0xFFFFFFFF).astype(np.int32)
+    del keys
+    n_out = np.bincount(citing, minlength=len(ids)).astype(np.int64)
+    n_in = np.bincount(cited, minlength=len(ids)).astype(np.int64)
     schema = con.sql(f"SELECT {PAPER_COLUMNS} FROM recs LIMIT 0").to_arrow_table().schema
     cur = con.cursor()
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
             # The edges are written while the papers are.
-            job = pool.submit(_write_citations, out_dir / "citations.parquet", ids, keys)
+            job = pool.submit(_write_citations, out_dir / "citations.parquet", ids, citing, cited)
             # A helper thread fetches the papers and forms the row groups while the
             # previous one is compressed.
             groups = _prefetch(_row_groups(_papers_in_file_order(cur, n_files), schema), 1)
@@ -680,7 +676,7 @@ def _write_outputs(con: duckdb.DuckDBPyConnection, out_dir: Path, n_files: int) 
             job.result()
     finally:
         cur.close()
-    return len(ids), len(keys)
+    return len(ids), len(citing)
 
 
 def funnel_table(funnel: dict[str, Any]) -> str:
