@@ -1,10 +1,17 @@
 """Typed stage configs: frozen dataclasses, loaded from TOML or the command line, validated.
 
-A config field is declared with :func:`param` (a plain parameter) or :func:`input_path`
-(an input artifact: a path, or ``@step`` inside a pipeline). Inputs are hashed by the
-fingerprint of what they point to, parameters by value, and parameters left at their
-default are omitted from the fingerprint so that adding a new parameter with a default
-does not invalidate existing outputs.
+Each config field is declared once, as one of three kinds:
+
+- :func:`param`: a parameter. It can change the outputs, so it is hashed into the
+  fingerprint by value (left out while it has its default, so that adding a parameter
+  with a default does not invalidate existing outputs). ``param(..., resolved=True)``
+  marks one whose *resolved* value is hashed instead, through the stage's identity (the
+  encode stage's ``precision = "auto"`` is hashed as the ``fp32`` or ``bf16`` it becomes).
+- :func:`setting`: how the work is done (threads, device, batch size, workers, backend,
+  engine). It cannot change the outputs beyond the last bits of floating point, so it is
+  validated and recorded in the manifest but never hashed: changing it resumes and reuses.
+- :func:`input_path`: an input artifact (a path, or ``@step`` inside a pipeline), hashed
+  by the fingerprint of what it points to.
 """
 
 from __future__ import annotations
@@ -23,11 +30,16 @@ T = TypeVar("T")
 _MISSING = dataclasses.MISSING
 
 
-def param(default: Any = _MISSING, *, help: str = "") -> Any:
-    """A parameter of a stage config (hashed into the fingerprint by value)."""
+def param(default: Any = _MISSING, *, help: str = "", resolved: bool = False) -> Any:
+    """A parameter of a stage config (hashed into the fingerprint by value).
+
+    ``resolved=True``: the stage's identity hashes the value this parameter resolves to
+    (for example ``"auto"`` -> ``"fp32"``), so the raw value is left out of the hash.
+    """
+    meta = {"help": help, "kind": "param", "resolved": resolved}
     if default is _MISSING:
-        return dataclasses.field(metadata={"help": help, "kind": "param"})
-    return dataclasses.field(default=default, metadata={"help": help, "kind": "param"})
+        return dataclasses.field(metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
 
 
 def setting(default: Any, *, help: str = "") -> Any:
@@ -56,6 +68,20 @@ def config_fields(cls: type) -> list[dataclasses.Field[Any]]:
 
 def is_input(f: dataclasses.Field[Any]) -> bool:
     return f.metadata.get("kind") == "input"
+
+
+def is_setting(f: dataclasses.Field[Any]) -> bool:
+    return f.metadata.get("kind") == "setting"
+
+
+def field_kind(f: dataclasses.Field[Any]) -> str:
+    """``param``, ``setting`` or ``input``; a field declared otherwise is a ConfigError."""
+    kind = f.metadata.get("kind")
+    if kind not in ("param", "setting", "input"):
+        raise ConfigError(
+            f"config field '{f.name}' is declared without param(), setting() or input_path()"
+        )
+    return str(kind)
 
 
 def has_default(f: dataclasses.Field[Any]) -> bool:
@@ -200,19 +226,30 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def params_of(cfg: Any, *, non_default_only: bool) -> dict[str, Any]:
-    """The config's parameters (inputs excluded) as JSON-able values."""
+def params_of(cfg: Any, *, hashed: bool) -> dict[str, Any]:
+    """The config's parameters (not settings, not inputs) as JSON-able values.
+
+    ``hashed=True``: what goes into the fingerprint, i.e. without parameters left at their
+    default and without those hashed by their resolved value (``param(resolved=True)``).
+    """
     out: dict[str, Any] = {}
     for f in config_fields(type(cfg)):
-        if is_input(f):
+        if field_kind(f) != "param":
             continue
         value = getattr(cfg, f.name)
-        if non_default_only and has_default(f) and value == default_of(f):
-            continue
-        if non_default_only and f.metadata.get("kind") == "setting":
+        if hashed and (f.metadata.get("resolved") or (has_default(f) and value == default_of(f))):
             continue
         out[f.name] = _jsonable(value)
     return out
+
+
+def settings_of(cfg: Any) -> dict[str, Any]:
+    """The config's settings (never hashed; recorded in the manifest) as JSON-able values."""
+    return {
+        f.name: _jsonable(getattr(cfg, f.name))
+        for f in config_fields(type(cfg))
+        if field_kind(f) == "setting"
+    }
 
 
 def inputs_of(cfg: Any) -> dict[str, tuple[str, ...]]:

@@ -94,3 +94,25 @@ def resolve_device(spec: str | int | None, *, n_gpus: int | None = None) -> Devi
             "use 'cpu' or 'auto'"
         )
     return Device((index,))
+
+
+# bf16/fp16: autocast over float32 weights (the default on CUDA: matmuls in half
+# precision, layer norms and softmax in float32). *-weights: the weights themselves are
+# cast and everything runs in half precision (less memory traffic, a little less exact).
+PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "fp16", "bf16-weights", "fp16-weights")
+
+
+def resolve_precision(precision: str, device: Device) -> str:
+    """The precision ``auto`` means on ``device``: bf16 on a GPU that has it (else fp16),
+    fp32 on the CPU. Other values stand for themselves."""
+    if precision not in PRECISIONS:
+        raise ConfigError(
+            f"precision '{precision}' is not valid; valid options: {', '.join(PRECISIONS)}"
+        )
+    if precision != "auto":
+        return precision
+    if not device.is_cuda:
+        return "fp32"
+    import torch
+
+    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"

@@ -19,6 +19,10 @@ class ManifestMismatchError(MdcrError):
     """An artifact on disk does not match what its manifest promises."""
 
 
+class UnresolvedIdentityError(ConfigError):
+    """What a stage would run cannot be identified now (e.g. an uncached hub model offline)."""
+
+
 class MissingDependencyError(MdcrError):
     """An optional heavy dependency is not installed."""
 

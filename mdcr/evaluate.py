@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from mdcr.config import input_path, param
+from mdcr.config import input_path, param, setting
 from mdcr.errors import ConfigError, InputDataError, ManifestMismatchError
 from mdcr.stage import StageContext, StageSpec, register
 
@@ -189,7 +189,7 @@ class RankConfig:
     k1: float = param(DEFAULT_K1, help="BM25 k1 (when no bm25_params)")
     b: float = param(DEFAULT_B, help="BM25 b (when no bm25_params)")
     splits: tuple[Literal["val", "test"], ...] = param((), help="splits to rank; empty = all")
-    threads: int = param(0, help="BM25 threads (0: all cores)")
+    threads: int = setting(0, help="BM25 threads (0: all cores)")
 
     def validate(self) -> None:
         given = {
@@ -822,79 +822,11 @@ def _encode_cfg(
 def encode(
     store: Store, spec: str, corpus: Path, targets: tuple[Path, ...], args: argparse.Namespace
 ) -> Path:
-    """Run (or reuse) the encode stage; earlier stores of the same encoder are copied from."""
-    from dataclasses import replace
-
+    """Run (or reuse) the encode stage; papers earlier outputs of the encoder hold are copied."""
     from mdcr.encoders.stage import SPEC as ENCODE
-    from mdcr.store import resolve_inputs
 
     cfg = _encode_cfg(spec, corpus, targets, args)
-    inputs = resolve_inputs(cfg, where="encode")
-    fp, folder = store.plan(ENCODE, cfg, inputs)
-    if store.is_done(folder, fp):
-        return store.execute(ENCODE, cfg, inputs, quiet=args.quiet).path
-    same = _same_papers(store, cfg, inputs)
-    if same is not None:
-        if not args.quiet:
-            print(f"[encode] up to date (same encoder and papers): {same}", file=sys.stderr)
-        return same
-    reuse = _reusable(store, cfg)
-    if reuse:
-        with_reuse = replace(cfg, reuse=tuple(str(p) for p in reuse))
-        try:
-            return store.execute(
-                ENCODE, with_reuse, resolve_inputs(with_reuse, where="encode"), quiet=args.quiet
-            ).path
-        except ConfigError as exc:
-            if "encode.reuse" not in str(exc):
-                raise
-    return store.execute(ENCODE, cfg, inputs, quiet=args.quiet).path
-
-
-_RUNTIME = {"device", "precision", "batch_tokens", "workers", "shard_size"}
-
-
-def _same_papers(store: Store, cfg: Any, inputs: dict[str, list[Path]]) -> Path | None:
-    """A finished encode output of the same encoder and options over the same corpus and
-    targets, made with other ``reuse`` inputs (e.g. by a pipeline step): its vectors are
-    the ones this call would compute."""
-    from mdcr.store import artifact_fingerprint
-
-    want = {
-        name: sorted(artifact_fingerprint(p) for p in inputs.get(name, []))
-        for name in ("corpus", "targets")
-    }
-    for folder in _reusable(store, cfg):
-        from mdcr.store import read_manifest
-
-        got = (read_manifest(folder) or {}).get("inputs", {})
-        theirs = {
-            name: sorted(str(e["fingerprint"]) for e in got.get(name, []))
-            for name in ("corpus", "targets")
-        }
-        if theirs == want:
-            return folder
-    return None
-
-
-def _reusable(store: Store, cfg: Any) -> list[Path]:
-    """Finished encode outputs with the same encoder and model options."""
-    from mdcr.config import params_of
-    from mdcr.store import read_manifest
-
-    mine = {k: v for k, v in params_of(cfg, non_default_only=False).items() if k not in _RUNTIME}
-    out = []
-    root = store.home / "encode"
-    if not root.is_dir():
-        return []
-    for folder in sorted(root.iterdir()):
-        manifest = read_manifest(folder) if folder.is_dir() else None
-        if manifest is None:
-            continue
-        theirs = {k: v for k, v in manifest.get("params", {}).items() if k not in _RUNTIME}
-        if theirs == mine:
-            out.append(folder)
-    return out
+    return _execute(store, ENCODE, cfg, args.quiet).path
 
 
 def _scores_out(template: Path, encoder: str, split: str, n_enc: int, n_split: int) -> Path:

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from mdcr.config import from_mapping, inputs_of, override
-from mdcr.errors import ConfigError
-from mdcr.stage import StageSpec, get_stage, stages
+from mdcr.errors import ConfigError, UnresolvedIdentityError
+from mdcr.stage import PlanFacts, StageSpec, get_stage, stages
 from mdcr.store import Artifact, Store, artifact_fingerprint, read_manifest
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -142,19 +142,19 @@ def load_pipeline(path: Path, overrides: list[str] | None = None) -> Pipeline:
     return Pipeline(str(meta.get("name", path.stem)), path, home, tuple(steps))
 
 
-def _resolve(step: Step, planned: dict[str, tuple[str, Path]], where: str) -> dict[str, list[Path]]:
+def _resolve(step: Step, folders: dict[str, Path], where: str) -> dict[str, list[Path]]:
     out: dict[str, list[Path]] = {}
     for name, refs in inputs_of(step.cfg).items():
         paths: list[Path] = []
         for ref in refs:
             if ref.startswith("@"):
                 target = ref[1:]
-                if target not in planned:
-                    known = ", ".join(planned) or "none"
+                if target not in folders:
+                    known = ", ".join(folders) or "none"
                     raise ConfigError(
                         f"{where}.{name}: '{ref}' names no earlier step; earlier steps: {known}"
                     )
-                paths.append(planned[target][1])
+                paths.append(folders[target])
             else:
                 p = Path(ref).expanduser()
                 if not p.exists():
@@ -173,45 +173,79 @@ def run_pipeline(
     dry_run: bool = False,
     quiet: bool = False,
 ) -> dict[str, Artifact]:
-    """Run the steps in order, skipping those that are up to date."""
+    """Plan every step, then run them in order, skipping those that are up to date.
+
+    The same runner serves ``mdcr run`` and ``mdcr evaluate`` (which builds its pipeline
+    in code). With ``dry_run`` it prints each step's fingerprint, state and plan.
+    """
     steps = list(pipeline.steps)
     if until is not None:
         last = pipeline.step(until)
         steps = steps[: steps.index(last) + 1]
     selected = {pipeline.step(only).id} if only is not None else {s.id for s in steps}
-    planned: dict[str, tuple[str, Path]] = {}
+    folders: dict[str, Path] = {}
     known: dict[Path, str] = {}
+    facts: dict[Path, PlanFacts] = {}
     results: dict[str, Artifact] = {}
     for step in steps:
         where = f"{pipeline.path.name}:{step.id}"
-        inputs = _resolve(step, planned, where)
-        fp, folder = store.plan(step.spec, step.cfg, inputs, known)
-        planned[step.id] = (fp, folder)
-        known[folder] = fp
-        done = store.is_done(folder, fp)
+        inputs = _resolve(step, folders, where)
         if dry_run:
-            status = "up to date" if done else ("will run" if step.id in selected else "skipped")
-            print(f"{step.id:<18} {step.spec.name:<12} {fp}  {status}")
-            if step.spec.plan is not None and step.id in selected:
-                text = step.spec.plan(step.cfg, inputs)
-                for line in text.splitlines():
-                    print(f"    {line}")
+            _dry_run_step(step, store, inputs, known, facts, folders, selected)
             continue
+        planned = store.plan(step.spec, step.cfg, inputs, known)
+        folders[step.id] = planned.folder
+        known[planned.folder] = planned.fingerprint
+        done = store.is_done(planned.folder, planned.fingerprint)
         if step.id not in selected:
             if not done:
                 raise ConfigError(
                     f"step '{only}' needs '{step.id}', which is not built yet; "
                     f"run with --until {only} instead of --only"
                 )
-            results[step.id] = Artifact(folder, fp, up_to_date=True)
+            results[step.id] = Artifact(planned.folder, planned.fingerprint, up_to_date=True)
             continue
         for paths in inputs.values():
             for p in paths:
                 if p in known and not store.is_done(p, known[p]):
                     raise ConfigError(f"{where}: input {p} is not built")
-        art = store.execute(step.spec, step.cfg, inputs, quiet=quiet, label=step.id)
-        results[step.id] = art
+        results[step.id] = store.run(planned, quiet=quiet, label=step.id)
     return results
+
+
+def _dry_run_step(
+    step: Step,
+    store: Store,
+    inputs: dict[str, list[Path]],
+    known: dict[Path, str],
+    facts: dict[Path, PlanFacts],
+    folders: dict[str, Path],
+    selected: set[str],
+) -> None:
+    """Print one step's fingerprint, state and plan; record its folder and facts."""
+    try:
+        planned = store.plan(step.spec, step.cfg, inputs, known)
+        fp, folder = planned.fingerprint, planned.folder
+        status = "up to date" if store.is_done(folder, fp) else "will run"
+    except UnresolvedIdentityError as exc:
+        # e.g. a hub model that is neither cached nor reachable: the plan goes on, but this
+        # step's fingerprint (and its dependants') cannot be known yet.
+        fp = "?" * 16
+        folder = store.folder(step.spec.name, f"unresolved-{step.id}")
+        status = f"fingerprint unknown: {exc}"
+    if step.id not in selected and status == "will run":
+        status = "skipped"
+    folders[step.id] = folder
+    known[folder] = fp
+    print(f"{step.id:<18} {step.spec.name:<12} {fp}  {status}")
+    if step.spec.plan is None:
+        return
+    plan = step.spec.plan(step.cfg, inputs, facts)
+    if plan.facts is not None:
+        facts[folder] = plan.facts
+    if step.id in selected:
+        for line in plan.text.splitlines():
+            print(f"    {line}")
 
 
 def summarize(pipeline: Pipeline, results: dict[str, Artifact], store: Store) -> list[str]:

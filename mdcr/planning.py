@@ -71,7 +71,7 @@ def planned_fingerprint(stage: str, cfg: Any, inputs: dict[str, list[Path]]) -> 
             else:
                 fps[name].append(p.name)
     spec = get_stage(stage)
-    return fingerprint(spec.name, spec.version, params_of(cfg, non_default_only=True), fps)
+    return fingerprint(spec.name, spec.version, params_of(cfg, hashed=True), fps)
 
 
 def _first(inputs: dict[str, list[Path]], name: str) -> Path | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -37,8 +37,43 @@ STAGE_MODULES = (
 
 
 @dataclass(frozen=True)
+class PlanFacts:
+    """What a planned stage's output will hold, for the plans of the stages after it.
+
+    ``papers``: distinct papers its outputs name (expected), ``papers_max`` at most;
+    ``field_queries_per_split``: field-level queries per split (pools).
+    """
+
+    papers: int = 0
+    papers_max: int = 0
+    queries: int = 0
+    field_queries_per_split: int = 0
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """A stage's plan for ``--dry-run``: text to print and facts for later plans."""
+
+    text: str
+    facts: PlanFacts | None = None
+
+
+# plan(cfg, inputs, upstream): upstream maps each planned (maybe unbuilt) input folder to
+# the facts its stage's plan returned.
+PlanFn = Callable[[Any, dict[str, list[Path]], Mapping[Path, PlanFacts]], StagePlan]
+
+
+@dataclass(frozen=True)
 class StageSpec:
-    """A stage: its name, version (bump it when outputs change), config type and function."""
+    """A stage: its name, version (bump it when outputs change), config type and function.
+
+    Each stage module defines ``run_<stage>(cfg, ctx)`` and, where it has them,
+    ``plan_<stage>(cfg, inputs, upstream)`` and ``identify_<stage>(cfg)`` (``<stage>`` in
+    snake case), and registers them here as ``run``, ``plan`` and ``identity``.
+
+    ``identity(cfg)`` returns what the stage runs beyond mdcr's own code: the source or
+    weights of an encoder, a resolved precision. It is hashed into the fingerprint.
+    """
 
     name: str
     version: str
@@ -46,8 +81,9 @@ class StageSpec:
     run: Callable[[Any, StageContext], None]
     help: str
     resumable: bool = False
-    # Optional: a one-paragraph plan of what the stage would do, for `mdcr run --dry-run`.
-    plan: Callable[[Any, dict[str, list[Path]]], str] | None = None
+    # Optional: what the stage would do, for `mdcr run --dry-run`.
+    plan: PlanFn | None = None
+    identity: Callable[[Any], dict[str, Any]] | None = None
     # The file a user wants first (e.g. "report.md"); `mdcr run` prints its path last.
     main_output: str | None = None
     # The command-line words, when not the stage name (e.g. "benchmark build").
@@ -94,6 +130,11 @@ class StageContext:
     out: Path
     inputs: dict[str, list[Path]]
     quiet: bool = False
+    # What the stage's identity hook resolved at planning (hashed into the fingerprint):
+    # a stage runs exactly that (e.g. the hub commit of a model).
+    identity: dict[str, Any] = field(default_factory=dict)
+    # The store the stage runs in, for stages that look up earlier outputs (Store.find).
+    store: Any = None
     outputs: dict[str, int | None] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)

@@ -4,12 +4,25 @@ Layout under ``$MDCR_HOME`` (default ``./data/mdcr-home``)::
 
     <stage>/<fingerprint>/            a finished output: files + manifest.json
     <stage>/.<fingerprint>.partial/   work in progress (kept across crashes for resumable stages)
+    <stage>/.<fingerprint>.lock       held while a process works on that output
 
-A fingerprint hashes the stage name and version, the config parameters that differ from
-their defaults, and the fingerprints of the inputs (never mtimes, never anything random).
-An output folder counts as done only when its ``manifest.json`` exists and names the same
-fingerprint; the manifest is written last, atomically, and the work folder is then renamed
-into place, so a killed run never leaves something that looks finished.
+The promise: same fingerprint <=> same output. A fingerprint hashes everything that can
+change an output and nothing else (the rule, in one place: docs/architecture.md, "The
+store's promise"):
+
+- the stage's name and version (the version is bumped whenever mdcr's code of the stage
+  changes its outputs);
+- its parameters (those left at their default are omitted);
+- the fingerprints of its inputs (a stage output's fingerprint, or a raw input's content);
+- the identity of the code and weights it runs, from the stage's ``identity`` hook (an
+  encoder's source or weights hash or hub commit, the resolved precision).
+
+Settings (threads, device, batch sizes, backend) are recorded in the manifest and never
+hashed. Never mtimes, never anything random. An output folder counts as done only when its
+``manifest.json`` exists and names the same fingerprint; the manifest is written last,
+atomically, and the work folder is then renamed into place, so a killed run never leaves
+something that looks finished. One process at a time works on an output (a lock file);
+a stage that cannot resume leaves no work folder behind when it fails.
 """
 
 from __future__ import annotations
@@ -27,8 +40,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from mdcr.config import canonical_json, inputs_of, params_of
+from mdcr.config import canonical_json, inputs_of, params_of, settings_of
 from mdcr.errors import ConfigError, InputDataError, ManifestMismatchError
+from mdcr.locks import exclusive
 from mdcr.stage import StageContext, StageSpec
 
 MANIFEST = "manifest.json"
@@ -66,10 +80,19 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def fingerprint(stage: str, version: str, params: dict[str, Any], inputs: dict[str, Any]) -> str:
-    """Hash of stage name@version, non-default params and input fingerprints."""
-    payload = canonical_json({"stage": f"{stage}@{version}", "params": params, "inputs": inputs})
-    return hashlib.sha256(payload.encode()).hexdigest()[:FINGERPRINT_LEN]
+def fingerprint(
+    stage: str,
+    version: str,
+    params: dict[str, Any],
+    inputs: dict[str, Any],
+    identity: dict[str, Any] | None = None,
+) -> str:
+    """Hash of stage name@version, hashed params, input fingerprints and the identity of
+    the code and weights the stage runs (see :class:`Planned`)."""
+    body: dict[str, Any] = {"stage": f"{stage}@{version}", "params": params, "inputs": inputs}
+    if identity:
+        body["identity"] = identity
+    return hashlib.sha256(canonical_json(body).encode()).hexdigest()[:FINGERPRINT_LEN]
 
 
 def sha256_file(path: Path) -> str:
@@ -180,9 +203,61 @@ class Artifact:
     up_to_date: bool  # True when it existed before this call
 
 
+@dataclass(frozen=True)
+class Planned:
+    """A stage run, planned: its config, resolved inputs, identity and fingerprint.
+
+    ``identity`` is what the stage's ``identity`` hook says it runs (the code and weights
+    of an encoder, a resolved precision); it is hashed with the parameters and inputs.
+    """
+
+    spec: StageSpec
+    cfg: Any
+    inputs: dict[str, list[Path]]
+    identity: dict[str, Any]
+    fingerprint: str
+    folder: Path
+
+
+@dataclass(frozen=True)
+class Output:
+    """A finished output folder and its manifest (read through :meth:`Store.output`)."""
+
+    path: Path
+    manifest: dict[str, Any]
+
+    @property
+    def stage(self) -> str:
+        return str(self.manifest.get("stage", ""))
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self.manifest["fingerprint"])
+
+    def info(self, key: str, default: Any = None) -> Any:
+        """A fact the stage recorded (``ctx.record``)."""
+        return self.manifest.get("info", {}).get(key, default)
+
+    def input_fingerprints(self, name: str) -> list[str]:
+        return [str(e["fingerprint"]) for e in self.manifest.get("inputs", {}).get(name, [])]
+
+
+def open_output(path: Path) -> Output | None:
+    """The finished stage output at ``path``, or None for anything else."""
+    manifest = read_manifest(path) if path.is_dir() else None
+    return Output(path, manifest) if manifest is not None else None
+
+
 @dataclass
 class Store:
+    """The artifact store under ``home``.
+
+    ``wait``: a run whose output another process is building waits for it (True) or
+    stops at once naming the holder (False, ``--no-wait``).
+    """
+
     home: Path
+    wait: bool = True
 
     def folder(self, stage: str, fp: str) -> Path:
         return self.home / stage / fp
@@ -190,13 +265,16 @@ class Store:
     def work_folder(self, stage: str, fp: str) -> Path:
         return self.home / stage / f".{fp}.partial"
 
+    def lock_file(self, stage: str, fp: str) -> Path:
+        return self.home / stage / f".{fp}.lock"
+
     def plan(
         self,
         spec: StageSpec,
         cfg: Any,
         inputs: dict[str, list[Path]],
         known: dict[Path, str] | None = None,
-    ) -> tuple[str, Path]:
+    ) -> Planned:
         """The fingerprint and output folder a stage run would have.
 
         ``known`` maps folders of planned (maybe not yet built) steps to their fingerprints,
@@ -207,12 +285,39 @@ class Store:
             name: [known.get(p) or artifact_fingerprint(p) for p in paths]
             for name, paths in inputs.items()
         }
-        fp = fingerprint(spec.name, spec.version, params_of(cfg, non_default_only=True), input_fps)
-        return fp, self.folder(spec.name, fp)
+        identity = spec.identity(cfg) if spec.identity is not None else {}
+        fp = fingerprint(
+            spec.name, spec.version, params_of(cfg, hashed=True), input_fps, identity
+        )
+        return Planned(spec, cfg, inputs, identity, fp, self.folder(spec.name, fp))
 
     def is_done(self, folder: Path, fp: str) -> bool:
         manifest = read_manifest(folder)
         return manifest is not None and manifest.get("fingerprint") == fp
+
+    def output(self, path: Path) -> Output | None:
+        """The finished output at ``path`` (None when it is not one)."""
+        return open_output(path)
+
+    def find(self, stage: str, **info: Any) -> list[Output]:
+        """Finished outputs of ``stage`` whose recorded info has every given value.
+
+        This is how a stage locates earlier outputs (the encode outputs of one encoder,
+        the score outputs of one set of pools) without reading manifests itself.
+        """
+        root = self.home / stage
+        if not root.is_dir():
+            return []
+        found = []
+        for folder in sorted(root.iterdir()):
+            if folder.name.startswith("."):
+                continue
+            out = open_output(folder)
+            if out is None or out.stage != stage:
+                continue
+            if all(out.info(k, _ABSENT) == v for k, v in info.items()):
+                found.append(out)
+        return found
 
     def execute(
         self,
@@ -223,43 +328,62 @@ class Store:
         quiet: bool = False,
         label: str | None = None,
     ) -> Artifact:
-        """Run a stage unless its output is up to date; return the output artifact."""
+        """Plan a stage and run it unless its output is up to date."""
+        return self.run(self.plan(spec, cfg, inputs), quiet=quiet, label=label)
+
+    def run(self, planned: Planned, *, quiet: bool = False, label: str | None = None) -> Artifact:
+        """Run a planned stage unless its output is up to date; return the output artifact.
+
+        One process at a time works on an output: a second one waits for the lock (or,
+        with ``wait=False``, stops naming the holder) and then finds the output done.
+        """
+        spec, fp, final = planned.spec, planned.fingerprint, planned.folder
         label = label or spec.name
-        fp, final = self.plan(spec, cfg, inputs)
         if self.is_done(final, fp):
             if not quiet:
                 print(f"[{label}] up to date: {final}", file=sys.stderr, flush=True)
             return Artifact(final, fp, up_to_date=True)
+        with exclusive(
+            self.lock_file(spec.name, fp), what=str(final), wait=self.wait, label=label, quiet=quiet
+        ):
+            if self.is_done(final, fp):  # finished by the process we waited for
+                if not quiet:
+                    print(f"[{label}] up to date: {final}", file=sys.stderr, flush=True)
+                return Artifact(final, fp, up_to_date=True)
+            return self._build(planned, quiet=quiet, label=label)
+
+    def _build(self, planned: Planned, *, quiet: bool, label: str) -> Artifact:
+        spec, fp, final = planned.spec, planned.fingerprint, planned.folder
         work = self.work_folder(spec.name, fp)
         if work.exists() and not spec.resumable:
             shutil.rmtree(work)
         elif work.exists() and not quiet:
             print(f"[{label}] resuming from {work}", file=sys.stderr, flush=True)
         work.mkdir(parents=True, exist_ok=True)
-        ctx = StageContext(out=work, inputs=inputs, quiet=quiet)
+        ctx = StageContext(
+            out=work, inputs=planned.inputs, quiet=quiet, identity=planned.identity, store=self
+        )
         if not quiet:
             print(f"[{label}] running {spec.name} -> {final}", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        spec.run(cfg, ctx)
-        wall = time.perf_counter() - t0
-        self._finish(spec, cfg, inputs, ctx, fp, work, final, started, wall)
+        try:
+            spec.run(planned.cfg, ctx)
+            wall = time.perf_counter() - t0
+            self._finish(planned, ctx, work, started, wall)
+        except BaseException:
+            # A stage that cannot resume starts over next time: leave nothing behind.
+            if not spec.resumable:
+                shutil.rmtree(work, ignore_errors=True)
+            raise
         if not quiet:
             print(f"[{label}] done in {wall:.1f}s: {final}", file=sys.stderr, flush=True)
         return Artifact(final, fp, up_to_date=False)
 
     def _finish(
-        self,
-        spec: StageSpec,
-        cfg: Any,
-        inputs: dict[str, list[Path]],
-        ctx: StageContext,
-        fp: str,
-        work: Path,
-        final: Path,
-        started: str,
-        wall: float,
+        self, planned: Planned, ctx: StageContext, work: Path, started: str, wall: float
     ) -> None:
+        spec, cfg, final = planned.spec, planned.cfg, planned.folder
         outputs = {}
         for name, rows in sorted(ctx.outputs.items()):
             path = work / name
@@ -275,11 +399,13 @@ class Store:
         manifest = {
             "stage": spec.name,
             "version": spec.version,
-            "fingerprint": fp,
-            "params": params_of(cfg, non_default_only=False),
+            "fingerprint": planned.fingerprint,
+            "params": params_of(cfg, hashed=False),
+            "identity": planned.identity,
+            "settings": settings_of(cfg),
             "inputs": {
                 name: [{"path": str(p), "fingerprint": artifact_fingerprint(p)} for p in paths]
-                for name, paths in inputs_of_paths(inputs).items()
+                for name, paths in inputs_of_paths(planned.inputs).items()
             },
             "outputs": outputs,
             "info": ctx.info,
@@ -291,6 +417,9 @@ class Store:
         if final.exists():  # a stale folder without a valid manifest
             shutil.rmtree(final)
         os.replace(work, final)
+
+
+_ABSENT = object()
 
 
 def inputs_of_paths(inputs: dict[str, list[Path]]) -> dict[str, list[Path]]:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from mdcr.device import Device, resolve_device
+from mdcr.device import Device, resolve_device, resolve_precision
 from mdcr.encoders.base import Metric, PaperText
 from mdcr.encoders.batching import pad_batch, plan_batches
 from mdcr.errors import ConfigError, InputDataError, require
@@ -45,10 +45,6 @@ Precision = Literal["auto", "fp32", "bf16", "fp16", "bf16-weights", "fp16-weight
 POOLINGS: tuple[str, ...] = ("cls", "mean")
 INPUT_FORMATS: tuple[str, ...] = ("sep", "pair", "space")
 LAYERS: tuple[str, ...] = ("last", "all")
-# bf16/fp16: autocast over float32 weights (the default on CUDA: matmuls in half
-# precision, layer norms and softmax in float32). *-weights: the weights themselves are
-# cast and everything runs in half precision (less memory traffic, a little less exact).
-PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "fp16", "bf16-weights", "fp16-weights")
 
 # Padded tokens per batch when the config leaves it at 0. On the CPU the batch size hardly
 # matters once batches are length-sorted; on a GPU large batches keep the tensor cores busy.
@@ -151,20 +147,6 @@ def load_pretrained(
     return tokenizer, model, model_revision(model, source) or revision
 
 
-def _resolve_precision(precision: str, device: Device) -> str:
-    if precision not in PRECISIONS:
-        raise ConfigError(
-            f"precision '{precision}' is not valid; valid options: {', '.join(PRECISIONS)}"
-        )
-    if precision != "auto":
-        return precision
-    if not device.is_cuda:
-        return "fp32"
-    import torch
-
-    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-
-
 class TransformerRunner:
     """A loaded transformer plus the fast batched forward pass shared by all HF encoders."""
 
@@ -188,7 +170,7 @@ class TransformerRunner:
             source, trust_remote_code=trust_remote_code, revision=revision
         )
         self.device = resolve_device(device)
-        self.precision = _resolve_precision(precision, self.device)
+        self.precision = resolve_precision(precision, self.device)
         self.layers = layers
         self.torch_device = torch.device(self.device.torch_device)
         self.model.to(self.torch_device)

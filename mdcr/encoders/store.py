@@ -3,7 +3,8 @@
 Layout of an ``encode`` output folder::
 
     encoder.json           identity (model, revision, pooling ...), dim, metric, multi_vector
-    ids_00000.parquet      paper_id (string) of each row of the shard, sorted
+    ids_00000.parquet      paper_id (string) of each row of the shard, sorted, and
+                           text_hash (uint64) of the title and abstract it was encoded from
     emb_00000.npy          float16 (rows, dim); multi-vector: (sentences, dim)
     offsets_00000.npy      multi-vector only: int64 (rows + 1); paper i's vectors are
                            emb[offsets[i]:offsets[i + 1]]
@@ -19,6 +20,7 @@ vectors are memory-mapped and gathered shard by shard.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -47,14 +49,28 @@ def shard_done(folder: Path, i: int) -> bool:
     return (folder / ids_name).is_file() and (folder / emb_name).is_file()
 
 
+def text_hashes(titles: Sequence[str | None], abstracts: Sequence[str | None]) -> np.ndarray:
+    """A 64-bit hash of each paper's (title, abstract): vectors are copied between outputs
+    of one encoder only where these are equal."""
+    out = np.empty(len(titles), dtype=np.uint64)
+    for i, (t, a) in enumerate(zip(titles, abstracts, strict=True)):
+        t, a = t or "", a or ""
+        digest = hashlib.blake2b(f"{len(t)}:{t}{a}".encode(), digest_size=8).digest()
+        out[i] = int.from_bytes(digest, "little")
+    return out
+
+
 def write_shard(
     folder: Path,
     i: int,
     ids: Sequence[str],
     vectors: np.ndarray,
     offsets: np.ndarray | None = None,
+    hashes: np.ndarray | None = None,
 ) -> list[str]:
-    """Write shard ``i`` atomically (ids last); returns the file names written."""
+    """Write shard ``i`` atomically (ids last); returns the file names written.
+
+    ``hashes``: the :func:`text_hashes` of the papers (0 when not given)."""
     ids_name, emb_name, off_name = shard_names(i)
     names = [emb_name]
     with atomic_path(folder / emb_name) as tmp, tmp.open("wb") as f:
@@ -63,7 +79,14 @@ def write_shard(
         names.append(off_name)
         with atomic_path(folder / off_name) as tmp, tmp.open("wb") as f:
             np.save(f, np.asarray(offsets, dtype=np.int64))
-    table = pa.table({"paper_id": pa.array(list(ids), pa.string())})
+    if hashes is None:
+        hashes = np.zeros(len(ids), dtype=np.uint64)
+    table = pa.table(
+        {
+            "paper_id": pa.array(list(ids), pa.string()),
+            "text_hash": pa.array(np.asarray(hashes, dtype=np.uint64), pa.uint64()),
+        }
+    )
     with atomic_path(folder / ids_name) as tmp:
         pq.write_table(table, tmp)
     names.append(ids_name)
@@ -129,6 +152,7 @@ class EmbeddingStore:
         self._doc_starts = np.concatenate([[0], np.cumsum(doc_counts)])
         self._mm: dict[int, np.ndarray] = {}
         self._off: dict[int, np.ndarray] = {}
+        self._hashes: np.ndarray | None = None
         vec_counts = np.array([self._emb(i).shape[0] for i in shards], dtype=np.int64)
         self._vec_starts = np.concatenate([[0], np.cumsum(vec_counts)])
 
@@ -158,6 +182,20 @@ class EmbeddingStore:
             return np.zeros(0, dtype=np.int64)
         found = pc.index_in(arr.cast(pa.string()), value_set=self.ids)
         return np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    def text_hashes(self, rows: np.ndarray) -> np.ndarray:
+        """The text hash each paper at ``rows`` was encoded from (0: not recorded)."""
+        if self._hashes is None:
+            parts = []
+            for i in self.shards:
+                file = self.folder / shard_names(i)[0]
+                if "text_hash" in pq.read_schema(file).names:
+                    col = pq.read_table(file, columns=["text_hash"])["text_hash"]
+                    parts.append(col.to_numpy().astype(np.uint64))
+                else:
+                    parts.append(np.zeros(pq.ParquetFile(file).metadata.num_rows, np.uint64))
+            self._hashes = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+        return self._hashes[np.asarray(rows, dtype=np.int64)]
 
     def require_rows(self, paper_ids: pa.Array | Sequence[str], what: str) -> np.ndarray:
         """Rows of ``paper_ids``; a missing one is a one-line InputDataError."""

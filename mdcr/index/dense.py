@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from mdcr.config import input_path, param
+from mdcr.config import input_path, param, setting
 from mdcr.device import DEVICE_HELP, check_device_spec
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.stage import StageContext, StageSpec, register
@@ -38,14 +38,14 @@ class SearchConfig:
     metric: Literal["default", "ip", "l2", "cos"] = param(
         "default", help="override the store's metric; cos normalises vectors first"
     )
-    backend: Literal["auto", "faiss", "torch"] = param(
+    backend: Literal["auto", "faiss", "torch"] = setting(
         "auto", help="auto = Faiss (GPU if Faiss sees one), torch on CUDA without faiss-gpu"
     )
-    query_batch: int = param(
+    query_batch: int = setting(
         1024, help="queries per search call (large batches amortise Faiss's thread syncs)"
     )
-    margin: int = param(64, help="extra candidates fetched to settle ties (widened if needed)")
-    device: str = param("auto", help=f"where to search: {DEVICE_HELP}")
+    margin: int = setting(64, help="extra candidates fetched to settle ties (widened if needed)")
+    device: str = setting("auto", help=f"where to search: {DEVICE_HELP}")
 
     def validate(self) -> None:
         for key in ("k", "query_batch"):

@@ -29,7 +29,7 @@ class Cfg:
 def test_typed_values_and_defaults() -> None:
     cfg = from_mapping(Cfg, {"source": "x", "sizes": [1, 2, 3], "ratio": 1}, "t")
     assert cfg.sizes == (1, 2, 3) and cfg.ratio == 1.0 and cfg.k == 3
-    assert params_of(cfg, non_default_only=True) == {"sizes": [1, 2, 3], "ratio": 1.0}
+    assert params_of(cfg, hashed=True) == {"sizes": [1, 2, 3], "ratio": 1.0}
 
 
 @pytest.mark.parametrize(

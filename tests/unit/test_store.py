@@ -72,9 +72,9 @@ def test_rerun_is_up_to_date_and_does_not_rewrite(tmp_path: Path, capsys) -> Non
 
 def test_default_params_are_omitted_from_fingerprint(tmp_path: Path) -> None:
     store = Store(tmp_path)
-    fp_default, _ = store.plan(SOURCE, SourceConfig(), {})
-    fp_explicit, _ = store.plan(SOURCE, SourceConfig(n=5, label="x"), {})
-    fp_changed, _ = store.plan(SOURCE, SourceConfig(n=6), {})
+    fp_default = store.plan(SOURCE, SourceConfig(), {}).fingerprint
+    fp_explicit = store.plan(SOURCE, SourceConfig(n=5, label="x"), {}).fingerprint
+    fp_changed = store.plan(SOURCE, SourceConfig(n=6), {}).fingerprint
     assert fp_default == fp_explicit != fp_changed
 
 
@@ -145,7 +145,8 @@ def test_killed_run_leaves_nothing_that_counts_as_done(tmp_path: Path) -> None:
     env = {**os.environ, "TOY_HOLD_SECONDS": "60"}
     proc = subprocess.Popen([sys.executable, "-c", script], env=env)
     store = Store(tmp_path)
-    fp, final = store.plan(SOURCE, SourceConfig(n=9), {})
+    planned = store.plan(SOURCE, SourceConfig(n=9), {})
+    fp, final = planned.fingerprint, planned.folder
     work = store.work_folder("toy-source", fp)
     deadline = time.time() + 30
     while not (work / "started").exists():
@@ -178,7 +179,8 @@ def test_resumable_stage_continues_after_crash(tmp_path: Path, monkeypatch) -> N
     monkeypatch.setenv("TOY_FAIL_AT", "2")
     with pytest.raises(RuntimeError, match="simulated crash"):
         store.execute(SHARDS, ShardsConfig(), {}, quiet=True)
-    fp, final = store.plan(SHARDS, ShardsConfig(), {})
+    planned = store.plan(SHARDS, ShardsConfig(), {})
+    fp, final = planned.fingerprint, planned.folder
     assert not final.exists()
     assert sorted(p.name for p in store.work_folder("toy-shards", fp).iterdir()) == [
         "shard_0.txt",
