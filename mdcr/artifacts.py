@@ -115,8 +115,8 @@ class Contract:
 
     def write(self, ctx: StageContext, data: pa.Table | pd.DataFrame, **kwargs: Any) -> Path:
         """Check the columns and write ``data`` as the running stage's output."""
-        table = data if isinstance(data, pa.Table) else pa.Table.from_pandas(
-            data, preserve_index=False
+        table = (
+            data if isinstance(data, pa.Table) else pa.Table.from_pandas(data, preserve_index=False)
         )
         self.check_schema(table.schema, f"{self.name} being written")
         path = self.output(ctx, rows=table.num_rows)
@@ -373,7 +373,9 @@ def scores_on_pools(store: Store, pools_fingerprint: str) -> list[tuple[str, Pat
     for out in store.find("score", pools_fingerprint=pools_fingerprint):
         info = score_info(out.path)
         if info is not None:
-            found.append((str(out.manifest.get("timings", {}).get("started", "")), out.path, info[1]))
+            found.append(
+                (str(out.manifest.get("timings", {}).get("started", "")), out.path, info[1])
+            )
     return sorted(found, key=lambda x: (x[0], str(x[1])))
 
 

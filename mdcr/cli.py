@@ -17,6 +17,7 @@ from typing import Any
 
 from mdcr import __version__
 from mdcr.config import config_fields, default_of, from_mapping, has_default, is_input, type_name
+from mdcr.encoders.registry import valid_specs
 from mdcr.errors import MdcrError
 from mdcr.stage import StageSpec, stages
 
@@ -41,6 +42,14 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
         action="store_true",
         default=False if top else argparse.SUPPRESS,
         help="show full tracebacks on errors",
+    )
+    parser.add_argument(
+        "--no-wait",
+        dest="no_wait",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="when another process is building an output this run needs, stop at once "
+        "(naming it) instead of waiting for it",
     )
 
 
@@ -121,9 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups: dict[str, Any] = {}
     for spec in stages().values():
         _add_stage_parser(sub, spec, groups)
-    from mdcr.evaluate import add_evaluate_parser
-
-    add_evaluate_parser(sub)
+    _add_evaluate_parser(sub)
     return parser
 
 
@@ -136,7 +143,38 @@ def _store(args: argparse.Namespace, pipeline_home: Path | None = None) -> Any:
         home = default_home()
     else:
         home = pipeline_home
-    return Store(home)
+    return Store(home, wait=not args.no_wait)
+
+
+def _run_evaluate(args: argparse.Namespace) -> int:
+    from mdcr.benchmark.evaluate import (
+        EvaluateRequest,
+        evaluate,
+        print_results,
+        write_scores_out,
+    )
+
+    req = EvaluateRequest(
+        encoders=tuple(args.encoder),
+        benchmark=args.benchmark,
+        pools=args.pools,
+        corpus=args.corpus,
+        scores=args.scores,
+        name=args.name,
+        splits=tuple(args.split),
+        ties=args.ties,
+        by_type=not args.no_types,
+        k1=args.k1,
+        b=args.b,
+        bm25_params=args.bm25_params,
+        encode_set=tuple(args.encode_set),
+        device=args.device,
+    )
+    done = evaluate(req, _store(args), quiet=args.quiet)
+    if args.scores_out is not None:
+        write_scores_out(args.scores_out, done)
+    print_results(done)
+    return 0
 
 
 def _run_stage(args: argparse.Namespace) -> int:
@@ -189,6 +227,72 @@ def _run_pipeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_evaluate_parser(sub: Any) -> None:
+    """The ``mdcr evaluate`` subcommand (:mod:`mdcr.benchmark.evaluate`)."""
+    p = sub.add_parser(
+        "evaluate",
+        help="score encoders on an MDCR benchmark (or on pools) with one command",
+        description=(
+            "Encode the benchmark's papers, rank each query's fixed candidate list and print "
+            "MAP, nDCG and R@5 per field and their macro average, with the original MDCR "
+            "scorer's semantics. Every step is a cached stage under the store."
+        ),
+    )
+    p.add_argument(
+        "--encoder",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help=f"encoder: {valid_specs()}, or bm25; repeatable",
+    )
+    p.add_argument(
+        "--benchmark",
+        type=Path,
+        help="a benchmark build/import output, or the official files (a folder with "
+        "mdcr_<split>.json and mdcr_<split>_data.jsonl, or one mdcr_<split>.json)",
+    )
+    p.add_argument(
+        "--pools", type=Path, help="a pools output: evaluate on its pools instead of a benchmark"
+    )
+    p.add_argument(
+        "--corpus", type=Path, help="with --pools: the prefilter output (default: the pools' own)"
+    )
+    p.add_argument("--scores", type=Path, help="score this {qid_cid: score} file (no encoding)")
+    p.add_argument("--name", default="", help="retriever name for --scores (default: file name)")
+    p.add_argument(
+        "--scores-out",
+        type=Path,
+        help="write the scores file for the original scorer; with several encoders or "
+        "splits use {encoder} and {split} in the path",
+    )
+    p.add_argument(
+        "--split",
+        action="append",
+        default=[],
+        choices=("val", "test"),
+        help="splits to score (default: all the benchmark has; --pools: test)",
+    )
+    p.add_argument(
+        "--ties",
+        choices=("paper_id", "trec_eval"),
+        default="paper_id",
+        help="tie rule: paper_id ascending (project rule) or trec_eval's (original scorer's)",
+    )
+    p.add_argument("--no-types", action="store_true", help="skip the candidate-type analysis")
+    p.add_argument("--k1", type=float, help="BM25 k1 (default: Anserini's 0.9)")
+    p.add_argument("--b", type=float, help="BM25 b (default: Anserini's 0.4)")
+    p.add_argument("--bm25-params", type=Path, help="a bm25-tune output (its chosen k1, b)")
+    p.add_argument(
+        "--encode-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an encode stage option, e.g. device=cpu, batch_tokens=8192, max_length=256",
+    )
+    p.add_argument("--device", help="encode/search device (auto, cpu, cuda, cuda:0, ...)")
+    _common(p, top=False)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -203,9 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             return _run_pipeline(args)
         if args.command == "evaluate":
-            from mdcr.evaluate import run_evaluate
-
-            return run_evaluate(args)
+            return _run_evaluate(args)
         if not hasattr(args, "_stage"):
             parser.parse_args([args.command, "--help"])
         return _run_stage(args)

@@ -122,7 +122,9 @@ def exclusive(
                         f"{what} is being built by {who}; wait for it, or run without --no-wait"
                     )
                 if not quiet and not announced:
-                    print(f"{prefix}waiting for {who} to finish {what}", file=sys.stderr, flush=True)
+                    print(
+                        f"{prefix}waiting for {who} to finish {what}", file=sys.stderr, flush=True
+                    )
                     announced = True
                 _flock(fd, path, blocking=True)
             # The holder may have deleted the file while we waited: lock the current one.

@@ -1,11 +1,11 @@
 """Estimates for ``mdcr run --dry-run``: pool counts, papers to encode, disk and GPU hours.
 
-A stage's ``plan(cfg, inputs)`` sees only its own config and the folders its inputs will
-be, which do not exist yet in a dry run of a fresh pipeline. So the upstream plans leave
-facts behind, keyed by the fingerprint their output will have (the last part of the
-folder path a downstream step receives): ``pools`` records how many pools and papers it
-will make, ``benchmark`` how many papers its lists hold, and ``encode`` turns those into
-papers to encode, disk and GPU hours. A built input is measured instead of estimated.
+A stage's ``plan(cfg, inputs, upstream)`` sees its own config, the folders its inputs will
+be (which do not exist yet in a dry run of a fresh pipeline) and the typed
+:class:`~mdcr.stage.PlanFacts` that the plans of those inputs returned: ``pools`` says how
+many pools and papers it will make, ``benchmark`` how many papers its lists hold, and
+``encode`` turns those into papers to encode, disk and GPU hours. A built input is
+measured instead of estimated.
 
 Stated assumptions (override with environment variables):
 
@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mdcr.paper import CITED_PER_QUERY
+from mdcr.stage import PlanFacts
+
 PAPERS_PER_S = 3000.0
 CORPUS_PAPERS = 16_000_000
-CITED_PER_QUERY = 29  # the paper: 29 positives per query on average
 ASPIRE_SENTENCES = 9
-_DIMS = {"minilm": 384}
-_MULTI = ("aspire-bm", "aspire-cs")
-# Facts left by upstream plans: output fingerprint -> facts.
-FACTS: dict[str, dict[str, Any]] = {}
 
 
 def papers_per_s() -> float:
@@ -46,32 +45,6 @@ def default_corpus_papers() -> int:
         return int(os.environ.get("MDCR_PLAN_CORPUS_PAPERS", CORPUS_PAPERS))
     except ValueError:
         return CORPUS_PAPERS
-
-
-def planned_fingerprint(stage: str, cfg: Any, inputs: dict[str, list[Path]]) -> str | None:
-    """The fingerprint a stage's output will have, or None if an input cannot be resolved.
-
-    An input folder that does not exist yet is a planned stage output, whose folder name is
-    its fingerprint (``<home>/<stage>/<fingerprint>``).
-    """
-    from mdcr.config import params_of
-    from mdcr.errors import MdcrError
-    from mdcr.stage import get_stage
-    from mdcr.store import artifact_fingerprint, fingerprint
-
-    fps: dict[str, list[str]] = {}
-    for name, paths in inputs.items():
-        fps[name] = []
-        for p in paths:
-            if p.exists():
-                try:
-                    fps[name].append(artifact_fingerprint(p))
-                except MdcrError:
-                    return None
-            else:
-                fps[name].append(p.name)
-    spec = get_stage(stage)
-    return fingerprint(spec.name, spec.version, params_of(cfg, hashed=True), fps)
 
 
 def _first(inputs: dict[str, list[Path]], name: str) -> Path | None:
@@ -100,8 +73,8 @@ def _union(universe: int, fills: list[int]) -> int:
     return round(universe * (1.0 - miss))
 
 
-def pools_estimate(cfg: Any, inputs: dict[str, list[Path]]) -> str:
-    """Pool counts and the papers the pools will hold; records facts for encode's plan."""
+def pools_estimate(cfg: Any, inputs: dict[str, list[Path]]) -> tuple[str, PlanFacts]:
+    """Pool counts and the papers the pools will hold, as text and as facts for encode."""
     corpus = _first(inputs, "corpus")
     n_corpus, measured = corpus_papers(corpus)
     n_splits = len(cfg.splits)
@@ -125,45 +98,46 @@ def pools_estimate(cfg: Any, inputs: dict[str, list[Path]]) -> str:
         queries += field_queries
     papers_max = min(total + queries, n_corpus)
     papers = min(papers_max, _union(n_corpus, fills) + queries)
-    fp = planned_fingerprint("pools", cfg, inputs)
-    if fp is not None:
-        FACTS[fp] = {
-            "papers": papers,
-            "papers_max": papers_max,
-            "field_queries_per_split": field_queries // max(n_splits, 1),
-            "queries": queries,
-        }
+    facts = PlanFacts(
+        papers=papers,
+        papers_max=papers_max,
+        queries=queries,
+        field_queries_per_split=field_queries // max(n_splits, 1),
+    )
     source = "measured" if measured else "assumed; MDCR_PLAN_CORPUS_PAPERS"
-    return (
+    text = (
         f"pools: {n_dataset} dataset-level + {n_field} field-level (at most; a field whose "
         f"field-cited set fits one pool gets one) = {n_dataset + n_field}; {queries} queries; "
         f"distinct papers about {papers:,} (at most {papers_max:,}) of a {n_corpus:,}-paper "
         f"corpus ({source})"
     )
+    return text, facts
 
 
-def benchmark_estimate(cfg: Any, inputs: dict[str, list[Path]]) -> str:
-    """Papers of the MDCR benchmark (queries and candidates); records facts for encode."""
+def benchmark_estimate(
+    cfg: Any, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
+) -> tuple[str, PlanFacts | None]:
+    """Papers of the MDCR benchmark (queries and candidates), as text and facts."""
+    from mdcr.artifacts import QUERIES
+
     pools = _first(inputs, "pools")
     per = 1 + cfg.n_true + cfg.n_per_type * (len(cfg.models) + 3)
     queries: int | None = None
-    if pools is not None and (pools / "queries.parquet").is_file():
-        import pandas as pd
-
-        q = pd.read_parquet(pools / "queries.parquet", columns=["setup", "split"])
+    if pools is not None and QUERIES.exists(pools):
+        q = QUERIES.read_pandas(pools, columns=["setup", "split"])
         queries = int(((q["setup"] == "field") & q["split"].isin(cfg.splits)).sum())
-    elif pools is not None and pools.name in FACTS:
-        queries = int(FACTS[pools.name]["field_queries_per_split"] * len(cfg.splits))
+    elif pools is not None and pools in upstream:
+        queries = upstream[pools].field_queries_per_split * len(cfg.splits)
     if queries is None:
-        return "benchmark size: unknown until pools are planned"
+        return "benchmark size: unknown until pools are planned", None
     papers = queries * per
-    fp = planned_fingerprint("benchmark", cfg, inputs)
-    if fp is not None:
-        FACTS[fp] = {"papers": papers, "papers_max": papers}
-    return f"{queries} queries x {per} papers = at most {papers:,} benchmark papers"
+    text = f"{queries} queries x {per} papers = at most {papers:,} benchmark papers"
+    return text, PlanFacts(papers=papers, papers_max=papers, queries=queries)
 
 
-def _target_papers(targets: list[Path], corpus: Path | None) -> tuple[int, str]:
+def _target_papers(
+    targets: list[Path], corpus: Path | None, upstream: Mapping[Path, PlanFacts]
+) -> tuple[int, str]:
     """Papers to encode for these targets: counted when built, else from upstream facts."""
     if not targets:
         n, measured = corpus_papers(corpus)
@@ -172,7 +146,7 @@ def _target_papers(targets: list[Path], corpus: Path | None) -> tuple[int, str]:
     if len(built) == len(targets):
         import duckdb
 
-        from mdcr.encoders.stage import target_sources
+        from mdcr.artifacts import target_sources
 
         selects = [
             f"SELECT CAST({col} AS VARCHAR) AS p FROM read_parquet('{f}')"
@@ -187,22 +161,27 @@ def _target_papers(targets: list[Path], corpus: Path | None) -> tuple[int, str]:
         finally:
             con.close()
         return int(row[0] if row else 0), "counted"
-    est = sum(int(FACTS.get(t.name, {}).get("papers", 0)) for t in targets)
+    est = sum(upstream[t].papers for t in targets if t in upstream)
     if est == 0:
         return 0, "unknown"
     return est, "estimated"
 
 
-def encode_estimate(cfg: Any, inputs: dict[str, list[Path]]) -> str:
+def encode_estimate(
+    cfg: Any, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
+) -> str:
     """Papers to encode, disk of the float16 store and GPU hours at the stated rate."""
+    from mdcr.encoders.registry import lookup
+
     corpus = _first(inputs, "corpus")
-    papers, how = _target_papers(inputs.get("targets") or [], corpus)
+    papers, how = _target_papers(inputs.get("targets") or [], corpus, upstream)
     if papers == 0:
         return "papers to encode: unknown until the targets are planned"
     name = cfg.encoder
-    dim = cfg.dim or _DIMS.get(name, 768)
-    note = " (dim assumed)" if name.startswith(("hf:", "py:")) and not cfg.dim else ""
-    vectors = papers * (ASPIRE_SENTENCES if name in _MULTI else 1)
+    entry, _ = lookup(name)
+    dim = cfg.dim or entry.dim or 768
+    note = "" if cfg.dim or entry.dim else " (dim assumed)"
+    vectors = papers * (ASPIRE_SENTENCES if entry.multi_vector else 1)
     disk = vectors * dim * 2
     rate = papers_per_s() * (5.0 if name == "minilm" else 1.0)
     hours = 0.0 if name == "random" else papers / rate / 3600.0

@@ -30,9 +30,11 @@ STAGE_MODULES = (
     "mdcr.index.bm25",
     "mdcr.eval.score",
     "mdcr.eval.report",
-    "mdcr.pools.mdcr_build",
-    "mdcr.pools.mdcr_jaccard",
-    "mdcr.evaluate",
+    "mdcr.benchmark.build",
+    "mdcr.benchmark.jaccard",
+    "mdcr.benchmark.importer",
+    "mdcr.benchmark.rank",
+    "mdcr.benchmark.score",
 )
 
 

@@ -286,9 +286,7 @@ class Store:
             for name, paths in inputs.items()
         }
         identity = spec.identity(cfg) if spec.identity is not None else {}
-        fp = fingerprint(
-            spec.name, spec.version, params_of(cfg, hashed=True), input_fps, identity
-        )
+        fp = fingerprint(spec.name, spec.version, params_of(cfg, hashed=True), input_fps, identity)
         return Planned(spec, cfg, inputs, identity, fp, self.folder(spec.name, fp))
 
     def is_done(self, folder: Path, fp: str) -> bool:

@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mdcr.corpus import s2orc
-from mdcr.corpus.prefilter import PrefilterConfig, engine_threads, run_prefilter
+from mdcr.corpus.prefilter import PrefilterConfig, engine_threads, prefilter_corpus
 
 # Knobs of mdcr.corpus.synth.SynthConfig per profile (see the module docstring).
 PROFILES: dict[str, dict[str, float | int]] = {
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"floor      rep {rep}: zcat x {len(paths)} ({threads} at a time) {floors[-1]:.2f} s")
         shutil.rmtree(out, ignore_errors=True)
         t0 = time.perf_counter()
-        result = run_prefilter(shard_dir, out, PrefilterConfig(input=str(shard_dir)))
+        result = prefilter_corpus(shard_dir, out, PrefilterConfig(input=str(shard_dir)))
         walls.append(time.perf_counter() - t0)
         read = result.funnel["records_read"]
         print(

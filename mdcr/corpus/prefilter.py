@@ -55,7 +55,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from mdcr.config import input_path, param
 from mdcr.corpus import s2orc
 from mdcr.errors import ConfigError, InputDataError
-from mdcr.stage import StageContext, StageSpec, register
+from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
 if TYPE_CHECKING:
     import duckdb
@@ -705,7 +705,7 @@ def funnel_table(funnel: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_prefilter(
+def prefilter_corpus(
     shard_dir: Path,
     out_dir: Path,
     cfg: PrefilterConfig,
@@ -808,12 +808,12 @@ def run_prefilter(
     return PrefilterResult(funnel=funnel, n_papers=n_papers, n_citations=n_edges, timings=timings)
 
 
-def _run(cfg: PrefilterConfig, ctx: StageContext) -> None:
+def run_prefilter(cfg: PrefilterConfig, ctx: StageContext) -> None:
     shard_dir = ctx.input("input")
     n_shards = len(s2orc.find_shards(shard_dir))
     messages: list[str] = []  # logged once the progress bar is closed
     with ctx.timed("prefilter"), ctx.progress(total=n_shards, desc="shards", unit="shard") as bar:
-        result = run_prefilter(shard_dir, ctx.out, cfg, log=messages.append, progress=bar.update)
+        result = prefilter_corpus(shard_dir, ctx.out, cfg, log=messages.append, progress=bar.update)
     for msg in messages:
         ctx.log(msg)
     ctx.output("papers.parquet", rows=result.n_papers)
@@ -823,8 +823,10 @@ def _run(cfg: PrefilterConfig, ctx: StageContext) -> None:
     ctx.timings.update(result.timings)
 
 
-def _plan(cfg: PrefilterConfig, inputs: dict[str, Any]) -> str:
-    return (
+def plan_prefilter(
+    cfg: PrefilterConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
+) -> StagePlan:
+    return StagePlan(
         f"read S2ORC shards from {cfg.input}; keep papers with a year, a title, an abstract "
         f">= {cfg.min_abstract_chars} chars and >= {cfg.min_citations} distinct citations "
         f"({cfg.citation_direction}); write papers.parquet, citations.parquet, funnel.json"
@@ -836,8 +838,8 @@ SPEC = register(
         name="prefilter",
         version="2",
         config=PrefilterConfig,
-        run=_run,
+        run=run_prefilter,
         help="S2ORC metadata shards -> prefiltered papers + citation edges (DuckDB)",
-        plan=_plan,
+        plan=plan_prefilter,
     )
 )

@@ -33,7 +33,7 @@ import json
 import math
 import random
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ import numpy as np
 from mdcr.config import param
 from mdcr.corpus import synth_text as st
 from mdcr.errors import ConfigError
-from mdcr.stage import StageContext, StageSpec, register
+from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 from mdcr.store import atomic_path
 
 # Papers per generation chunk. A constant (not a knob): the random streams are drawn per
@@ -938,7 +938,7 @@ def write_tables(
 # --------------------------------------------------------------------------- stage
 
 
-def _run(cfg: SynthConfig, ctx: StageContext) -> None:
+def run_synth(cfg: SynthConfig, ctx: StageContext) -> None:
     with ctx.timed("generate"):
         summary = _write_shards(ctx.out, cfg, ctx.log)
     for name, rows in summary["shards"].items():
@@ -947,8 +947,10 @@ def _run(cfg: SynthConfig, ctx: StageContext) -> None:
     ctx.record("summary", summary)
 
 
-def _plan(cfg: SynthConfig, _inputs: dict[str, Any]) -> str:
-    return (
+def plan_synth(
+    cfg: SynthConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
+) -> StagePlan:
+    return StagePlan(
         f"generate {cfg.n_papers:,} synthetic S2ORC records ({cfg.first_year}-{cfg.last_year}, "
         f"seed {cfg.seed}) into {cfg.n_shards} metadata_*.jsonl.gz shards"
     )
@@ -959,9 +961,9 @@ SPEC = register(
         name="synth",
         version="1",
         config=SynthConfig,
-        run=_run,
+        run=run_synth,
         help="write a synthetic S2ORC corpus (metadata shards in the real schema)",
-        plan=_plan,
+        plan=plan_synth,
     )
 )
 

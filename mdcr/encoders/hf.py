@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from mdcr.device import Device, resolve_device, resolve_precision
+from mdcr.device import resolve_device, resolve_precision
 from mdcr.encoders.base import Metric, PaperText
 from mdcr.encoders.batching import pad_batch, plan_batches
 from mdcr.errors import ConfigError, InputDataError, require

@@ -144,7 +144,7 @@ def model_source_identity(source: str, revision: str | None) -> dict[str, Any]:
 def _library_dirs() -> tuple[Path, ...]:
     paths = sysconfig.get_paths()
     dirs = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
-    return tuple(Path(d).resolve() for d in dirs) + (_MDCR_DIR,)
+    return (*(Path(d).resolve() for d in dirs), _MDCR_DIR)
 
 
 def _is_user_file(path: Path, libraries: tuple[Path, ...]) -> bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -33,7 +34,7 @@ import numpy as np
 from mdcr.config import canonical_json, input_path, param, params_of, setting
 from mdcr.device import DEVICE_HELP, check_device_spec
 from mdcr.errors import ConfigError, InputDataError
-from mdcr.stage import StageContext, StageSpec, register
+from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
 # (file, id columns) that name papers to encode in a target folder.
 TARGET_FILES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -85,9 +86,7 @@ class EncodeConfig:
         "value is hashed",
         resolved=True,
     )
-    batch_tokens: int = setting(
-        0, help="padded tokens per batch; 0 = 2048 on CPU, 131072 on GPU"
-    )
+    batch_tokens: int = setting(0, help="padded tokens per batch; 0 = 2048 on CPU, 131072 on GPU")
     device: str = setting("auto", help=f"where to encode: {DEVICE_HELP}")
     workers: int = setting(0, help="processes for sentence splitting (Aspire); 0 = auto")
     reuse: bool = setting(
@@ -411,15 +410,17 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     )
 
 
-def plan_encode(cfg: EncodeConfig, inputs: dict[str, list[Path]]) -> str:
+def plan_encode(
+    cfg: EncodeConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
+) -> StagePlan:
     n_targets = len(inputs.get("targets", []))
     what = f"the union of {n_targets} target folder(s)" if n_targets else "every corpus paper"
     extra = ", copying papers that earlier outputs of the same encoder hold" if cfg.reuse else ""
     from mdcr.planning import encode_estimate
 
-    return (
+    return StagePlan(
         f"encode {what} once with '{cfg.encoder}' into float16 shards of {cfg.shard_size} "
-        f"papers{extra}\n{encode_estimate(cfg, inputs)}"
+        f"papers{extra}\n{encode_estimate(cfg, inputs, upstream)}"
     )
 
 

@@ -60,6 +60,13 @@ def text_hashes(titles: Sequence[str | None], abstracts: Sequence[str | None]) -
     return out
 
 
+def unit_vectors16(x: np.ndarray) -> np.ndarray:
+    """Unit vectors in float16, as cosine search compares them (normalised in float32)."""
+    x32 = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x32, axis=1, keepdims=True)
+    return (x32 / np.maximum(norms, 1e-12)).astype(np.float16)
+
+
 def write_shard(
     folder: Path,
     i: int,

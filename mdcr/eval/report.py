@@ -176,7 +176,7 @@ def letters_for(retrievers: list[str]) -> dict[str, str]:
 
 
 def field_order(fields: list[str]) -> list[str]:
-    from mdcr.eval.paper import field_abbreviations
+    from mdcr.eval.published import field_abbreviations
 
     paper = list(field_abbreviations())
     known = [f for f in paper if f in fields]
@@ -294,8 +294,8 @@ def dataset_section(
     import pandas as pd
 
     from mdcr.eval.metrics import metric_label
-    from mdcr.eval.paper import size_label
     from mdcr.eval.plots import plot_ap_boxes, plot_pool_size
+    from mdcr.eval.published import size_label
     from mdcr.eval.significance import winner_letters
     from mdcr.eval.tables import build_table
 
@@ -400,8 +400,8 @@ def field_sections(
 
     from mdcr.eval.aggregate import macro_over
     from mdcr.eval.metrics import metric_label
-    from mdcr.eval.paper import field_abbreviation, size_label
     from mdcr.eval.plots import plot_ap_boxes, plot_field_bars
+    from mdcr.eval.published import field_abbreviation, size_label
     from mdcr.eval.significance import winner_letters
     from mdcr.eval.tables import build_table
 
@@ -540,7 +540,7 @@ def paper_section(c: Context, agg: pd.DataFrame) -> Section:
     import pandas as pd
 
     from mdcr.eval.aggregate import macro_over
-    from mdcr.eval.paper import (
+    from mdcr.eval.published import (
         citation,
         compare_with_paper,
         field_abbreviation,
@@ -693,7 +693,7 @@ def _inputs_lines(scores: Scores) -> list[str]:
 
 
 def _setup_lines(per_pool: pd.DataFrame) -> list[str]:
-    from mdcr.eval.paper import field_abbreviation, size_label
+    from mdcr.eval.published import field_abbreviation, size_label
 
     lines = [
         "| split | setup | pool size | field | repetitions | queries per pool |",
@@ -790,7 +790,7 @@ def benchmark_lines(folders: list[Path], splits: tuple[str, ...], ctx: StageCont
     return out
 
 
-def write_report(cfg: ReportConfig, ctx: StageContext) -> None:
+def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     import pandas as pd
 
     from mdcr.eval.aggregate import over_reps, query_means
@@ -863,7 +863,7 @@ def write_report(cfg: ReportConfig, ctx: StageContext) -> None:
         "",
     ]
     from mdcr.eval.metrics import metric_label
-    from mdcr.eval.paper import field_abbreviation, size_label
+    from mdcr.eval.published import field_abbreviation, size_label
 
     fmt = {
         "size": lambda v: size_label(int(v)),
@@ -925,7 +925,7 @@ SPEC = register(
         name="report",
         version="1",
         config=ReportConfig,
-        run=write_report,
+        run=run_report,
         help="paper-style tables, significance tests, plots and the paper comparison",
         main_output="report.md",
     )

@@ -47,6 +47,7 @@ class Table:
     scale: float = 100.0
     digits: int = 1
     std_in_text: bool = True  # False: std only in the CSV (wide tables)
+    files: bool = True  # False: shown in report.md only, not written under tables/
 
     @property
     def grouped(self) -> bool:

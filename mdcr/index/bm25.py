@@ -20,14 +20,14 @@ import json
 import math
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from mdcr.config import input_path, param, setting
 from mdcr.errors import ConfigError, InputDataError
-from mdcr.stage import StageContext, StageSpec, register
+from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
 if TYPE_CHECKING:
     import duckdb
@@ -310,7 +310,8 @@ def _write_part(path: Path, table: pa.Table) -> None:
         pq.write_table(table, tmp, compression="zstd")
 
 
-def _params_from(path: Path) -> tuple[float, float, dict[str, Any]]:
+def read_chosen(path: Path) -> tuple[float, float, dict[str, Any]]:
+    """(k1, b, the whole choice) of a bm25-tune output (or its chosen.json)."""
     file = path / CHOSEN_FILE if path.is_dir() else path
     if not file.is_file():
         raise InputDataError(f"no {CHOSEN_FILE} at '{path}'; point params to a bm25-tune output")
@@ -336,7 +337,7 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
 
     params = ctx.inputs.get("params") or []
     if params:
-        k1, b, chosen = _params_from(params[0])
+        k1, b, chosen = read_chosen(params[0])
         ctx.record("params_from", {"path": str(params[0]), "metric": chosen.get("metric")})
     else:
         k1, b = cfg.k1, cfg.b
@@ -494,7 +495,7 @@ def tune_pool(
     return pd.DataFrame(rows)
 
 
-def run_tune(cfg: TuneConfig, ctx: StageContext) -> None:
+def run_bm25_tune(cfg: TuneConfig, ctx: StageContext) -> None:
     """Grid-search k1 and b on the validation pools; store the grid and the choice."""
     import pandas as pd
     import pyarrow as pa
@@ -560,16 +561,20 @@ def run_tune(cfg: TuneConfig, ctx: StageContext) -> None:
         data.close()
 
 
-def _plan_tune(cfg: TuneConfig, inputs: dict[str, list[Path]]) -> str:
-    return (
+def plan_bm25_tune(
+    cfg: TuneConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
+) -> StagePlan:
+    return StagePlan(
         f"grid {len(cfg.k1)} k1 x {len(cfg.b)} b on every val pool (one Lucene index per pool, "
         f"in $MDCR_INDEX_DIR or indexes/); choose by {cfg.metric}"
     )
 
 
-def _plan_bm25(cfg: BM25Config, inputs: dict[str, list[Path]]) -> str:
+def plan_bm25(
+    cfg: BM25Config, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
+) -> StagePlan:
     how = "k1, b from bm25-tune" if inputs.get("params") else f"k1={cfg.k1}, b={cfg.b}"
-    return f"BM25 (Lucene) top-{cfg.k} on {', '.join(cfg.splits)} pools; {how}"
+    return StagePlan(f"BM25 (Lucene) top-{cfg.k} on {', '.join(cfg.splits)} pools; {how}")
 
 
 TUNE_SPEC = register(
@@ -577,10 +582,10 @@ TUNE_SPEC = register(
         name="bm25-tune",
         version="1",
         config=TuneConfig,
-        run=run_tune,
+        run=run_bm25_tune,
         help="grid-search BM25 k1 and b on the validation pools (Lucene, one index per pool)",
         resumable=True,
-        plan=_plan_tune,
+        plan=plan_bm25_tune,
         main_output=CHOSEN_FILE,
     )
 )
@@ -593,7 +598,7 @@ SPEC = register(
         run=run_bm25,
         help="BM25 runs (Lucene via Anserini) for every pool of the chosen splits",
         resumable=True,
-        plan=_plan_bm25,
+        plan=plan_bm25,
         main_output=RUNS_FILE,
     )
 )

@@ -18,6 +18,7 @@ distance. Multi-vector stores (Aspire) score a paper by its best sentence pair.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -27,7 +28,7 @@ import numpy as np
 from mdcr.config import input_path, param, setting
 from mdcr.device import DEVICE_HELP, check_device_spec
 from mdcr.errors import ConfigError, InputDataError
-from mdcr.stage import StageContext, StageSpec, register
+from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
 
 @dataclass(frozen=True)
@@ -54,12 +55,6 @@ class SearchConfig:
         if self.margin < 0:
             raise ConfigError(f"search.margin: {self.margin} is negative; use >= 0")
         check_device_spec(self.device, "search.device")
-
-
-def _normalize16(x: np.ndarray) -> np.ndarray:
-    x32 = np.asarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x32, axis=1, keepdims=True)
-    return (x32 / np.maximum(norms, 1e-12)).astype(np.float16)
 
 
 def read_pool_queries(pools_dir: Path) -> dict[str, list[str]]:
@@ -123,6 +118,7 @@ def search_pool(
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from mdcr.encoders.store import unit_vectors16
     from mdcr.index.backends import make_backend
     from mdcr.index.exact import SearchStats, exact_topk, exact_topk_multi, max_norm
 
@@ -140,7 +136,7 @@ def search_pool(
         db, db_off = store.doc_vectors(db_rows)
         qv, q_off = store.doc_vectors(q_rows)
         if metric == "cos" and store.metric != "cos":  # an override: normalise here
-            db, qv = _normalize16(db), _normalize16(qv)
+            db, qv = unit_vectors16(db), unit_vectors16(qv)
         sentence_doc = np.repeat(np.arange(len(db_rows)), np.diff(db_off))
         load_s = time.perf_counter() - t0
         index = make_backend(backend, db, search_metric, device)  # type: ignore[arg-type]
@@ -163,7 +159,7 @@ def search_pool(
         db = store.vectors(db_rows)
         qv = store.vectors(q_rows)
         if metric == "cos" and store.metric != "cos":  # an override: normalise here
-            db, qv = _normalize16(db), _normalize16(qv)
+            db, qv = unit_vectors16(db), unit_vectors16(qv)
         load_s = time.perf_counter() - t0
         index = make_backend(backend, db, search_metric, device)  # type: ignore[arg-type]
         build_s = time.perf_counter() - t0 - load_s
@@ -245,8 +241,10 @@ def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
     ctx.record("pools", per_pool)
 
 
-def plan_search(cfg: SearchConfig, inputs: dict[str, list[Path]]) -> str:
-    return (
+def plan_search(
+    cfg: SearchConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
+) -> StagePlan:
+    return StagePlan(
         f"exact dense search (backend {cfg.backend}, device {cfg.device}) of every pool's "
         f"queries, top {cfg.k}, ties by paper_id, query excluded"
     )

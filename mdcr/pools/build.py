@@ -38,13 +38,15 @@ a field-level pool has ``field_pool_size`` papers unless it is an all-field-cite
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from mdcr.config import input_path, param
 from mdcr.errors import ConfigError, InputDataError
-from mdcr.stage import StageContext, StageSpec, register
+from mdcr.pools.db import arrow_table
+from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
 if TYPE_CHECKING:
     import duckdb
@@ -175,14 +177,6 @@ class PoolSpec:
     @property
     def group(self) -> tuple[str, str, str | None]:
         return (self.setup, self.split, self.field)
-
-
-def _arrow(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> pa.Table:
-    """A query's result as one contiguous Arrow table (chunking never reaches a file)."""
-    rel = con.sql(sql, params=params or None)
-    fetch = getattr(rel, "to_arrow_table", None) or rel.arrow  # duckdb >= 1.4 / older
-    table: pa.Table = fetch()
-    return table.combine_chunks()
 
 
 def _dict_col(value: str, n: int) -> pa.Array:
@@ -350,7 +344,7 @@ def pool_seed(
     return derive_seed(cfg.seed, "pools", setup, split, field or "", size, rep)
 
 
-def plan_pools(cfg: PoolsConfig, samples: list[Any], field_cited: dict[str, int]) -> list[PoolSpec]:
+def pool_specs(cfg: PoolsConfig, samples: list[Any], field_cited: dict[str, int]) -> list[PoolSpec]:
     """Every pool to build, sorted by pool_id (the order they are written in)."""
     specs: list[PoolSpec] = []
     for s in samples:
@@ -423,7 +417,7 @@ def build_pools(
             _check_group(spec, n_cited, n_universe, cfg)
             fill = n_universe if spec.all_field_cited else spec.size - n_cited
             create_pool_table(con, fill=fill, universe_size=n_universe, derived_seed=spec.seed)
-            papers = _arrow(con, "SELECT paper_id FROM p_pool ORDER BY paper_id")
+            papers = arrow_table(con, "SELECT paper_id FROM p_pool ORDER BY paper_id")
             expected = n_cited + n_universe if spec.all_field_cited else spec.size
             if papers.num_rows != expected:  # a bug, not bad input
                 raise RuntimeError(
@@ -436,7 +430,7 @@ def build_pools(
                 ),
                 row_group_size=ROW_GROUP,
             )
-            qrels = _arrow(con, pool_qrels_sql())
+            qrels = arrow_table(con, pool_qrels_sql())
             m = qrels.num_rows
             qrels_w.write_table(
                 pa.table(
@@ -517,7 +511,7 @@ def _write_small_tables(
     import pyarrow as pa
 
     schemas = _schemas()
-    queries = _arrow(
+    queries = arrow_table(
         con,
         "SELECT query_id, split, setup, field, year FROM queries "
         "ORDER BY setup, split, field NULLS FIRST, query_id",
@@ -536,7 +530,7 @@ def _write_small_tables(
     _write_table(ctx.output(SUMMARY_FILE, rows=summary.num_rows), summary, ["setup", "split"])
 
 
-def run(cfg: PoolsConfig, ctx: StageContext) -> None:
+def run_pools(cfg: PoolsConfig, ctx: StageContext) -> None:
     """Sample queries, build all pools and qrels, write them with a summary."""
     from mdcr.pools.db import CorpusFiles, check_citations, connect, load_excluded, load_papers
     from mdcr.pools.queries import prepare_query_candidates
@@ -575,7 +569,7 @@ def run(cfg: PoolsConfig, ctx: StageContext) -> None:
                     con, str(files.citations), tuple(sorted(cfg.fields)), cfg.query_year
                 )
             ctx.record("field_cited", field_cited)
-        specs = plan_pools(cfg, samples, field_cited)
+        specs = pool_specs(cfg, samples, field_cited)
         with ctx.timed("pools"):
             rows = build_pools(con, cfg, ctx, specs)
         with ctx.timed("write"):
@@ -590,7 +584,9 @@ def run(cfg: PoolsConfig, ctx: StageContext) -> None:
     ctx.log(summary_text(rows))
 
 
-def plan(cfg: PoolsConfig, inputs: dict[str, list[Path]]) -> str:
+def plan_pools(
+    cfg: PoolsConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
+) -> StagePlan:
     """What the stage would build, for ``mdcr run --dry-run``."""
     parts = []
     if "dataset" in cfg.setups:
@@ -606,7 +602,8 @@ def plan(cfg: PoolsConfig, inputs: dict[str, list[Path]]) -> str:
     from mdcr.planning import pools_estimate
 
     text = f"splits {', '.join(cfg.splits)}; query year {cfg.query_year}; " + "; ".join(parts)
-    return text + "\n" + pools_estimate(cfg, inputs)
+    estimate, facts = pools_estimate(cfg, inputs)
+    return StagePlan(text + "\n" + estimate, facts)
 
 
 SPEC = register(
@@ -614,9 +611,9 @@ SPEC = register(
         name="pools",
         version="1",
         config=PoolsConfig,
-        run=run,
+        run=run_pools,
         help="sample queries and build dataset- and field-level candidate pools with qrels",
-        plan=plan,
+        plan=plan_pools,
         main_output=SUMMARY_FILE,
     )
 )

@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mdcr.errors import ConfigError, InputDataError
 
 if TYPE_CHECKING:
     import duckdb
+    import pyarrow as pa
 
 PAPERS_FILE = "papers.parquet"
 CITATIONS_FILE = "citations.parquet"
@@ -90,7 +91,7 @@ def _columns(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
     return {str(r[0]): str(r[1]) for r in rows}
 
 
-def _require_columns(
+def require_columns(
     con: duckdb.DuckDBPyConnection, path: Path, needed: dict[str, tuple[str, ...]]
 ) -> None:
     """Check that ``path`` has each needed column with one of the allowed type prefixes."""
@@ -120,7 +121,7 @@ def load_papers(con: duckdb.DuckDBPyConnection, files: CorpusFiles, *, with_fiel
     needed: dict[str, tuple[str, ...]] = {"paper_id": ("VARCHAR",), "year": _INT_TYPES}
     if with_fields:
         needed["fields"] = ("VARCHAR[]",)
-    _require_columns(con, files.papers, needed)
+    require_columns(con, files.papers, needed)
     src = str(files.papers)
     con.execute(
         "CREATE OR REPLACE TABLE papers AS SELECT paper_id, CAST(year AS INTEGER) AS year "
@@ -149,7 +150,7 @@ def load_papers(con: duckdb.DuckDBPyConnection, files: CorpusFiles, *, with_fiel
 
 def check_citations(con: duckdb.DuckDBPyConnection, files: CorpusFiles) -> None:
     """Check the citations table's columns (its rows are read where they are needed)."""
-    _require_columns(con, files.citations, {"citing_id": ("VARCHAR",), "cited_id": ("VARCHAR",)})
+    require_columns(con, files.citations, {"citing_id": ("VARCHAR",), "cited_id": ("VARCHAR",)})
 
 
 def load_excluded(con: duckdb.DuckDBPyConnection, path: Path | None) -> int:
@@ -181,3 +182,13 @@ def load_excluded(con: duckdb.DuckDBPyConnection, path: Path | None) -> int:
     con.execute("CREATE OR REPLACE TABLE excluded AS SELECT paper_id FROM excluded_arrow")
     con.unregister("excluded_arrow")
     return len(ids)
+
+
+def arrow_table(
+    con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None
+) -> pa.Table:
+    """A query's result as one contiguous Arrow table (chunking never reaches a file)."""
+    rel = con.sql(sql, params=params or None)
+    fetch = getattr(rel, "to_arrow_table", None) or rel.arrow  # duckdb >= 1.4 / older
+    table: pa.Table = fetch()
+    return table.combine_chunks()

@@ -10,14 +10,14 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from mdcr.errors import ConfigError, InputDataError
-from mdcr.pools.formats import (
+from mdcr.benchmark.build import SPEC, BenchmarkConfig, type_seed
+from mdcr.benchmark.formats import (
     load_hf,
     read_official,
     read_papers_jsonl,
     sort_benchmark,
 )
-from mdcr.pools.mdcr_build import SPEC, BenchmarkConfig, type_seed
+from mdcr.errors import ConfigError, InputDataError
 from mdcr.pools.seeds import sample_key
 from mdcr.store import Store, resolve_inputs
 from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
@@ -140,7 +140,7 @@ def reference_graph(
 def test_graph_type_equals_reference(world: dict) -> None:
     year, out, inc, _ = _graph(world["corpus"])
     bench = pd.read_parquet(world["out"] / "benchmark.parquet")
-    from mdcr.pools.mdcr_build import QueryList
+    from mdcr.benchmark.build import QueryList
 
     checked = 0
     for (split, fld, q), g in bench.groupby(["split", "field", "query_id"]):

@@ -8,8 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mdcr.errors import InputDataError
-from mdcr.pools.formats import (
+from mdcr.benchmark.formats import (
     export_hf,
     find_official,
     load_hf,
@@ -24,6 +23,7 @@ from mdcr.pools.formats import (
     write_papers_jsonl,
     write_scores,
 )
+from mdcr.errors import InputDataError
 
 FIXTURE = Path(__file__).resolve().parents[2] / "data" / "mdcr_official"
 

@@ -26,8 +26,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from mdcr.benchmark.build import SPEC, BenchmarkConfig
 from mdcr.errors import InputDataError
-from mdcr.pools.mdcr_build import SPEC, BenchmarkConfig
 from mdcr.store import Store, resolve_inputs
 
 CS = "Computer Science"
@@ -100,6 +100,8 @@ def write_world(root: Path) -> tuple[Path, Path]:
             "setup": ["field"],
             "split": ["test"],
             "field": [CS],
+            "size": [100],
+            "rep": [0],
             "all_field_cited": [True],
         }
     ).to_parquet(pools / "pool_meta.parquet")

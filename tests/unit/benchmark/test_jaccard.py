@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mdcr.pools.mdcr_jaccard import SPEC, JaccardConfig
+from mdcr.benchmark.jaccard import SPEC, JaccardConfig
 from mdcr.store import Store, read_manifest, resolve_inputs
 from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
 

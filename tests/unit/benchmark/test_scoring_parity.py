@@ -14,14 +14,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mdcr.eval.mdcr_scoring import (
+from mdcr.benchmark.formats import read_official, score_key, scores_for
+from mdcr.benchmark.scoring import (
     ALL,
     field_means,
     macro_means,
     official_round,
     per_query_metrics,
 )
-from mdcr.pools.formats import read_official, score_key, scores_for
 from tests.unit.benchmark.reference import original_scorer
 
 pytrec_eval = pytest.importorskip("pytrec_eval")

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mdcr.corpus import prefilter, s2orc
-from mdcr.corpus.prefilter import SPEC, PrefilterConfig, run_prefilter
+from mdcr.corpus.prefilter import SPEC, PrefilterConfig, prefilter_corpus
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.stage import StageContext
 
@@ -105,7 +105,7 @@ def rec(pid: Any, *, out: Any = None, inb: Any = None, **kw: Any) -> dict[str, A
 
 
 def run(folder: Path, out: Path, **cfg: Any) -> Any:
-    return run_prefilter(folder, out, PrefilterConfig(input=str(folder), **cfg))
+    return prefilter_corpus(folder, out, PrefilterConfig(input=str(folder), **cfg))
 
 
 def read(path: Path) -> list[dict[str, Any]]:

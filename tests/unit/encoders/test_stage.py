@@ -147,24 +147,17 @@ def test_kill_and_resume_gives_identical_output(setup: dict[str, Path], tmp_path
         assert (fresh / name).read_bytes() == (resumed / name).read_bytes(), name
 
 
-def test_reuse_copies_earlier_vectors(setup: dict[str, Path], tiny_bert: Path) -> None:
+def test_reuse_copies_earlier_vectors(
+    setup: dict[str, Path], tiny_bert: Path, tmp_path: Path
+) -> None:
+    """Papers an earlier output of the same encoder holds, with the same text, are copied."""
     spec = f"hf:{tiny_bert}"
+    common = {"encoder": spec, "max_length": 64, "shard_size": 8}
     first = _run(
-        setup["home"],
-        corpus=str(setup["corpus"]),
-        encoder=spec,
-        targets=(str(setup["small"]),),
-        max_length=64,
-        shard_size=8,
+        setup["home"], corpus=str(setup["corpus"]), targets=(str(setup["small"]),), **common
     )
     second = _run(
-        setup["home"],
-        corpus=str(setup["corpus"]),
-        encoder=spec,
-        targets=(str(setup["pools"]),),
-        reuse=(str(first),),
-        max_length=64,
-        shard_size=8,
+        setup["home"], corpus=str(setup["corpus"]), targets=(str(setup["pools"]),), **common
     )
     counts = json.loads((second / "manifest.json").read_text())["info"]["counts"]
     # small = p0000..p0024 + p0050 (26 papers), all inside the 52 of pools.
@@ -173,15 +166,9 @@ def test_reuse_copies_earlier_vectors(setup: dict[str, Path], tiny_bert: Path) -
     shared = a.ids.to_pylist()
     np.testing.assert_array_equal(b.vectors(b.rows(shared)), a.vectors(a.rows(shared)))
     # New papers are encoded as a fresh run would encode them.
+    fresh_home = setup["home"] / "h3"
     fresh = EmbeddingStore(
-        _run(
-            setup["home"] / "h3",
-            corpus=str(setup["corpus"]),
-            encoder=spec,
-            targets=(str(setup["pools"]),),
-            max_length=64,
-            shard_size=8,
-        )
+        _run(fresh_home, corpus=str(setup["corpus"]), targets=(str(setup["pools"]),), **common)
     )
     assert fresh.identity == b.identity
     np.testing.assert_allclose(
@@ -189,15 +176,34 @@ def test_reuse_copies_earlier_vectors(setup: dict[str, Path], tiny_bert: Path) -
         fresh.vectors(np.arange(len(fresh))).astype(np.float32),
         atol=2e-3,
     )
-    with pytest.raises(ConfigError, match="different encoder \\(differs in max_length\\)"):
-        _run(
-            setup["home"],
-            corpus=str(setup["corpus"]),
-            encoder=spec,
-            targets=(str(setup["pools"]),),
-            reuse=(str(first),),
-            max_length=32,
-        )
+    # Another max_length is another encoder: nothing is copied.
+    other = _run(
+        setup["home"],
+        corpus=str(setup["corpus"]),
+        targets=(str(setup["pools"]),),
+        **{**common, "max_length": 32},
+    )
+    assert json.loads((other / "manifest.json").read_text())["info"]["counts"]["reused"] == 0
+    # A paper whose text differs in another corpus is encoded again, not copied.
+    changed = tmp_path / "changed"
+    write_corpus(changed, 60)
+    table = pq.read_table(changed / "papers.parquet").to_pandas()
+    table.loc[table["paper_id"] == "p0003", "abstract"] = "A different abstract altogether."
+    table.to_parquet(changed / "papers.parquet", index=False)
+    again = _run(setup["home"], corpus=str(changed), targets=(str(setup["small"]),), **common)
+    counts = json.loads((again / "manifest.json").read_text())["info"]["counts"]
+    assert counts["encoded"] == 1 and counts["reused"] == 25
+    c = EmbeddingStore(again)
+    assert not np.array_equal(c.vectors(c.rows(["p0003"])), a.vectors(a.rows(["p0003"])))
+    # reuse off: everything is encoded.
+    off = _run(
+        fresh_home,
+        corpus=str(setup["corpus"]),
+        targets=(str(setup["small"]),),
+        reuse=False,
+        **common,
+    )
+    assert json.loads((off / "manifest.json").read_text())["info"]["counts"]["reused"] == 0
 
 
 def test_multi_vector_store_round_trip(setup: dict[str, Path], tiny_bert: Path) -> None:

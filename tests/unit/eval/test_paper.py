@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mdcr.eval.paper import (
+from mdcr.eval.published import (
     compare_with_paper,
     field_abbreviation,
     load_paper,

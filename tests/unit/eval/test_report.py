@@ -177,7 +177,7 @@ def test_report_is_byte_identical_when_rebuilt(built: Built, report: Path, tmp_p
 
 
 def test_paper_section_field_level(tmp_path: Path) -> None:
-    from mdcr.eval.paper import field_abbreviations, paper_values
+    from mdcr.eval.published import field_abbreviations, paper_values
     from mdcr.eval.report import Context, ReportConfig, paper_section
 
     paper = paper_values()

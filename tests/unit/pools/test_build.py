@@ -319,5 +319,9 @@ def test_stage_is_registered_with_plan() -> None:
 
     spec = get_stage("pools")
     assert spec.config is PoolsConfig
-    text = spec.plan(PoolsConfig(corpus="x"), {}) if spec.plan else ""
-    assert "3800 queries per split" in text and "200 queries x 19 fields" in text
+    assert spec.plan is not None
+    plan = spec.plan(PoolsConfig(corpus="x"), {}, {})
+    assert "3800 queries per split" in plan.text and "200 queries x 19 fields" in plan.text
+    # Facts for the plans after it: 2 splits x 3,800 + 2 x 19 x 200 queries.
+    assert plan.facts is not None and plan.facts.queries == 2 * 3800 + 2 * 19 * 200
+    assert plan.facts.field_queries_per_split == 19 * 200

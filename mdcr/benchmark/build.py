@@ -59,29 +59,38 @@ import dataclasses
 import json
 import shutil
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from mdcr.benchmark.lists import QueryList, hash_order, take, type_seed
 from mdcr.config import input_path, param
-from mdcr.errors import ConfigError, InputDataError, ManifestMismatchError
-from mdcr.pools.formats import FIXED_TYPES, PAPER_MODELS, POSITIVE
-from mdcr.stage import StageContext, StageSpec, register
+from mdcr.errors import ConfigError, InputDataError
+from mdcr.paper import (
+    MDCR_FIXED_TYPES,
+    MDCR_MODELS,
+    MDCR_MOST_CITED_N,
+    MDCR_PER_TYPE,
+    MDCR_POSITIVE,
+    MDCR_POSITIVES,
+    MDCR_TOP_N,
+)
+from mdcr.pools.db import arrow_table
+from mdcr.stage import StageContext, StagePlan, StageSpec, register
 
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd
-    import pyarrow as pa
 
-BENCHMARK_FILE = "benchmark.parquet"
-QUERIES_FILE = "queries.parquet"
-PAPERS_FILE = "papers.parquet"
+    from mdcr.stage import PlanFacts
+
+FIXED_TYPES, POSITIVE = MDCR_FIXED_TYPES, MDCR_POSITIVE
 SHORT_FILE = "short_queries.parquet"
 SUMMARY_FILE = "summary.md"
 HF_DIR = "hf"
-STAGE = "benchmark"
 # The PCG64 draws per step of the random type (a constant: the stream must not depend
 # on anything but the seed).
 _RANDOM_BATCH = 64
@@ -100,12 +109,14 @@ class BenchmarkConfig:
         "(matched by their manifest's info.retriever)",
     )
     models: tuple[str, ...] = param(
-        PAPER_MODELS, help="models whose top candidates give the model-based negative types"
+        MDCR_MODELS, help="models whose top candidates give the model-based negative types"
     )
-    n_true: int = param(5, help="positives per query (sampled from its cited papers)")
-    n_per_type: int = param(10, help="negatives per candidate type")
-    top_n: int = param(200, help="model-based types sample from each model's top N ranks")
-    most_cited_n: int = param(200, help="most_cited samples from the field's N most-cited papers")
+    n_true: int = param(MDCR_POSITIVES, help="positives per query (sampled from its cited papers)")
+    n_per_type: int = param(MDCR_PER_TYPE, help="negatives per candidate type")
+    top_n: int = param(MDCR_TOP_N, help="model-based types sample from each model's top N ranks")
+    most_cited_n: int = param(
+        MDCR_MOST_CITED_N, help="most_cited samples from the field's N most-cited papers"
+    )
     pool_rep: int = param(0, help="repetition of the field-level pools whose runs are used")
     seed: int = param(0, help="master seed of every sample")
     splits: tuple[Literal["val", "test"], ...] = param(("val", "test"), help="splits to build")
@@ -143,79 +154,14 @@ class BenchmarkConfig:
             raise ConfigError(f"benchmark.splits: must be val and/or test, got {self.splits}")
 
 
-# ----------------------------------------------------------------------------- queries
-
-
-@dataclass
-class QueryList:
-    """One query's candidate list under construction."""
-
-    split: str
-    field: str
-    query_id: str
-    year: int
-    chosen: dict[str, list[str]] = dataclasses.field(default_factory=dict)
-    taken: set[str] = dataclasses.field(default_factory=set)
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.split, self.field, self.query_id)
-
-
-def type_seed(seed: int, q: QueryList, ctype: str) -> int:
-    from mdcr.pools.seeds import derive_seed
-
-    return derive_seed(seed, STAGE, q.split, q.field, q.query_id, ctype)
-
-
-def hash_order(ids: list[str], derived: int) -> list[str]:
-    """``ids`` ordered by their seeded sampling key (ties, never seen with md5, by id)."""
-    from mdcr.pools.seeds import sample_key
-
-    return sorted(set(ids), key=lambda p: (sample_key(derived, p), p))
-
-
-def take(
-    q: QueryList,
-    ctype: str,
-    ordered: list[str],
-    n: int,
-    exclude: set[str],
-    skipped: Counter[str],
-) -> int:
-    """Add the first ``n`` papers of ``ordered`` that are neither excluded nor taken."""
-    got = q.chosen.setdefault(ctype, [])
-    for pid in ordered:
-        if len(got) >= n:
-            break
-        if pid in exclude or pid == q.query_id:
-            continue
-        if pid in q.taken:
-            skipped[ctype] += 1
-            continue
-        got.append(pid)
-        q.taken.add(pid)
-    return len(got)
-
-
 # ----------------------------------------------------------------------------- loading
-
-
-def _arrow(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> pa.Table:
-    rel = con.sql(sql, params=params or None)
-    fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
-    table: pa.Table = fetch()
-    return table
 
 
 def load_queries(pools_dir: Path, cfg: BenchmarkConfig) -> pd.DataFrame:
     """The MDCR queries: field-level queries of the chosen splits and fields."""
-    import pandas as pd
+    from mdcr.artifacts import QUERIES
 
-    path = pools_dir / "queries.parquet"
-    if not path.is_file():
-        raise InputDataError(f"no queries.parquet in '{pools_dir}'; point pools to a pools output")
-    q = pd.read_parquet(path)
+    q = QUERIES.read_pandas(pools_dir)
     q = q[(q["setup"] == "field") & q["split"].isin(cfg.splits)]
     if cfg.fields:
         unknown = sorted(set(cfg.fields) - set(q["field"]))
@@ -235,26 +181,20 @@ def load_queries(pools_dir: Path, cfg: BenchmarkConfig) -> pd.DataFrame:
 
 
 def find_runs(runs: list[Path], models: tuple[str, ...], pools_dir: Path) -> dict[str, Path]:
-    """The run folder of each model, by the manifest's ``info.retriever``."""
-    from mdcr.store import artifact_fingerprint, read_manifest
+    """The run folder of each model, by the retriever name its stage recorded."""
+    from mdcr.artifacts import check_run_pools, run_info
 
     by_name: dict[str, Path] = {}
     for folder in runs:
-        manifest = read_manifest(folder) if folder.is_dir() else None
-        info = (manifest or {}).get("info", {})
-        name = info.get("retriever")
-        if not isinstance(name, str) or not name:
+        info = run_info(folder)
+        if info is None:
             raise ConfigError(
                 f"benchmark.runs: '{folder}' records no retriever name; give search/bm25 outputs"
             )
+        name = info.retriever
         if name in by_name:
             raise ConfigError(f"benchmark.runs: two runs are named '{name}'; give one per model")
-        recorded = info.get("pools_fingerprint")
-        if recorded is not None and recorded != artifact_fingerprint(pools_dir):
-            raise ManifestMismatchError(
-                f"run '{folder}' ({name}) was searched on other pools ({recorded}); give runs "
-                "on the pools passed as benchmark.pools"
-            )
+        check_run_pools(folder, pools_dir)
         by_name[name] = folder
     missing = [m for m in models if m not in by_name]
     if missing:
@@ -283,87 +223,6 @@ def pool_of(pool_meta: pd.DataFrame, split: str, field_name: str, rep: int) -> s
         f"no field-level pool '{want}'; pools of {field_name} ({split}): "
         f"{', '.join(sorted(ids)) or 'none'}; lower benchmark.pool_rep"
     )
-
-
-# ----------------------------------------------------------------------------- graph
-
-
-def create_graph_tables(con: duckdb.DuckDBPyConnection, citations: str, similarity: str) -> None:
-    """Create ``cq(q, c)``, ``nb(u, v)`` (undirected neighbours of every cited paper) and
-    ``gsim(q, c, sim)``. Needs table ``qids(q)``."""
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE cq AS SELECT DISTINCT citing_id AS q, cited_id AS c "
-        "FROM read_parquet(?) WHERE citing_id IN (SELECT q FROM qids) AND citing_id <> cited_id",
-        [citations],
-    )
-    con.execute("CREATE OR REPLACE TEMP TABLE cset AS SELECT DISTINCT c FROM cq")
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE nb AS SELECT DISTINCT u, v FROM ("
-        "  SELECT citing_id AS u, cited_id AS v FROM read_parquet(?) "
-        "  WHERE citing_id IN (SELECT c FROM cset) "
-        "  UNION ALL "
-        "  SELECT cited_id AS u, citing_id AS v FROM read_parquet(?) "
-        "  WHERE cited_id IN (SELECT c FROM cset)"
-        ") WHERE u <> v",
-        [citations, citations],
-    )
-    ratio = "i.inter::DOUBLE / least(nq, nc)" if similarity == "overlap" else "i.inter::DOUBLE"
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE gsim AS "
-        "WITH inter AS ("
-        "  SELECT a.q, a.c, count(*) AS inter FROM cq a "
-        "  JOIN nb ON nb.u = a.c JOIN cq b ON b.q = a.q AND b.c = nb.v "
-        "  GROUP BY a.q, a.c"
-        "), nq AS (SELECT q, count(*) AS nq FROM cq GROUP BY q), "
-        "nc AS (SELECT u AS c, count(*) AS nc FROM nb GROUP BY u) "
-        f"SELECT cq.q, cq.c, coalesce({ratio}, 0.0) AS sim "
-        "FROM cq JOIN nq USING (q) JOIN nc USING (c) "
-        "LEFT JOIN inter i ON i.q = cq.q AND i.c = cq.c"
-    )
-
-
-def graph_round(
-    con: duckdb.DuckDBPyConnection, todo: list[tuple[int, str, str, int, str, int]]
-) -> dict[int, list[str]]:
-    """Eligible neighbours of one cited paper per entry, in seeded-hash order.
-
-    ``todo`` rows are (key, query, cited paper, query year, salt, cap): neighbours of the
-    cited paper that the query does not cite, other than the query, with year <= the
-    query year, the first ``cap`` by ``md5(salt || id)``.
-    """
-    import pyarrow as pa
-
-    if not todo:
-        return {}
-    cols = list(zip(*todo, strict=True))
-    table = pa.table(
-        {
-            "k": pa.array(cols[0], pa.int64()),
-            "q": pa.array(cols[1], pa.string()),
-            "c": pa.array(cols[2], pa.string()),
-            "y": pa.array(cols[3], pa.int64()),
-            "salt": pa.array(cols[4], pa.string()),
-            "cap": pa.array(cols[5], pa.int64()),
-        }
-    )
-    con.register("round_arrow", table)
-    try:
-        res = _arrow(
-            con,
-            "SELECT r.k, nb.v FROM round_arrow r JOIN nb ON nb.u = r.c "
-            "JOIN pyear p ON p.paper_id = nb.v "
-            "WHERE nb.v <> r.q AND p.year <= r.y "
-            "AND NOT EXISTS (SELECT 1 FROM cq WHERE cq.q = r.q AND cq.c = nb.v) "
-            "QUALIFY row_number() OVER (PARTITION BY r.k ORDER BY md5(r.salt || nb.v), nb.v) "
-            "<= r.cap "
-            "ORDER BY r.k, md5(r.salt || nb.v), nb.v",
-        )
-    finally:
-        con.unregister("round_arrow")
-    out: dict[int, list[str]] = {}
-    for k, v in zip(res["k"].to_pylist(), res["v"].to_pylist(), strict=True):
-        out.setdefault(int(k), []).append(str(v))
-    return out
 
 
 # ----------------------------------------------------------------------------- stage
@@ -409,15 +268,12 @@ class Builder:
 
     def model_type(self, model: str, run: Path, pools: dict[tuple[str, str], str]) -> None:
         import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
-        from mdcr.index.runs import read_run
+        from mdcr.artifacts import RUNS
 
-        run_file = run / "runs.parquet" if run.is_dir() else run
-        read_run(run)  # checks the columns
         wanted = sorted(set(pools.values()))
-        table = pq.read_table(
-            run_file,
+        table = RUNS.read(
+            run,
             columns=["pool_id", "query_id", "paper_id", "rank"],
             filters=[("pool_id", "in", wanted), ("rank", "<=", self.cfg.top_n)],
         )
@@ -453,7 +309,7 @@ class Builder:
             return {}
         self.con.register("ids_arrow", pa.table({"paper_id": pa.array(sorted(ids), pa.string())}))
         try:
-            res = _arrow(
+            res = arrow_table(
                 self.con,
                 "SELECT p.paper_id, p.year FROM pyear p SEMI JOIN ids_arrow USING (paper_id)",
             )
@@ -469,56 +325,13 @@ class Builder:
         return out
 
     def graph(self) -> None:
-        from mdcr.pools.seeds import salt, sample_key
+        from mdcr.benchmark.graph import graph_negatives
 
         n = self.cfg.n_per_type
-        res = _arrow(self.con, "SELECT q, c, sim FROM gsim")
-        sims: dict[str, list[tuple[str, float]]] = {}
-        for qid, c, s in zip(
-            res["q"].to_pylist(), res["c"].to_pylist(), res["sim"].to_pylist(), strict=True
-        ):
-            sims.setdefault(str(qid), []).append((str(c), float(s)))
-        orders: list[list[str]] = []
-        for q in self.lists:
-            q.chosen.setdefault("graph", [])
-            visit_seed = type_seed(self.cfg.seed, q, "graph-visit")
-            orders.append(
-                [
-                    c
-                    for c, _ in sorted(
-                        sims.get(q.query_id, []),
-                        key=lambda cs, vs=visit_seed: (  # type: ignore[misc]
-                            -cs[1],
-                            sample_key(vs, cs[0]),
-                            cs[0],
-                        ),
-                    )
-                ]
-            )
-        pos = [0] * len(self.lists)
-        active = [i for i in range(len(self.lists)) if orders[i]]
-        rounds = 0
-        while active:
-            rounds += 1
-            todo = []
-            for i in active:
-                q = self.lists[i]
-                c = orders[i][pos[i]]
-                cap = n + len(q.taken)
-                s = salt(type_seed(self.cfg.seed, q, "graph"))
-                todo.append((i, q.query_id, c, q.year, s, cap))
-            found = graph_round(self.con, todo)
-            nxt = []
-            for i in active:
-                q = self.lists[i]
-                take(q, "graph", found.get(i, []), n, set(), self.skipped)
-                pos[i] += 1
-                if len(q.chosen["graph"]) < n and pos[i] < len(orders[i]):
-                    nxt.append(i)
-            active = nxt
-        for i, q in enumerate(self.lists):
+        rounds, visited = graph_negatives(self.con, self.lists, self.cfg.seed, n, self.skipped)
+        for q, n_cited in zip(self.lists, visited, strict=True):
             reason = (
-                f"the neighbourhoods of its {len(orders[i])} cited papers hold "
+                f"the neighbourhoods of its {n_cited} cited papers hold "
                 f"{len(q.chosen['graph'])} eligible papers"
             )
             self.note_short(q, "graph", n, reason)
@@ -530,7 +343,7 @@ class Builder:
         for q in self.lists:
             key = (q.field, q.year)
             if key not in cache:
-                res = _arrow(
+                res = arrow_table(
                     self.con,
                     "SELECT p.paper_id FROM pyear p JOIN pfields f USING (paper_id) "
                     "WHERE f.field = ? AND p.year <= ? ORDER BY p.n_in DESC, p.paper_id "
@@ -554,7 +367,7 @@ class Builder:
         pools: dict[int, Any] = {}
         for q in self.lists:
             if q.year not in pools:
-                res = _arrow(
+                res = arrow_table(
                     self.con,
                     "SELECT paper_id FROM pyear WHERE year <= ? ORDER BY paper_id",
                     [q.year],
@@ -583,9 +396,9 @@ class Builder:
 def _setup_db(con: duckdb.DuckDBPyConnection, papers: str, qids: list[str]) -> None:
     import pyarrow as pa
 
-    from mdcr.pools.db import _require_columns
+    from mdcr.pools.db import require_columns
 
-    _require_columns(
+    require_columns(
         con,
         Path(papers),
         {
@@ -613,7 +426,7 @@ def _setup_db(con: duckdb.DuckDBPyConnection, papers: str, qids: list[str]) -> N
 
 def _cited(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[str, int]]]:
     """Every query's cited papers (all years) with their years, from table ``cq``."""
-    res = _arrow(
+    res = arrow_table(
         con,
         "SELECT cq.q, cq.c, p.year FROM cq JOIN pyear p ON p.paper_id = cq.c ORDER BY cq.q, cq.c",
     )
@@ -628,7 +441,7 @@ def _cited(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[str, int]]]:
 def _rows(lists: list[QueryList]) -> pd.DataFrame:
     import pandas as pd
 
-    from mdcr.pools.formats import BENCHMARK_COLUMNS, sort_benchmark
+    from mdcr.benchmark.formats import BENCHMARK_COLUMNS, sort_benchmark
 
     rows = [
         (q.query_id, q.field, pid, ctype, q.split)
@@ -646,7 +459,7 @@ def _papers(con: duckdb.DuckDBPyConnection, papers: str, bench: pd.DataFrame) ->
     ids = sorted(set(bench["paper_id"]) | set(bench["query_id"]))
     con.register("bids", pa.table({"paper_id": pa.array(ids, pa.string())}))
     try:
-        df = _arrow(
+        df = arrow_table(
             con,
             "SELECT p.paper_id, coalesce(p.title, '') AS title, "
             "coalesce(p.abstract, '') AS abstract, CAST(p.year AS INTEGER) AS year "
@@ -667,7 +480,7 @@ def summary_markdown(
     """A readable account of the benchmark: counts per split, field and type."""
     import pandas as pd
 
-    from mdcr.pools.formats import type_order
+    from mdcr.benchmark.formats import type_order
 
     present = set(bench["candidate_type"].unique())
     types = [t for t in type_order([*cfg.models, *FIXED_TYPES, POSITIVE]) if t in present]
@@ -720,11 +533,11 @@ def summary_markdown(
     return "\n".join(lines) + "\n"
 
 
-def run(cfg: BenchmarkConfig, ctx: StageContext) -> None:
+def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
     import pandas as pd
 
-    from mdcr.pools.db import CorpusFiles, connect
-    from mdcr.pools.formats import (
+    from mdcr.artifacts import BENCHMARK, PAPERS, POOL_META, QUERIES
+    from mdcr.benchmark.formats import (
         check_benchmark,
         data_name,
         export_hf,
@@ -732,13 +545,15 @@ def run(cfg: BenchmarkConfig, ctx: StageContext) -> None:
         write_official,
         write_papers_jsonl,
     )
+    from mdcr.benchmark.graph import create_graph_tables
+    from mdcr.pools.db import CorpusFiles, connect
     from mdcr.store import artifact_fingerprint
 
     corpus = CorpusFiles.in_folder(ctx.input("corpus"))
     pools_dir = ctx.input("pools")
     queries = load_queries(pools_dir, cfg)
     run_dirs = find_runs(ctx.inputs.get("runs") or [], cfg.models, pools_dir)
-    pool_meta = pd.read_parquet(pools_dir / "pool_meta.parquet").astype({"pool_id": str})
+    pool_meta = POOL_META.read_pandas(pools_dir).astype({"pool_id": str})
     groups = sorted({(s, f) for s, f in zip(queries["split"], queries["field"], strict=True)})
     pools = {(s, f): pool_of(pool_meta, s, f, cfg.pool_rep) for s, f in groups}
     lists = [
@@ -790,7 +605,7 @@ def run(cfg: BenchmarkConfig, ctx: StageContext) -> None:
             )
         ctx.log(f"[benchmark] warning: {msg}; kept as they are, listed in {SHORT_FILE}")
 
-    bench.to_parquet(ctx.output(BENCHMARK_FILE, rows=len(bench)), index=False)
+    bench.to_parquet(BENCHMARK.output(ctx, rows=len(bench)), index=False)
     qtab = pd.DataFrame(
         {
             "query_id": [q.query_id for q in lists],
@@ -800,8 +615,8 @@ def run(cfg: BenchmarkConfig, ctx: StageContext) -> None:
             "year": [q.year for q in lists],
         }
     )
-    qtab.to_parquet(ctx.output(QUERIES_FILE, rows=len(qtab)), index=False)
-    papers.to_parquet(ctx.output(PAPERS_FILE, rows=len(papers)), index=False)
+    qtab.to_parquet(QUERIES.output(ctx, rows=len(qtab)), index=False)
+    papers.to_parquet(PAPERS.output(ctx, rows=len(papers)), index=False)
     short.to_parquet(ctx.output(SHORT_FILE, rows=len(short)), index=False)
     for split in [s for s in ("val", "test") if s in set(bench["split"])]:
         part = bench[bench["split"] == split]
@@ -843,20 +658,23 @@ def run(cfg: BenchmarkConfig, ctx: StageContext) -> None:
     )
 
 
-def plan(cfg: BenchmarkConfig, inputs: dict[str, list[Path]]) -> str:
+def plan_benchmark(
+    cfg: BenchmarkConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
+) -> StagePlan:
     """What the stage would build, for ``mdcr run --dry-run``."""
     from mdcr.planning import benchmark_estimate
 
     per = cfg.n_true + cfg.n_per_type * (len(cfg.models) + len(FIXED_TYPES))
     fields = f"{len(cfg.fields)} fields" if cfg.fields else "every field with field-level queries"
-    size = benchmark_estimate(cfg, inputs)
-    return (
+    size, facts = benchmark_estimate(cfg, inputs, upstream)
+    text = (
         f"MDCR benchmark for {', '.join(cfg.splits)} over {fields}: per query {cfg.n_true} "
         f"positives + {cfg.n_per_type} x ({', '.join([*cfg.models, *FIXED_TYPES])}) = {per} "
         f"candidates; model types from the top {cfg.top_n} of {len(inputs.get('runs', []))} "
         "run(s) on the field-level pools; writes benchmark.parquet, mdcr_<split>.json, "
         "mdcr_<split>_data.jsonl" + (", hf/" if cfg.hf_export else "") + f"\n{size}"
     )
+    return StagePlan(text, facts)
 
 
 SPEC = register(
@@ -864,9 +682,9 @@ SPEC = register(
         name="benchmark",
         version="1",
         config=BenchmarkConfig,
-        run=run,
+        run=run_benchmark,
         help="build the MDCR benchmark (5 positives + 6 x 10 negatives per field-level query)",
-        plan=plan,
+        plan=plan_benchmark,
         main_output=SUMMARY_FILE,
         command="benchmark build",
     )

@@ -20,16 +20,20 @@ mistakes. Here:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from mdcr.config import input_path, param
 from mdcr.errors import ConfigError, InputDataError
-from mdcr.stage import StageContext, StageSpec, register
+from mdcr.paper import MDCR_TOP_N
+from mdcr.stage import StageContext, StagePlan, StageSpec, register
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from mdcr.stage import PlanFacts
 
 ALL = "ALL"
 
@@ -41,7 +45,9 @@ class JaccardConfig:
         help="search/bm25 outputs on those pools, one per model (named by info.retriever)",
         multiple=True,
     )
-    top_n: int = param(200, help="each model's top N ranks hold its highest-ranked negatives")
+    top_n: int = param(
+        MDCR_TOP_N, help="each model's top N ranks hold its highest-ranked negatives"
+    )
     splits: tuple[Literal["val", "test"], ...] = param(
         ("val",), help="splits whose field-level queries are compared (validation: no test peek)"
     )
@@ -136,22 +142,17 @@ def suggest(matrix: pd.DataFrame, n: int) -> tuple[pd.DataFrame, list[str], list
     return pd.DataFrame(per_model).reset_index(drop=True), lowest, best
 
 
-def run(cfg: JaccardConfig, ctx: StageContext) -> None:
-    import pandas as pd
-
-    from mdcr.pools.mdcr_build import find_runs, pool_of
-    from mdcr.store import read_manifest
+def run_benchmark_jaccard(cfg: JaccardConfig, ctx: StageContext) -> None:
+    from mdcr.artifacts import POOL_META, QRELS, RUNS, run_info
+    from mdcr.benchmark.build import find_runs, pool_of
 
     pools_dir = ctx.input("pools")
     folders = ctx.inputs.get("runs") or []
-    names = []
-    for f in folders:
-        info = (read_manifest(f) or {}).get("info", {}) if f.is_dir() else {}
-        names.append(str(info.get("retriever", "")))
+    names = [info.retriever if (info := run_info(f)) else "" for f in folders]
     if len(folders) < 2:
         raise ConfigError("benchmark-jaccard.runs: give the runs of at least two models")
     run_dirs = find_runs(folders, tuple(names), pools_dir)
-    meta = pd.read_parquet(pools_dir / "pool_meta.parquet").astype({"pool_id": str})
+    meta = POOL_META.read_pandas(pools_dir).astype({"pool_id": str})
     field_meta = meta[(meta["setup"] == "field") & meta["split"].isin(cfg.splits)]
     if field_meta.empty:
         raise InputDataError(
@@ -160,7 +161,7 @@ def run(cfg: JaccardConfig, ctx: StageContext) -> None:
     groups = sorted(set(zip(field_meta["split"], field_meta["field"], strict=True)))
     pool_ids = sorted({pool_of(meta, s, f, cfg.pool_rep) for s, f in groups})
     field_of = dict(zip(meta["pool_id"], meta["field"], strict=True))
-    qrels = pd.read_parquet(pools_dir / "qrels.parquet").astype({"pool_id": str})
+    qrels = QRELS.read_pandas(pools_dir).astype({"pool_id": str})
     qrels = qrels[qrels["pool_id"].isin(pool_ids)]
     positives: dict[tuple[str, str], set[str]] = {}
     for pool, q, p in zip(qrels["pool_id"], qrels["query_id"], qrels["paper_id"], strict=True):
@@ -168,9 +169,8 @@ def run(cfg: JaccardConfig, ctx: StageContext) -> None:
     queries = sorted((pool, q, str(field_of[pool])) for pool, q in positives)
     sets = {}
     for name, folder in run_dirs.items():
-        run_file = folder / "runs.parquet" if folder.is_dir() else folder
         with ctx.timed(name):
-            sets[name] = negative_sets(run_file, pool_ids, positives, cfg.top_n)
+            sets[name] = negative_sets(RUNS.require(folder), pool_ids, positives, cfg.top_n)
     matrix = jaccard_table(sets, queries)
     per_model, lowest, best = suggest(matrix, cfg.n_select)
     matrix.to_parquet(ctx.output("jaccard.parquet", rows=len(matrix)), index=False)
@@ -224,8 +224,10 @@ def _markdown(
     return "\n".join(lines) + "\n"
 
 
-def plan(cfg: JaccardConfig, inputs: dict[str, list[Path]]) -> str:
-    return (
+def plan_benchmark_jaccard(
+    cfg: JaccardConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
+) -> StagePlan:
+    return StagePlan(
         f"Jaccard index of the top-{cfg.top_n} negatives of {len(inputs.get('runs', []))} "
         f"models on the field-level {', '.join(cfg.splits)} pools; suggest {cfg.n_select}"
     )
@@ -236,9 +238,9 @@ SPEC = register(
         name="benchmark-jaccard",
         version="1",
         config=JaccardConfig,
-        run=run,
+        run=run_benchmark_jaccard,
         help="Jaccard index of models' top negatives; suggests MDCR's model-based types",
-        plan=plan,
+        plan=plan_benchmark_jaccard,
         main_output="jaccard.md",
         command="benchmark jaccard",
     )

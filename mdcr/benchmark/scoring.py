@@ -24,13 +24,16 @@ plain mean over fields).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
 
+from mdcr.benchmark.formats import POSITIVE, type_order
 from mdcr.errors import ConfigError, InputDataError
-from mdcr.pools.formats import POSITIVE, type_order
+
+if TYPE_CHECKING:
+    from mdcr.eval.tables import Table
 
 Ties = Literal["paper_id", "trec_eval"]
 TIES: tuple[str, ...] = ("paper_id", "trec_eval")
@@ -212,19 +215,19 @@ def model_label(name: str) -> str:
 
 
 def field_label(field: str) -> str:
-    from mdcr.eval.paper import field_abbreviation
+    from mdcr.eval.published import field_abbreviation
 
     return field_abbreviation(field)
 
 
 def _field_order(fields: Sequence[str]) -> list[str]:
-    from mdcr.eval.paper import field_abbreviations
+    from mdcr.eval.published import field_abbreviations
 
     paper = list(field_abbreviations())
     return [f for f in paper if f in fields] + sorted(f for f in set(fields) if f not in paper)
 
 
-def table3(per_field: pd.DataFrame, macro: pd.DataFrame, split: str, name: str = "") -> object:
+def table3(per_field: pd.DataFrame, macro: pd.DataFrame, split: str, name: str = "") -> Table:
     """Table 3 layout: rows the fields and AVG; per retriever MAP and R@5 (x100)."""
     from mdcr.eval.tables import build_table
 
@@ -256,15 +259,15 @@ def table3(per_field: pd.DataFrame, macro: pd.DataFrame, split: str, name: str =
     return table
 
 
-def _bold_row_best(table: object, retrievers: list[str]) -> None:
+def _bold_row_best(table: Table, retrievers: list[str]) -> None:
     """Bold the best retriever of each row and metric (the paper bolds per field)."""
-    cells = table.cells  # type: ignore[attr-defined]
-    subs = list(dict.fromkeys(s for _, s in table.columns))  # type: ignore[attr-defined]
-    for r in table.rows:  # type: ignore[attr-defined]
+    cells = table.cells
+    subs = list(dict.fromkeys(s for _, s in table.columns))
+    for r in table.rows:
         for s in subs:
             vals = [
                 (cells[(r, c)].mean, c)
-                for c in table.columns  # type: ignore[attr-defined]
+                for c in table.columns
                 if c[1] == s and (r, c) in cells and not np.isnan(cells[(r, c)].mean)
             ]
             if len(vals) > 1:
@@ -273,7 +276,7 @@ def _bold_row_best(table: object, retrievers: list[str]) -> None:
                     cells[(r, c)].bold = v == best
 
 
-def table_ndcg(per_field: pd.DataFrame, macro: pd.DataFrame, split: str) -> object:
+def table_ndcg(per_field: pd.DataFrame, macro: pd.DataFrame, split: str) -> Table:
     """nDCG per field (rows fields and AVG, columns retrievers): the metric Table 3 omits."""
     from mdcr.eval.tables import build_table
 
@@ -301,7 +304,7 @@ def table_ndcg(per_field: pd.DataFrame, macro: pd.DataFrame, split: str) -> obje
     return table
 
 
-def table4(macro: pd.DataFrame, split: str) -> object:
+def table4(macro: pd.DataFrame, split: str) -> Table:
     """Table 4 layout: rows the retrievers and AVG; per candidate type MAP and R@5 (x100),
     each on the positives plus that type's negatives, macro-averaged over fields."""
     from mdcr.eval.tables import build_table

@@ -30,12 +30,11 @@ from typing import Any
 import pandas as pd
 
 from mdcr.errors import InputDataError, require
+from mdcr.paper import MDCR_FIXED_TYPES as FIXED_TYPES
+from mdcr.paper import MDCR_MODELS as PAPER_MODELS
+from mdcr.paper import MDCR_POSITIVE as POSITIVE
 from mdcr.store import atomic_path
 
-POSITIVE = "true"
-# Types made by fixed procedures; model-based types are named after their model.
-FIXED_TYPES = ("graph", "most_cited", "random")
-PAPER_MODELS = ("bm25", "specter", "scincl")
 BENCHMARK_COLUMNS = ["query_id", "field", "paper_id", "candidate_type", "split"]
 PAPER_COLUMNS = ["paper_id", "title", "abstract"]
 SPLITS = ("val", "test")
@@ -86,6 +85,41 @@ def sort_benchmark(df: pd.DataFrame) -> pd.DataFrame:
     )
     key = key.sort_values(["_s", "split", "field", "query_id", "_t", "paper_id"], kind="stable")
     return key[BENCHMARK_COLUMNS].reset_index(drop=True)
+
+
+def read_benchmark(folder: Path) -> pd.DataFrame:
+    """The internal benchmark rows of a ``benchmark`` or ``benchmark-import`` output."""
+    from mdcr.artifacts import BENCHMARK
+
+    return check_benchmark(BENCHMARK.read_pandas(folder), str(BENCHMARK.path(folder)))
+
+
+def read_texts(folder: Path) -> pd.DataFrame:
+    """The benchmark papers' ``paper_id, title, abstract`` (its data files, imported)."""
+    from mdcr.artifacts import PAPERS
+
+    if not PAPERS.exists(folder):
+        raise InputDataError(
+            f"no {PAPERS.file} (titles and abstracts) in '{folder}'; import the benchmark "
+            "with its mdcr_<split>_data.jsonl files"
+        )
+    return PAPERS.read_pandas(folder, columns=PAPER_COLUMNS).astype(str)
+
+
+def benchmark_splits(bench: pd.DataFrame, wanted: Sequence[str], where: str) -> list[str]:
+    """The splits of ``bench`` to use: all it has, or the ``wanted`` ones (which it must have)."""
+    from mdcr.errors import ConfigError
+
+    have = [s for s in SPLITS if s in set(bench["split"])]
+    if not wanted:
+        return have
+    missing = [s for s in wanted if s not in have]
+    if missing:
+        raise ConfigError(
+            f"{where}.splits: the benchmark has no '{missing[0]}' split; it has: "
+            f"{', '.join(have) or 'none'}"
+        )
+    return [s for s in have if s in wanted]
 
 
 # ------------------------------------------------------------------ official JSON

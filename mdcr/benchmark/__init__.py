@@ -1,0 +1,1 @@
+"""The MDCR benchmark (paper section 4): construction, formats, ranking and scoring."""

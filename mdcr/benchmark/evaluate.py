@@ -1,0 +1,362 @@
+"""``mdcr evaluate``: scoring encoders in one command, as a pipeline built in code.
+
+``evaluate(request, store)`` builds the steps a request needs and hands them to the same
+runner as ``mdcr run`` (:func:`mdcr.pipeline.run_pipeline`), so every step is a cached
+stage output and reuse comes from fingerprints alone:
+
+- on a benchmark (``--benchmark``: a benchmark build or import output, or the official
+  files, which a ``benchmark-import`` step reads): per encoder an ``encode`` and a
+  ``benchmark-rank`` step (``bm25``: a Lucene rank step; ``--scores``: a scores-file rank
+  step), then ``benchmark-score``. It prints MAP, nDCG and R@5 per field and the macro
+  average, as the original MDCR scorer prints them.
+- on pools (``--pools``): per encoder an ``encode`` and a ``search`` step (``bm25``: a
+  ``bm25`` step), then ``score`` and a ``report`` that adds the new rows to the score
+  outputs already made on those pools (found with ``Store.find``; for a retriever scored
+  twice the newest wins).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mdcr.errors import ConfigError
+from mdcr.paper import DEPTH, RECALL_K
+
+if TYPE_CHECKING:
+    from mdcr.pipeline import Pipeline, Step
+    from mdcr.store import Artifact, Store
+
+BM25 = "bm25"
+BENCHMARK_STAGES = ("benchmark", "benchmark-import")
+
+
+@dataclass(frozen=True)
+class EvaluateRequest:
+    """What ``mdcr evaluate`` was asked to do (its command-line options, typed)."""
+
+    encoders: tuple[str, ...] = ()
+    benchmark: Path | None = None
+    pools: Path | None = None
+    corpus: Path | None = None
+    scores: Path | None = None
+    name: str = ""
+    splits: tuple[str, ...] = ()
+    ties: str = "paper_id"
+    by_type: bool = True
+    k1: float | None = None
+    b: float | None = None
+    bm25_params: Path | None = None
+    encode_set: tuple[str, ...] = ()  # KEY=VALUE options of the encode stage
+    device: str | None = None
+
+    def check(self) -> None:
+        """One-line errors for requests that cannot work, before anything runs."""
+        from mdcr.encoders.registry import lookup
+
+        if self.pools is not None:
+            if self.benchmark is not None or self.scores is not None:
+                raise ConfigError(
+                    "evaluate: --pools cannot be combined with --benchmark or --scores"
+                )
+            if not self.encoders:
+                raise ConfigError("evaluate --pools: give --encoder SPEC (repeatable)")
+        else:
+            if self.benchmark is None:
+                raise ConfigError("evaluate: give --benchmark PATH (or --pools PATH)")
+            if not self.encoders and self.scores is None:
+                raise ConfigError("evaluate: give --encoder SPEC (repeatable) or --scores FILE")
+        for spec in self.encoders:
+            if spec != BM25:
+                lookup(spec)
+        if self.bm25_params is not None and (self.k1 is not None or self.b is not None):
+            raise ConfigError("evaluate: give either --bm25-params or --k1/--b, not both")
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """What an evaluation made: the final output and the ranks or runs per retriever."""
+
+    result: Path  # the benchmark-score or report output
+    retrievers: tuple[tuple[str, Path], ...]  # (encoder spec, rank or run output)
+    pools: Path | None = None  # pools mode: the pools scored on
+    earlier_scores: int = 0  # pools mode: earlier score outputs in the report
+
+
+# ---------------------------------------------------------------------------- steps
+
+
+def _step(step_id: str, stage: str, values: dict[str, Any]) -> Step:
+    from mdcr.config import from_mapping
+    from mdcr.pipeline import Step
+    from mdcr.stage import get_stage
+
+    spec = get_stage(stage)
+    return Step(step_id, spec, from_mapping(spec.config, values, f"evaluate:{step_id}"))
+
+
+def _encode_options(req: EvaluateRequest) -> dict[str, Any]:
+    """The encode stage's options from ``--encode-set`` and ``--device``, as typed values."""
+    from mdcr.config import from_mapping
+    from mdcr.encoders.stage import EncodeConfig
+    from mdcr.pipeline import parse_overrides
+
+    text = parse_overrides([f"encode.{s}" for s in req.encode_set]).get("encode", {})
+    if req.device:
+        text["device"] = req.device
+    for reserved in ("corpus", "targets", "encoder"):
+        if reserved in text:
+            raise ConfigError(f"--encode-set {reserved}: set by evaluate itself; leave it out")
+    parsed = from_mapping(
+        EncodeConfig, {"corpus": "", "encoder": "random", **text}, "--encode-set", from_text=True
+    )
+    return {k: getattr(parsed, k) for k in text}
+
+
+def _bm25_values(req: EvaluateRequest) -> dict[str, Any]:
+    if req.bm25_params is not None:
+        return {"params" if req.pools else "bm25_params": str(req.bm25_params)}
+    out: dict[str, Any] = {}
+    if req.k1 is not None:
+        out["k1"] = req.k1
+    if req.b is not None:
+        out["b"] = req.b
+    return out
+
+
+def _safe(spec: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in spec)
+
+
+def benchmark_pipeline(req: EvaluateRequest) -> tuple[Pipeline, list[tuple[str, str]]]:
+    """The steps that score ``req.encoders`` (and a scores file) on a benchmark.
+
+    Returns the pipeline and (encoder spec, rank step id) per retriever.
+    """
+    from mdcr.artifacts import stage_of
+    from mdcr.pipeline import Pipeline
+
+    path = req.benchmark
+    if path is None:
+        raise ConfigError("evaluate: give --benchmark PATH (or --pools PATH)")
+    if not path.exists():
+        raise ConfigError(f"--benchmark: '{path}' does not exist")
+    steps: list[Step] = []
+    made_by = stage_of(path) if path.is_dir() else None
+    if made_by in BENCHMARK_STAGES:
+        bench = str(path)
+    else:
+        from mdcr.artifacts import BENCHMARK
+
+        if path.is_dir() and BENCHMARK.exists(path):
+            raise ConfigError(
+                f"--benchmark: '{path}' has a benchmark.parquet but no manifest; give the "
+                "official files or a benchmark stage output"
+            )
+        steps.append(_step("import", "benchmark-import", {"source": str(path)}))
+        bench = "@import"
+    splits = list(req.splits)
+    ranks: list[tuple[str, str]] = []
+    for i, spec in enumerate(req.encoders):
+        rank_id = f"rank_{i}_{_safe(spec)}"
+        if spec == BM25:
+            values = {"benchmark": bench, "method": "bm25", "splits": splits, **_bm25_values(req)}
+        else:
+            enc_id = f"encode_{i}_{_safe(spec)}"
+            steps.append(
+                _step(
+                    enc_id,
+                    "encode",
+                    {"corpus": bench, "targets": [bench], "encoder": spec, **_encode_options(req)},
+                )
+            )
+            values = {"benchmark": bench, "embeddings": f"@{enc_id}", "splits": splits}
+        steps.append(_step(rank_id, "benchmark-rank", values))
+        ranks.append((spec, rank_id))
+    if req.scores is not None:
+        values = {
+            "benchmark": bench,
+            "method": "scores",
+            "scores_file": str(req.scores),
+            "retriever": req.name,
+            "splits": splits,
+        }
+        steps.append(_step("rank_scores", "benchmark-rank", values))
+        ranks.append((req.name or req.scores.stem, "rank_scores"))
+    score = {
+        "benchmark": bench,
+        "ranks": [f"@{r}" for _, r in ranks],
+        "splits": splits,
+        "ties": req.ties,
+        "by_type": req.by_type,
+    }
+    steps.append(_step("score", "benchmark-score", score))
+    return Pipeline("evaluate", Path("evaluate"), None, tuple(steps)), ranks
+
+
+def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[tuple[str, str]]]:
+    """The steps that search and score ``req.encoders`` on pools (the report comes after).
+
+    Returns the pipeline and (encoder spec, run step id) per retriever. The score step uses
+    the depth and R@k of the newest earlier score output on the pools, so that the report
+    compares like with like.
+    """
+    from mdcr.artifacts import input_paths, scores_on_pools, stage_of
+    from mdcr.pipeline import Pipeline
+    from mdcr.store import artifact_fingerprint
+
+    pools = req.pools
+    if pools is None or stage_of(pools) != "pools":
+        raise ConfigError(f"--pools: '{pools}' is not a pools stage output")
+    corpus = req.corpus
+    if corpus is None:
+        made_from = input_paths(pools, "corpus")
+        if not made_from:
+            raise ConfigError("--pools: the pools' manifest names no corpus; give --corpus")
+        corpus = made_from[0]
+    if not corpus.exists():
+        raise ConfigError(f"--corpus: '{corpus}' does not exist; give the prefilter output")
+    splits = list(req.splits) or ["test"]
+    steps: list[Step] = []
+    runs: list[tuple[str, str]] = []
+    for i, spec in enumerate(req.encoders):
+        run_id = f"run_{i}_{_safe(spec)}"
+        if spec == BM25:
+            values = {"corpus": str(corpus), "pools": str(pools), "splits": splits}
+            steps.append(_step(run_id, "bm25", {**values, **_bm25_values(req)}))
+        else:
+            enc_id = f"encode_{i}_{_safe(spec)}"
+            encode = {"corpus": str(corpus), "targets": [str(pools)], "encoder": spec}
+            steps.append(_step(enc_id, "encode", {**encode, **_encode_options(req)}))
+            search: dict[str, Any] = {"pools": str(pools), "embeddings": f"@{enc_id}"}
+            if req.device:
+                search["device"] = req.device
+            steps.append(_step(run_id, "search", search))
+        runs.append((spec, run_id))
+    earlier = scores_on_pools(store, artifact_fingerprint(pools))
+    depth, recall_k = (
+        (earlier[-1][2].depth, earlier[-1][2].recall_k) if earlier else (DEPTH, RECALL_K)
+    )
+    score = {
+        "pools": str(pools),
+        "runs": [f"@{r}" for _, r in runs],
+        "depth": depth,
+        "recall_k": recall_k,
+    }
+    steps.append(_step("score", "score", score))
+    return Pipeline("evaluate", Path("evaluate"), None, tuple(steps)), runs
+
+
+def report_pipeline(req: EvaluateRequest, store: Store, scored: Path) -> tuple[Pipeline, int]:
+    """The report of a new score output beside the earlier ones on the same pools.
+
+    Earlier score outputs are found with ``Store.find``; one holding a retriever that is
+    scored later (or now) is left out, so each retriever's newest scores are reported.
+    Returns the pipeline and the number of earlier outputs it includes.
+    """
+    from mdcr.artifacts import score_info, scores_on_pools
+    from mdcr.pipeline import Pipeline
+
+    found = score_info(scored)
+    if found is None:
+        raise ConfigError(f"'{scored}' is not a score output")
+    new = found[1]
+    chosen: list[Path] = []
+    taken = set(new.retrievers)
+    for _, folder, info in reversed(scores_on_pools(store, new.pools_fingerprint)):
+        if folder == scored or info.retrievers & taken:
+            continue
+        chosen.append(folder)
+        taken |= info.retrievers
+    report = {
+        "scores": [*(str(p) for p in sorted(chosen)), str(scored)],
+        "splits": list(req.splits) or ["test"],
+        "paper_comparison": True,
+    }
+    steps = (_step("report", "report", report),)
+    return Pipeline("evaluate", Path("evaluate"), None, steps), len(chosen)
+
+
+def evaluate(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Evaluated:
+    """Build the request's pipeline and run it through the store; see the module docstring."""
+    from mdcr.pipeline import run_pipeline
+
+    req.check()
+    if req.pools is None:
+        pipeline, ranks = benchmark_pipeline(req)
+        results: dict[str, Artifact] = run_pipeline(pipeline, store, quiet=quiet)
+        return Evaluated(
+            results["score"].path, tuple((spec, results[step].path) for spec, step in ranks)
+        )
+    pipeline, runs = pools_pipeline(req, store)
+    results = run_pipeline(pipeline, store, quiet=quiet)
+    report, n_earlier = report_pipeline(req, store, results["score"].path)
+    reported = run_pipeline(report, store, quiet=quiet)
+    return Evaluated(
+        reported["report"].path,
+        tuple((spec, results[step].path) for spec, step in runs),
+        req.pools,
+        n_earlier,
+    )
+
+
+# ---------------------------------------------------------------------------- output
+
+
+def _scores_out(template: Path, encoder: str, split: str, n_enc: int, n_split: int) -> Path:
+    text = str(template)
+    if n_enc > 1 and "{encoder}" not in text:
+        raise ConfigError("--scores-out: several encoders; put {encoder} in the path")
+    if n_split > 1 and "{split}" not in text:
+        raise ConfigError("--scores-out: several splits; put {split} in the path, or give --split")
+    safe = encoder.replace("/", "_").replace(":", "_")
+    return Path(text.replace("{encoder}", safe).replace("{split}", split))
+
+
+def write_scores_out(template: Path, done: Evaluated) -> None:
+    """Copy each rank's scores file for the original scorer to the path ``template`` names."""
+    import shutil
+
+    from mdcr.artifacts import rank_info
+    from mdcr.store import atomic_path
+
+    for spec, folder in done.retrievers:
+        splits = rank_info(folder).splits
+        for split in splits:
+            target = _scores_out(template, spec, split, len(done.retrievers), len(splits))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(target) as tmp:
+                shutil.copyfile(folder / f"scores_{split}.json", tmp)
+            print(f"scores for the original scorer ({spec}, {split}): {target}", file=sys.stderr)
+
+
+def print_results(done: Evaluated) -> None:
+    """The original scorer's printout per retriever and split, then the report's path."""
+    if done.pools is not None:
+        from mdcr.artifacts import run_info
+
+        names = sorted(
+            info.retriever for _, f in done.retrievers if (info := run_info(f)) is not None
+        )
+        print(
+            f"scored {', '.join(names)} on {done.pools}; with {done.earlier_scores} earlier "
+            "score output(s)"
+        )
+        print(f"report: {done.result / 'report.md'}")
+        return
+    from mdcr.benchmark.score import read_official_results
+    from mdcr.benchmark.scoring import order_retrievers
+
+    official = read_official_results(done.result)
+    for name in order_retrievers(list(official)):
+        for split, fields in official[name].items():
+            print(f"{name} on MDCR {split}:")
+            for field, m in fields.items():
+                if field == "AVG":
+                    continue
+                print("\t".join([field] + [f"{k}: {v:g}" for k, v in m.items()]))
+            print("\t".join(["AVG"] + [f"{k}: {v:g}" for k, v in fields["AVG"].items()]))
+            print()
+    print(f"report: {done.result / 'report.md'}")

@@ -1,0 +1,272 @@
+"""Stage ``benchmark-score`` (``mdcr benchmark score``): MAP, nDCG and R@5 on a benchmark.
+
+Per field and macro-averaged, with the original MDCR scorer's semantics
+(:mod:`mdcr.benchmark.scoring`), the candidate-type analysis, and the Table 3 / Table 4
+layouts, written through the one report model (:mod:`mdcr.eval.document`): ``report.md``,
+``report.json`` and ``tables/``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from mdcr.config import input_path, param
+from mdcr.errors import ConfigError, ManifestMismatchError
+from mdcr.stage import StageContext, StageSpec, register
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from mdcr.artifacts import RankInfo
+    from mdcr.eval.document import Section
+
+OFFICIAL_JSON = "official.json"
+
+
+@dataclass(frozen=True)
+class BenchScoreConfig:
+    benchmark: str = input_path(help="benchmark build or import output")
+    ranks: tuple[str, ...] = input_path(help="benchmark-rank outputs", multiple=True)
+    splits: tuple[Literal["val", "test"], ...] = param(
+        (), help="splits to score; empty = every split the ranks cover"
+    )
+    ties: Literal["paper_id", "trec_eval"] = param(
+        "paper_id",
+        help="tied scores: paper_id ascending (the project's rule) or paper_id descending "
+        "(trec_eval's, i.e. the original scorer's)",
+    )
+    by_type: bool = param(True, help="also score each candidate type alone (Table 4)")
+    title: str = param("MDCR benchmark results", help="the report's title")
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One benchmark-rank output: its info, its pair scores and its folder."""
+
+    info: RankInfo
+    scores: pd.DataFrame
+    folder: Path
+
+    @property
+    def name(self) -> str:
+        return self.info.retriever
+
+
+def _load_ranks(folders: list[Path], bench_fp: str) -> list[Ranked]:
+    from mdcr.artifacts import PAIR_SCORES, rank_info
+
+    out = []
+    names: set[str] = set()
+    for folder in folders:
+        info = rank_info(folder)
+        if info.retriever in names:
+            raise ConfigError(f"benchmark-score.ranks: retriever '{info.retriever}' is given twice")
+        names.add(info.retriever)
+        if info.benchmark_fingerprint != bench_fp:
+            raise ManifestMismatchError(
+                f"'{folder}' ({info.retriever}) ranks another benchmark "
+                f"({info.benchmark_fingerprint}); rank this one"
+            )
+        out.append(Ranked(info, PAIR_SCORES.read_pandas(folder), folder))
+    return out
+
+
+def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
+    import pandas as pd
+
+    from mdcr.artifacts import BENCHMARK_METRICS
+    from mdcr.benchmark.formats import read_benchmark
+    from mdcr.benchmark.scoring import field_means, macro_means, per_query_metrics
+    from mdcr.eval.document import Report, write_report
+    from mdcr.store import artifact_fingerprint
+
+    folder = ctx.input("benchmark")
+    bench = read_benchmark(folder)
+    ranks = _load_ranks(ctx.inputs.get("ranks") or [], artifact_fingerprint(folder))
+    if not ranks:
+        raise ConfigError("benchmark-score.ranks: give at least one benchmark-rank output")
+    covered = sorted(set.intersection(*(set(r.scores["split"]) for r in ranks)))
+    splits = [s for s in ("val", "test") if s in covered and (not cfg.splits or s in cfg.splits)]
+    if not splits:
+        raise ConfigError(
+            f"benchmark-score.splits: the ranks cover {', '.join(covered) or 'no split'} together"
+        )
+    frames = []
+    for r in ranks:
+        for split in splits:
+            b = bench[bench["split"] == split]
+            s = r.scores[r.scores["split"] == split]
+            with ctx.timed(f"metrics_{r.name}_{split}"):
+                pq_ = per_query_metrics(b, s, ties=cfg.ties, by_type=cfg.by_type)
+            frames.append(pq_.assign(retriever=r.name))
+    per_query = pd.concat(frames, ignore_index=True)
+    cols = ["retriever", "split", "subset", "field", "query_id", "metric", "value"]
+    per_query = per_query[cols].sort_values(cols[:-1], kind="stable").reset_index(drop=True)
+    per_field = field_means(per_query)
+    macro = macro_means(per_field)
+    per_query.to_parquet(BENCHMARK_METRICS.output(ctx, rows=len(per_query)), index=False)
+    per_field.to_parquet(ctx.output("per_field.parquet", rows=len(per_field)), index=False)
+    macro.to_parquet(ctx.output("macro.parquet", rows=len(macro)), index=False)
+    official = _official(per_field, [r.name for r in ranks], splits)
+    (ctx.out / OFFICIAL_JSON).write_text(json.dumps(official, indent=2, sort_keys=True) + "\n")
+    ctx.output(OFFICIAL_JSON)
+
+    report = Report(cfg.title, _method_lines(cfg, bench, ranks))
+    report.sections = [_split_section(cfg, split, per_field, macro, ranks) for split in splits]
+    write_report(report, ctx)
+    ctx.record("retrievers", [r.name for r in ranks])
+    ctx.record("splits", splits)
+    ctx.record("ties", cfg.ties)
+    ctx.record("benchmark_fingerprint", artifact_fingerprint(folder))
+    ctx.record(
+        "macro",
+        {
+            f"{r.retriever}|{r.split}|{r.subset}|{r.metric}": round(float(r.value), 6)  # type: ignore[arg-type]
+            for r in macro.itertuples(index=False)
+        },
+    )
+
+
+def _official(per_field: pd.DataFrame, names: list[str], splits: list[str]) -> dict[str, Any]:
+    """What the original scorer prints, per retriever and split: fields and AVG, rounded."""
+    from mdcr.benchmark.scoring import official_round
+
+    official: dict[str, Any] = {}
+    for name in names:
+        for split in splits:
+            sub = per_field[
+                (per_field["retriever"] == name)
+                & (per_field["split"] == split)
+                & (per_field["subset"] == "all")
+            ]
+            fields, avg = official_round(sub)
+            entry = {
+                f: {
+                    m.replace("@", "_"): float(v)
+                    for m, v in zip(g["metric"], g["value"], strict=True)
+                }
+                for f, g in fields.groupby("field", sort=True)
+            }
+            entry["AVG"] = {
+                m.replace("@", "_"): float(v)
+                for m, v in zip(avg["metric"], avg["value"], strict=True)
+            }
+            official.setdefault(name, {})[split] = entry
+    return official
+
+
+def _split_section(
+    cfg: BenchScoreConfig,
+    split: str,
+    per_field: pd.DataFrame,
+    macro: pd.DataFrame,
+    ranks: list[Ranked],
+) -> Section:
+    from mdcr.benchmark.scoring import summary_lines, table3, table4, table_ndcg
+    from mdcr.eval.document import Section
+
+    s = Section(split)
+    s.tables += [table3(per_field, macro, split), table_ndcg(per_field, macro, split)]
+    if cfg.by_type:
+        s.tables.append(table4(macro, split))
+    if split == "test":
+        s.body += _paper_lines(macro)
+    s.body += ["Original scorer's printout (x100, rounded as `evaluate.py` rounds):", ""]
+    for r in ranks:
+        s.body += [f"`{r.name}`:", "", "```", *summary_lines(per_field, split, r.name), "```", ""]
+    return s
+
+
+def _method_lines(cfg: BenchScoreConfig, bench: pd.DataFrame, ranks: list[Ranked]) -> list[str]:
+    sizes = bench.groupby(["split", "field", "query_id"]).size()
+    lines = [
+        "Metrics as the original MDCR scorer computes them: binary relevance (a candidate is "
+        "relevant iff it is in the query's `true` list), MAP and nDCG over each query's whole "
+        "candidate list (no cut-off), recall at 5; the mean over a field's queries, then the "
+        "plain mean over fields (AVG). Values are x100.",
+        "Ties: "
+        + (
+            "paper_id ascending."
+            if cfg.ties == "paper_id"
+            else "trec_eval's (paper_id descending)."
+        ),
+        f"Queries: {sizes.groupby(level=0).size().to_dict()}; candidates per query: "
+        f"{int(sizes.min())}-{int(sizes.max())}.",
+        "Candidate-type table: each query scored on its positives plus only that type's "
+        "negatives, aggregated the same way; the AVG row is the mean over the retrievers.",
+        "",
+        "Retrievers:",
+        "",
+    ]
+    for r in ranks:
+        extra = f" ({r.info.detail})" if r.info.detail else ""
+        lines.append(f"- `{r.name}`: {r.info.method}{extra}, `{r.folder}`")
+    return lines
+
+
+def _paper_lines(macro: pd.DataFrame) -> list[str]:
+    """Our AVG next to the paper's (Tables 3 and 4) for the paper's models."""
+    from mdcr.benchmark.scoring import TYPE_LABELS
+    from mdcr.encoders.registry import paper_names
+    from mdcr.eval.published import paper_values
+
+    ids = paper_names()
+    mine = macro[(macro["split"] == "test") & macro["retriever"].isin(list(ids))]
+    if mine.empty:
+        return []
+    paper = paper_values()
+    label = {"map": "MAP", "recall@5": "R@5"}
+    rows = []
+    for r in mine.itertuples(index=False):
+        if r.metric not in label:
+            continue
+        model = ids[str(r.retriever)]
+        if r.subset == "all":
+            sel = (paper["table"] == "table3") & (paper["column"] == "AVG")
+        else:
+            sel = (paper["table"] == "table4") & (
+                paper["column"] == TYPE_LABELS.get(str(r.subset), "")
+            )
+        sel &= (paper["model"] == model) & (paper["metric"] == label[str(r.metric)])
+        if sel.any():
+            pv = float(paper.loc[sel, "value"].iloc[0])
+            what = "all" if r.subset == "all" else str(r.subset)
+            ours = 100 * float(r.value)  # type: ignore[arg-type]
+            rows.append(f"| {model} | {what} | {label[str(r.metric)]} | {ours:.1f} | {pv:.1f} |")
+    if not rows:
+        return []
+    return [
+        "Comparison with the paper (test, AVG over fields; the paper's benchmark is built on "
+        "full S2ORC, so only the same construction and models give comparable numbers):",
+        "",
+        "| model | candidates | metric | ours | paper |",
+        "|---|---|---|---:|---:|",
+        *rows,
+        "",
+    ]
+
+
+SPEC = register(
+    StageSpec(
+        name="benchmark-score",
+        version="2",
+        config=BenchScoreConfig,
+        run=run_benchmark_score,
+        help="MAP, nDCG, R@5 on a benchmark (original scorer's semantics), Tables 3 and 4",
+        main_output="report.md",
+        command="benchmark score",
+    )
+)
+
+
+def read_official_results(folder: Path) -> dict[str, Any]:
+    """``{retriever: {split: {field or AVG: {metric: value}}}}`` as the original scorer prints."""
+    from mdcr.errors import InputDataError
+
+    path = folder / OFFICIAL_JSON
+    if not path.is_file():
+        raise InputDataError(f"no {OFFICIAL_JSON} in '{folder}'; point to a benchmark-score output")
+    return json.loads(path.read_text())  # type: ignore[no-any-return]
