@@ -347,7 +347,7 @@ def print_results(done: Evaluated) -> None:
         print(f"report: {done.result / 'report.md'}")
         return
     from mdcr.benchmark.score import read_official_results
-    from mdcr.benchmark.scoring import order_retrievers
+    from mdcr.eval.published import order_retrievers
 
     official = read_official_results(done.result)
     for name in order_retrievers(list(official)):

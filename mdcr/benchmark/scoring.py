@@ -23,7 +23,6 @@ plain mean over fields).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -31,6 +30,8 @@ import pandas as pd
 
 from mdcr.benchmark.formats import POSITIVE, type_order
 from mdcr.errors import ConfigError, InputDataError
+from mdcr.eval.published import field_order, order_retrievers, retriever_label
+from mdcr.paper import field_abbreviation
 
 if TYPE_CHECKING:
     from mdcr.eval.tables import Table
@@ -48,17 +49,6 @@ TYPE_LABELS = {
     "most_cited": "Most cited",
     "random": "Random",
 }
-MODEL_LABELS = {
-    "bm25": "BM25",
-    "scibert": "SciBERT",
-    "specter": "Specter",
-    "scincl": "SciNCL",
-    "aspire-bm": "Aspire-BM",
-    "aspire-cs": "Aspire-CS",
-    "minilm": "MiniLM",
-    "random": "Random",
-}
-PAPER_ORDER = ("bm25", "scibert", "specter", "scincl", "aspire-bm", "aspire-cs")
 AVG = "AVG"
 _SEP = "\x1f"
 
@@ -203,30 +193,6 @@ def official_round(per_field: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
     return fields, avg
 
 
-def order_retrievers(names: Sequence[str]) -> list[str]:
-    """The paper's models in its order, then the others alphabetically, random last."""
-    known = [n for n in PAPER_ORDER if n in names]
-    others = sorted(n for n in set(names) if n not in PAPER_ORDER and n != "random")
-    return known + others + (["random"] if "random" in names else [])
-
-
-def model_label(name: str) -> str:
-    return MODEL_LABELS.get(name, name)
-
-
-def field_label(field: str) -> str:
-    from mdcr.eval.published import field_abbreviation
-
-    return field_abbreviation(field)
-
-
-def _field_order(fields: Sequence[str]) -> list[str]:
-    from mdcr.eval.published import field_abbreviations
-
-    paper = list(field_abbreviations())
-    return [f for f in paper if f in fields] + sorted(f for f in set(fields) if f not in paper)
-
-
 def table3(per_field: pd.DataFrame, macro: pd.DataFrame, split: str, name: str = "") -> Table:
     """Table 3 layout: rows the fields and AVG; per retriever MAP and R@5 (x100)."""
     from mdcr.eval.tables import build_table
@@ -236,7 +202,7 @@ def table3(per_field: pd.DataFrame, macro: pd.DataFrame, split: str, name: str =
     data = pd.concat([pf, mc.assign(field=AVG)], ignore_index=True)
     data = data[data["metric"].isin(("map", "recall@5"))]
     retrievers = order_retrievers(sorted(data["retriever"].unique()))
-    fields = [*_field_order(sorted(pf["field"].unique())), AVG]
+    fields = [*field_order(sorted(pf["field"].unique())), AVG]
     table = build_table(
         data,
         name=name or f"mdcr_{split}_table3",
@@ -248,8 +214,8 @@ def table3(per_field: pd.DataFrame, macro: pd.DataFrame, split: str, name: str =
         rows=fields,
         cols=retrievers,
         subs=["map", "recall@5"],
-        row_labels=lambda f: f if f == AVG else field_label(f),
-        col_labels=model_label,
+        row_labels=lambda f: f if f == AVG else field_abbreviation(f),
+        col_labels=retriever_label,
         sub_labels=METRIC_LABELS,
         row_header="Fields",
         bold_best=False,
@@ -293,10 +259,10 @@ def table_ndcg(per_field: pd.DataFrame, macro: pd.DataFrame, split: str) -> Tabl
         col=None,
         sub="retriever",
         value="value",
-        rows=[*_field_order(sorted(pf["field"].unique())), AVG],
+        rows=[*field_order(sorted(pf["field"].unique())), AVG],
         subs=retrievers,
-        row_labels=lambda f: f if f == AVG else field_label(f),
-        sub_labels=model_label,
+        row_labels=lambda f: f if f == AVG else field_abbreviation(f),
+        sub_labels=retriever_label,
         row_header="Fields",
         rule_before=[AVG],
     )
@@ -326,8 +292,8 @@ def table4(macro: pd.DataFrame, split: str) -> Table:
         rows=[*retrievers, AVG],
         cols=types,
         subs=["map", "recall@5"],
-        row_labels=lambda r: r if r == AVG else model_label(r),
-        col_labels=lambda t: TYPE_LABELS.get(str(t), model_label(str(t))),
+        row_labels=lambda r: r if r == AVG else retriever_label(r),
+        col_labels=lambda t: TYPE_LABELS.get(str(t), retriever_label(str(t))),
         sub_labels=METRIC_LABELS,
         row_header="Models",
         bold_best=True,
@@ -345,7 +311,7 @@ def summary_lines(per_field: pd.DataFrame, split: str, retriever: str) -> list[s
     ]
     fields, avg = official_round(sub)
     lines = []
-    for field in _field_order(sorted(fields["field"].unique())):
+    for field in field_order(sorted(fields["field"].unique())):
         f = fields[fields["field"] == field].set_index("metric")["value"]
         lines.append(
             "\t".join([field] + [f"{m.replace('@', '_')}: {f[m]:g}" for m in MDCR_METRICS])

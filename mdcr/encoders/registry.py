@@ -481,7 +481,7 @@ for _entry in (
         _minilm,
         ("max_length", "pooling", "metric", "input_format", "layers"),
         identify=_minilm_identity,
-        label="all-MiniLM-L6-v2",
+        label="MiniLM",
         dim=384,
     ),
     EncoderEntry(
@@ -489,7 +489,7 @@ for _entry in (
         "seeded random unit vectors from (seed, paper_id): the chance floor",
         _random,
         ("dim", "seed"),
-        label="random",
+        label="Random",
         torch_model=False,
     ),
 ):

@@ -13,6 +13,7 @@ same metric definition (MAP and nDCG at depth 500, R@30; MDCR: R@5).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -20,14 +21,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mdcr.paper import MAG_FIELDS
+
 # The paper's column label -> our metric name.
 PAPER_METRICS = {"MAP": "map@500", "nDCG": "ndcg@500", "R@30": "recall@30", "R@5": "recall@5"}
-SIZE_LABELS = {200000: "200k", 500000: "500k", 1000000: "1M", 2000000: "2M"}
+RANDOM = "random"
 
 
 @lru_cache(maxsize=1)
 def load_paper() -> dict[str, Any]:
-    """The parsed ``paper_results.json`` (source citation, abbreviations, tables)."""
+    """The parsed ``paper_results.json`` (source citation, tables)."""
     text = resources.files("mdcr").joinpath("data/paper_results.json").read_text("utf-8")
     return json.loads(text)  # type: ignore[no-any-return]
 
@@ -36,36 +39,45 @@ def citation() -> str:
     return str(load_paper()["source"]["citation"])
 
 
-def field_abbreviations() -> dict[str, str]:
-    """MAG field name -> the paper's abbreviation (Appendix A.2)."""
-    return dict(load_paper()["field_abbreviations"])
-
-
-def field_abbreviation(field: str) -> str:
-    """The paper's abbreviation of a MAG field name (the name itself if it has none)."""
-    return field_abbreviations().get(field, field)
-
-
-def model_ids() -> dict[str, str]:
-    """The paper's model name -> our registry name (``Aspire-BM`` -> ``aspire-bm``)."""
-    return dict(load_paper()["model_ids"])
-
-
 def paper_model_name(retriever: str) -> str | None:
     """The paper's name of one of our retrievers, or None when the paper has no such model."""
-    inverse = {v: k for k, v in model_ids().items()}
-    return inverse.get(retriever)
+    from mdcr.encoders.registry import paper_names
+
+    return paper_names().get(retriever)
 
 
-def size_label(size: int) -> str:
-    """Pool-size label as the paper writes it (200k, 1M), else a compact form."""
-    if size in SIZE_LABELS:
-        return SIZE_LABELS[size]
-    if size >= 1_000_000 and size % 1_000_000 == 0:
-        return f"{size // 1_000_000}M"
-    if size >= 1000 and size % 1000 == 0:
-        return f"{size // 1000}k"
-    return str(size)
+def paper_retrievers() -> list[str]:
+    """Our names of the paper's models, in the order of the paper's tables."""
+    from mdcr.encoders.registry import paper_names
+
+    ours = {paper: name for name, paper in paper_names().items()}
+    order: list[str] = []
+    for t in load_paper()["tables"].values():
+        models = t["groups"] if t["rows_are"] != "model" else list(t["rows"])
+        order += [ours[m] for m in models if m in ours and ours[m] not in order]
+    return order
+
+
+def order_retrievers(names: Sequence[str]) -> list[str]:
+    """The paper's models in its order, then the others alphabetically, random last."""
+    paper = paper_retrievers()
+    known = [n for n in paper if n in names]
+    others = sorted(n for n in set(names) if n not in paper and n != RANDOM)
+    return known + others + ([RANDOM] if RANDOM in names else [])
+
+
+def retriever_label(name: str) -> str:
+    """A retriever's display name: the paper's for its models, else the registry's label."""
+    from mdcr.encoders.registry import entry_for, paper_names
+
+    entry = entry_for(name)
+    return paper_names().get(name) or (entry.label if entry and entry.label else name)
+
+
+def field_order(fields: Sequence[str]) -> list[str]:
+    """Fields in the paper's order (Table 5), then the others alphabetically."""
+    known = [f for f in MAG_FIELDS if f in fields]
+    return known + sorted(f for f in set(fields) if f not in MAG_FIELDS)
 
 
 def paper_values() -> pd.DataFrame:
@@ -112,8 +124,10 @@ def compare_with_paper(ours: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     paper = paper_values()
     paper = paper[paper["setup"].isin(["dataset", "field"])].copy()
     paper["metric_name"] = paper["metric"].map(PAPER_METRICS)
-    ids = model_ids()
-    paper["retriever"] = paper["model"].map(ids)
+    from mdcr.encoders.registry import paper_names
+
+    retriever_of = {model: name for name, model in paper_names().items()}
+    paper["retriever"] = paper["model"].map(retriever_of)
     mine = ours.rename(columns={"metric": "metric_name", "value": "ours"})
     merged = paper.merge(
         mine[["setup", "retriever", "column", "size", "metric_name", "ours"]],

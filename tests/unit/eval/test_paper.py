@@ -8,13 +8,14 @@ import pytest
 
 from mdcr.eval.published import (
     compare_with_paper,
-    field_abbreviation,
     load_paper,
+    order_retrievers,
     paper_model_name,
+    paper_retrievers,
     paper_values,
-    size_label,
     spearman,
 )
+from mdcr.paper import FIELD_ABBREVIATIONS, field_abbreviation, size_label
 
 
 def test_source_is_cited_and_tables_complete() -> None:
@@ -31,7 +32,7 @@ def test_source_is_cited_and_tables_complete() -> None:
         "table7": 6 * 20,
         "table8": 6 * 20,
     }
-    assert len(paper["field_abbreviations"]) == 19
+    assert len(FIELD_ABBREVIATIONS) == 19
 
 
 @pytest.mark.parametrize(
@@ -82,6 +83,15 @@ def test_field_averages_match_the_fields() -> None:
 
 def test_names_and_labels() -> None:
     assert paper_model_name("aspire-bm") == "Aspire-BM" and paper_model_name("minilm") is None
+    # The paper's models in the order of its tables, from the registry's paper names.
+    assert paper_retrievers() == ["bm25", "scibert", "specter", "scincl", "aspire-bm", "aspire-cs"]
+    assert order_retrievers(["random", "zeta", "scincl", "bm25", "alpha"]) == [
+        "bm25",
+        "scincl",
+        "alpha",
+        "zeta",
+        "random",
+    ]
     assert field_abbreviation("Computer Science") == "CS" and field_abbreviation("X") == "X"
     assert [size_label(s) for s in (200000, 1000000, 3000, 750)] == ["200k", "1M", "3k", "750"]
 

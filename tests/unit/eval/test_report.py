@@ -14,7 +14,7 @@ import pytest
 
 from mdcr.config import from_mapping
 from mdcr.errors import InputDataError
-from mdcr.eval.report import CHANCE_ROW
+from mdcr.eval.report_sections import CHANCE_ROW
 from tests.unit.eval.conftest import Built, make_runs, run_report, run_score
 from tests.unit.eval.fakes import POOLS, FakePoolsConfig
 
@@ -177,12 +177,14 @@ def test_report_is_byte_identical_when_rebuilt(built: Built, report: Path, tmp_p
 
 
 def test_paper_section_field_level(tmp_path: Path) -> None:
-    from mdcr.eval.published import field_abbreviations, paper_values
-    from mdcr.eval.report import Context, ReportConfig, paper_section
+    from mdcr.eval.published import paper_values
+    from mdcr.eval.report import ReportConfig
+    from mdcr.eval.report_sections import Context, paper_section
+    from mdcr.paper import FIELD_ABBREVIATIONS
 
     paper = paper_values()
     t2 = paper[(paper["table"] == "table2") & (paper["column"] != "AVG")]
-    abbr = {v: k for k, v in field_abbreviations().items()}
+    abbr = {v: k for k, v in FIELD_ABBREVIATIONS.items()}
     ids = {"BM25": "bm25", "Specter": "specter", "SciNCL": "scincl"}
     t2 = t2[t2["model"].isin(ids)]
     agg = pd.DataFrame(
@@ -201,7 +203,7 @@ def test_paper_section_field_level(tmp_path: Path) -> None:
     cfg = from_mapping(ReportConfig, {"scores": ["x"]}, "report")
     c = Context(cfg, ["bm25", "specter", "scincl"], {}, ["map@500"], tmp_path)
     s = paper_section(c, agg)
-    full = s.file_tables[0]
+    full = c.file_tables[0]
     assert len(full.rows) == 3 * 20  # 19 fields + AVG per model
     delta = full.cells[("table2 Bio MAP BM25", ("", "Δ"))].mean
     assert delta == pytest.approx(-1.0)

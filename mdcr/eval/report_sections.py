@@ -1,0 +1,539 @@
+"""The sections of the pools report: dataset-level (Table 1), field-level (Tables 2, 7, 8)
+and the comparison with the paper, each with its significance tests and plots.
+
+Each builder returns :class:`~mdcr.eval.document.Section` objects of the one report model;
+their pairwise comparisons go into the report's ``significance.parquet`` as well as into a
+folded table of the section.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mdcr.eval.document import Section
+from mdcr.eval.published import field_order, paper_retrievers
+from mdcr.paper import field_abbreviation, size_label
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from mdcr.eval.report import ReportConfig
+    from mdcr.eval.tables import Table
+
+CHANCE_ROW = "expected chance"
+RANDOM = "random"
+DETAIL_LIMIT = 80  # comparisons listed in report.md per table; all are in the CSV
+
+
+def letters_for(retrievers: list[str]) -> dict[str, str]:
+    abc = string.ascii_lowercase
+    return {r: abc[i] if i < len(abc) else f"r{i + 1}" for i, r in enumerate(retrievers)}
+
+
+@dataclass
+class Context:
+    """What every section builder needs: the config, retrievers, metrics and the output."""
+
+    cfg: ReportConfig
+    retrievers: list[str]
+    letters: dict[str, str]
+    metrics: list[str]
+    out: Path
+    # Every section's pairwise comparisons, for significance.parquet and the CSV.
+    significance: list[pd.DataFrame] = field(default_factory=list)
+    # Tables only written under tables/ (full versions of tables shown in part).
+    file_tables: list[Table] = field(default_factory=list)
+
+    def rel(self, paths: list[Path]) -> list[str]:
+        return [p.relative_to(self.out).as_posix() for p in paths]
+
+
+def _significance(
+    c: Context, units: pd.DataFrame, cell_keys: list[str], table: str
+) -> pd.DataFrame:
+    from mdcr.eval.significance import correct, pairwise_tests
+
+    comps = pairwise_tests(
+        units, cell_keys, c.retrievers, c.cfg.stat_tests, c.cfg.permutations, c.cfg.seed
+    )
+    comps.insert(0, "table", table)
+    return correct(comps, ["table"], c.cfg.correction, c.cfg.alpha)
+
+
+def _sig_lines(c: Context, corrected: pd.DataFrame) -> list[str]:
+    from mdcr.eval.significance import summary_line
+
+    if corrected.empty:
+        return ["Significance: no comparisons (fewer than two retrievers)."]
+    names = {"fisher": "Fisher randomization test", "student": "paired t-test"}
+    parts = [f"{names[t]}: {summary_line(corrected, t)}" for t in c.cfg.stat_tests]
+    legend = ", ".join(f"{v} = {k}" for k, v in c.letters.items())
+    return [
+        f"Significance ({c.cfg.correction}-corrected over this table, α = {c.cfg.alpha}): "
+        + "; ".join(parts)
+        + ".",
+        f"Superscripts ({names[c.cfg.stat_tests[0]]}) name the retrievers a value is "
+        f"significantly better than: {legend}. Bold: the best value of a column.",
+    ]
+
+
+def _detail_table(
+    c: Context, corrected: pd.DataFrame, cell_keys: list[str], fmt: dict[str, Any]
+) -> list[str]:
+    """A markdown list of comparisons: effect, direction, p and adjusted p of each test."""
+    import numpy as np
+    import pandas as pd
+
+    if corrected.empty:
+        return []
+    tests = list(c.cfg.stat_tests)
+    pair = [*cell_keys, "retriever_a", "retriever_b"]
+    first = corrected[corrected["test"] == tests[0]].reset_index(drop=True)
+    by_test = {
+        t: corrected[corrected["test"] == t].set_index(pair)[["p_value", "p_adjusted"]]
+        for t in tests
+    }
+    head = [*cell_keys, "A", "B", "n", "Δ (A−B) ×100", "direction"]
+    head += [f"p {t} (adjusted)" for t in tests]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for i, row in enumerate(first.to_dict("records")):
+        if i >= DETAIL_LIMIT:
+            lines.append(f"\n({len(first) - i} more comparisons in tables/significance.csv)")
+            break
+        key = tuple(row[k] for k in pair)
+        ps = []
+        for t in tests:
+            p, pa = by_test[t].loc[key] if key in by_test[t].index else (np.nan, np.nan)
+            ps.append("–" if pd.isna(p) else f"{p:.3g} ({pa:.3g})")
+        star = " *" if row["significant"] else ""
+        cells = [fmt.get(k, str)(row[k]) for k in cell_keys]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    *cells,
+                    row["retriever_a"],
+                    row["retriever_b"],
+                    str(int(row["n_queries"])),
+                    f"{row['diff'] * 100:+.2f}",
+                    f"A {row['direction']} B{star}",
+                    *ps,
+                ]
+            )
+            + " |"
+        )
+    lines.append("")
+    lines.append(f"`*`: significant under the {tests[0]} test after correction.")
+    return lines
+
+
+def dataset_section(
+    c: Context, split: str, agg: pd.DataFrame, chance: pd.DataFrame, units: pd.DataFrame
+) -> Section | None:
+    import numpy as np
+    import pandas as pd
+
+    from mdcr.eval.metrics import metric_label
+    from mdcr.eval.plots import plot_ap_boxes, plot_pool_size
+    from mdcr.eval.significance import winner_letters
+    from mdcr.eval.tables import build_table
+
+    a = agg[(agg["setup"] == "dataset") & (agg["split"] == split)]
+    if a.empty:
+        return None
+    sizes = sorted(int(s) for s in a["size"].unique())
+    rows = [r for r in c.retrievers if r in set(a["retriever"])]
+    data = a[["retriever", "size", "metric", "mean", "std"]].copy()
+    ch = chance[(chance["setup"] == "dataset") & (chance["split"] == split)]
+    if c.cfg.chance_rows and not ch.empty:
+        chance_rows = ch[["size", "metric", "mean"]].assign(retriever=CHANCE_ROW, std=np.nan)
+        data = pd.concat([data, chance_rows], ignore_index=True)
+        rows.append(CHANCE_ROW)
+    name = f"dataset_{split}"
+    u = units[(units["setup"] == "dataset") & (units["split"] == split)]
+    sig = _significance(
+        c,
+        u[["retriever", "size", "metric", "query_id", "value"]],
+        ["size", "metric"],
+        name,
+    )
+    marks = {
+        (r, size, m): v
+        for (size, m, r), v in winner_letters(
+            sig, ["size", "metric"], c.letters, c.cfg.stat_tests[0]
+        ).items()
+    }
+    metrics = [m for m in c.metrics if m in set(a["metric"])]
+    table = build_table(
+        data,
+        name=name,
+        title=f"Dataset-level results, {split} split",
+        row="retriever",
+        col="size",
+        sub="metric",
+        std="std",
+        rows=rows,
+        cols=sizes,
+        subs=metrics,
+        col_labels=lambda s: size_label(int(s)),
+        sub_labels=metric_label,
+        row_header="Retriever",
+        marks=marks,
+        bold_best=True,
+        no_bold_rows=[CHANCE_ROW],
+        rule_before=[RANDOM, CHANCE_ROW] if rows else [],
+    )
+    n_reps = a.groupby("size")["n_reps"].max().to_dict()
+    s = Section(f"Dataset-level results ({split} split)")
+    sigs: list[pd.DataFrame] = []
+    s.intro.append(
+        "Mean over repetitions ± standard deviation (ddof=1), ×100. Pools: "
+        + ", ".join(
+            f"{size_label(int(k))} ({v} rep{'s' if v != 1 else ''})"  # type: ignore[call-overload]
+            for k, v in sorted(n_reps.items())
+        )
+        + ". The paper's Table 1 layout."
+    )
+    table.notes.extend(_sig_lines(c, sig))
+    s.tables.append(table)
+    sigs.append(sig)
+    chance_plot = ch[["size", "metric", "mean"]] if c.cfg.chance_rows and not ch.empty else None
+    s.plots += c.rel(
+        plot_pool_size(
+            a,
+            chance_plot,
+            metrics,
+            [r for r in rows if r != CHANCE_ROW],
+            metric_label,
+            size_label,
+            c.out / "plots",
+            f"pool_size_{split}",
+            f"Metrics against pool size ({split} split)",
+        )
+    )
+    ap = _box_metric(metrics)
+    box = u[u["metric"] == ap].rename(columns={"size": "panel"})
+    s.plots += c.rel(
+        plot_ap_boxes(
+            box,
+            sizes,
+            lambda p: f"pool {size_label(int(p))}",
+            [r for r in rows if r != CHANCE_ROW],
+            _per_query_label(ap),
+            c.out / "plots",
+            f"per_query_{ap.split('@')[0]}_dataset_{split}",
+            f"Per-query {_per_query_label(ap)} per retriever (dataset-level, {split})",
+        )
+    )
+    _finish(c, s, sigs)
+    return s
+
+
+def _box_metric(metrics: list[str]) -> str:
+    return next((m for m in metrics if m.startswith("map@")), metrics[0])
+
+
+def _per_query_label(metric: str) -> str:
+    """AP for MAP's per-query values; the metric's label otherwise."""
+    from mdcr.eval.metrics import metric_label
+
+    return "AP" if metric.startswith("map@") else metric_label(metric)
+
+
+def field_sections(
+    c: Context, split: str, agg: pd.DataFrame, chance: pd.DataFrame, units: pd.DataFrame
+) -> list[Section]:
+    import numpy as np
+    import pandas as pd
+
+    from mdcr.eval.aggregate import macro_over
+    from mdcr.eval.metrics import metric_label
+    from mdcr.eval.plots import plot_ap_boxes, plot_field_bars
+    from mdcr.eval.significance import winner_letters
+    from mdcr.eval.tables import build_table
+
+    a_all = agg[(agg["setup"] == "field") & (agg["split"] == split)]
+    sections = []
+    sizes = sorted(int(s) for s in a_all["size"].unique())
+    for size in sizes:
+        a = a_all[a_all["size"] == size]
+        suffix = f"_{size_label(size)}" if len(sizes) > 1 else ""
+        fields = field_order([str(f) for f in a["field"].unique()])
+        s = Section(f"Field-level results ({split} split, pools of {size_label(size)})")
+        sigs: list[pd.DataFrame] = []
+        reps = a.groupby("field")["n_reps"].max()
+        s.intro.append(
+            "Mean over repetitions, ×100; AVG is the macro average over the fields "
+            f"(the paper's Tables 2, 7 and 8). Repetitions per field: {int(reps.min())}"
+            + (f" to {int(reps.max())}" if reps.max() != reps.min() else "")
+            + ". Standard deviations are in the CSV files."
+        )
+        ch = chance[
+            (chance["setup"] == "field") & (chance["split"] == split) & (chance["size"] == size)
+        ]
+        metrics = [m for m in c.metrics if m in set(a["metric"])]
+        bars_data = []
+        for metric in metrics:
+            am = a[a["metric"] == metric][["retriever", "field", "mean", "std"]]
+            avg = macro_over(am, "field", ["retriever"])
+            incomplete = avg.loc[~avg["complete"], "retriever"].tolist()
+            avg.loc[~avg["complete"], "mean"] = np.nan
+            data = pd.concat([am, avg[["retriever", "mean"]].assign(field="AVG", std=np.nan)])
+            rows = [r for r in c.retrievers if r in set(am["retriever"])]
+            if c.cfg.chance_rows and not ch.empty:
+                cm = ch[ch["metric"] == metric][["field", "mean"]]
+                cavg = cm["mean"].mean() if len(cm) == len(fields) else np.nan
+                data = pd.concat(
+                    [
+                        data,
+                        cm.assign(retriever=CHANCE_ROW, std=np.nan),
+                        pd.DataFrame(
+                            {
+                                "retriever": [CHANCE_ROW],
+                                "field": ["AVG"],
+                                "mean": [cavg],
+                                "std": [np.nan],
+                            }
+                        ),
+                    ]
+                )
+                rows.append(CHANCE_ROW)
+            name = f"field_{split}{suffix}_{metric.split('@')[0]}"
+            u = units[
+                (units["setup"] == "field")
+                & (units["split"] == split)
+                & (units["size"] == size)
+                & (units["metric"] == metric)
+            ]
+            u = u[["retriever", "field", "query_id", "value"]]
+            pooled = u.assign(query_id=u["field"].astype(str) + "\x1f" + u["query_id"], field="AVG")
+            pooled = pooled[~pooled["retriever"].isin(incomplete)]
+            sig = _significance(c, pd.concat([u, pooled], ignore_index=True), ["field"], name)
+            sig.insert(1, "metric", metric)
+            marks = {
+                (r, "", f): v
+                for (f, r), v in winner_letters(
+                    sig, ["field"], c.letters, c.cfg.stat_tests[0]
+                ).items()
+            }
+            table = build_table(
+                data,
+                name=name,
+                title=f"Field-level {metric_label(metric)}, {split} split, pools of "
+                f"{size_label(size)}",
+                row="retriever",
+                col=None,
+                sub="field",
+                rows=rows,
+                subs=[*fields, "AVG"],
+                sub_labels=field_abbreviation,
+                row_header="Retriever",
+                marks=marks,
+                bold_best=True,
+                no_bold_rows=[CHANCE_ROW],
+                rule_before=[RANDOM, CHANCE_ROW],
+            )
+            # the CSV keeps the std over repetitions of each field; the text leaves it out
+            table.std_in_text = False
+            for r, f, sd in am[["retriever", "field", "std"]].itertuples(index=False):
+                cell = table.cells.get((str(r), ("", field_abbreviation(str(f)))))
+                if cell is not None:
+                    cell.std = float(sd)
+            table.notes.extend(_sig_lines(c, sig))
+            if incomplete:
+                table.notes.append(
+                    f"AVG of {', '.join(incomplete)} for {metric_label(metric)} is left out: "
+                    "not every field was scored."
+                )
+            s.tables.append(table)
+            sigs.append(sig)
+            bars_data.append(data.assign(metric=metric))
+        bars = pd.concat(bars_data, ignore_index=True)
+        plot_rows = [r for r in c.retrievers if r in set(a["retriever"])]
+        for metric in metrics:
+            s.plots += c.rel(
+                plot_field_bars(
+                    bars,
+                    metric,
+                    plot_rows,
+                    [*fields, "AVG"],
+                    field_abbreviation,
+                    metric_label,
+                    c.out / "plots",
+                    f"fields_{split}{suffix}_{metric.split('@')[0]}",
+                    f"Field-level {metric_label(metric)} ({split} split)",
+                )
+            )
+        ap = _box_metric(metrics)
+        box = units[
+            (units["setup"] == "field")
+            & (units["split"] == split)
+            & (units["size"] == size)
+            & (units["metric"] == ap)
+        ].assign(panel="all")
+        s.plots += c.rel(
+            plot_ap_boxes(
+                box,
+                ["all"],
+                lambda p: "all fields",
+                plot_rows,
+                _per_query_label(ap),
+                c.out / "plots",
+                f"per_query_{ap.split('@')[0]}_field_{split}{suffix}",
+                f"Per-query {_per_query_label(ap)} per retriever (field-level, {split})",
+            )
+        )
+        _finish(c, s, sigs)
+        sections.append(s)
+    return sections
+
+
+def paper_section(c: Context, agg: pd.DataFrame) -> Section:
+    """Ours next to the paper's numbers for the models and setups the paper has."""
+    import pandas as pd
+
+    from mdcr.eval.aggregate import macro_over
+    from mdcr.eval.published import citation, compare_with_paper
+    from mdcr.eval.tables import build_table
+
+    s = Section("Comparison with the paper")
+    s.intro.append(f"Source of the published numbers: {citation()}")
+    t = agg[agg["split"] == "test"]
+    ds = t[t["setup"] == "dataset"]
+    ours = [ds.assign(column=ds["size"].map(lambda v: size_label(int(v))))]
+    fl = t[t["setup"] == "field"]
+    if not fl.empty:
+        ours.append(fl.assign(column=fl["field"].map(field_abbreviation)))
+        avg = macro_over(fl, "field", ["retriever", "size", "metric"])
+        avg = avg[avg["complete"]]
+        ours.append(avg.assign(setup="field", column="AVG"))
+    mine = pd.concat(ours, ignore_index=True)
+    mine = mine.assign(value=mine["mean"] * 100, size=mine["size"].astype("float64"))
+    cells, corr = compare_with_paper(
+        mine[["setup", "retriever", "column", "size", "metric", "value"]]
+    )
+    paper_ids = set(paper_retrievers())
+    present = [r for r in c.retrievers if r in paper_ids]
+    if cells.empty:
+        if not present:
+            s.body.append(
+                "No paper models in this report: the paper evaluates "
+                + ", ".join(paper_retrievers())
+                + f"; this report has {', '.join(c.retrievers)}."
+            )
+        else:
+            have = sorted(
+                {
+                    f"{st} {size_label(int(z))}"
+                    for st, z in t[["setup", "size"]].drop_duplicates().itertuples(index=False)
+                }
+            )
+            s.body.append(
+                f"No comparable setup: {', '.join(present)} {'is' if len(present) == 1 else 'are'}"
+                " in the paper, but the paper's setups are dataset-level pools of 200k, 500k, "
+                "1M and 2M and field-level pools of 100k (test split; MAP and nDCG at depth "
+                "500, R@30); this report has " + (", ".join(have) or "no test pools") + "."
+            )
+        return s
+    missing = [m for m in paper_retrievers() if m not in present]
+    if missing:
+        s.body.append(
+            f"Partial comparison: {', '.join(present)} matched; the paper's "
+            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in this report."
+        )
+    long = cells.melt(
+        id_vars=["table", "column", "metric", "model"],
+        value_vars=["ours", "paper", "delta"],
+        var_name="what",
+    )
+    long["key"] = _cell_key(long, with_model=True)
+
+    def comparison(frame: pd.DataFrame, name: str, title: str) -> Any:
+        t = build_table(
+            frame,
+            name=name,
+            title=title,
+            row="key",
+            col=None,
+            sub="what",
+            value="value",
+            rows=list(dict.fromkeys(frame["key"])),
+            subs=["ours", "paper", "delta"],
+            sub_labels={"ours": "ours", "paper": "paper", "delta": "Δ"},
+            row_header="table column metric model",
+        )
+        t.scale = 1.0  # already x100
+        return t
+
+    full = comparison(long, "paper_comparison", "Ours vs the paper (x100)")
+    shown = set(
+        _cell_key(
+            cells[(cells["table"] == "table1") | (cells["column"] == "AVG")],
+            with_model=True,
+        )
+    )
+    short = comparison(long[long["key"].isin(shown)], "paper_comparison_summary", "")
+    corr_long = corr.assign(
+        key=_cell_key(corr, with_model=False) + " (n=" + corr["n_models"].astype(str) + ")",
+        what="rho",
+    )
+    rho = build_table(
+        corr_long,
+        name="paper_rank_correlation",
+        title="Spearman rank correlation of the model ordering, ours vs paper",
+        row="key",
+        col=None,
+        sub="what",
+        value="spearman",
+        rows=list(dict.fromkeys(corr_long["key"])),
+        subs=["rho"],
+        sub_labels={"rho": "Spearman ρ"},
+        row_header="table column metric",
+    )
+    rho.scale, rho.digits = 1.0, 2
+    s.intro.append(
+        "Δ = ours − paper (×100). The first table shows the dataset-level cells and the "
+        "field-level AVG (every cell is in tables/paper_comparison.csv); the second the "
+        "Spearman rank correlation of the model ordering per column."
+    )
+    short.files = False  # a part of paper_comparison, shown in report.md
+    s.tables += [short, rho]
+    c.file_tables.append(full)
+    valid = corr["spearman"].dropna()
+    if len(valid):
+        s.body.append(
+            f"Spearman ρ of the model ordering (columns with ≥ 3 models): mean "
+            f"{valid.mean():.2f} over {len(valid)} columns, min {valid.min():.2f}."
+        )
+    else:
+        s.body.append("Spearman ρ needs at least three matched models per column; n/a here.")
+    return s
+
+
+def _cell_key(frame: pd.DataFrame, with_model: bool) -> pd.Series:
+    key = frame["table"] + " " + frame["column"] + " " + frame["metric"]
+    return key + " " + frame["model"] if with_model else key
+
+
+# ----------------------------------------------------------------------------- report.md
+
+
+def _finish(c: Context, s: Section, sigs: list[pd.DataFrame]) -> None:
+    """Fold a section's pairwise comparisons under it and keep them for the parquet."""
+    from mdcr.eval.metrics import metric_label
+
+    fmt = {
+        "size": lambda v: size_label(int(v)),
+        "metric": metric_label,
+        "field": lambda v: field_abbreviation(str(v)),
+    }
+    c.significance += sigs
+    if not sigs:
+        return
+    s.details_title = "Pairwise comparisons"
+    for sg in sigs:
+        keys = ["size", "metric"] if "size" in sg.columns else ["metric", "field"]
+        s.details += [*_detail_table(c, sg, keys, fmt), ""]
