@@ -27,13 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from mdcr.errors import InputDataError, ManifestMismatchError
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
 
     from mdcr.stage import StageContext
     from mdcr.store import Output, Store
@@ -44,6 +42,8 @@ STR, INT, FLOAT, BOOL, STR_LIST = "str", "int", "float", "bool", "list<str>"
 
 
 def _matches(kind: str, t: pa.DataType) -> bool:
+    import pyarrow as pa
+
     if pa.types.is_dictionary(t):
         t = t.value_type
     if kind == STR:
@@ -88,6 +88,8 @@ class Contract:
 
     def require(self, folder: Path) -> Path:
         """The file's path, checked: it exists and has the contract's columns."""
+        import pyarrow.parquet as pq
+
         path = self.path(folder)
         if not path.is_file():
             raise InputDataError(f"no {self.file} in '{folder}'; point to {self.made_by}")
@@ -100,6 +102,8 @@ class Contract:
         columns: Sequence[str] | None = None,
         filters: Any = None,
     ) -> pa.Table:
+        import pyarrow.parquet as pq
+
         return pq.read_table(
             self.require(folder), columns=list(columns) if columns else None, filters=filters
         )
@@ -115,6 +119,9 @@ class Contract:
 
     def write(self, ctx: StageContext, data: pa.Table | pd.DataFrame, **kwargs: Any) -> Path:
         """Check the columns and write ``data`` as the running stage's output."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         table = (
             data if isinstance(data, pa.Table) else pa.Table.from_pandas(data, preserve_index=False)
         )
@@ -245,6 +252,8 @@ ENCODE_TARGETS: tuple[tuple[Contract, tuple[str, ...]], ...] = (
 
 def target_sources(folder: Path) -> list[tuple[Path, str]]:
     """The (parquet file, id column) pairs that name the papers to encode for a target."""
+    import pyarrow.parquet as pq
+
     if folder.is_file() and folder.suffix == ".parquet":
         return [(folder, "paper_id")] if "paper_id" in pq.read_schema(folder).names else []
     out: list[tuple[Path, str]] = []

@@ -55,7 +55,9 @@ def _first(inputs: dict[str, list[Path]], name: str) -> Path | None:
 def corpus_papers(corpus: Path | None) -> tuple[int, bool]:
     """(papers in the corpus, measured?) from a built prefilter output, else the default."""
     if corpus is not None:
-        file = corpus / "papers.parquet" if corpus.is_dir() else corpus
+        from mdcr.artifacts import PAPERS
+
+        file = PAPERS.path(corpus)
         if file.is_file():
             import pyarrow.parquet as pq
 

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from mdcr.artifacts import CITATIONS, CORPUS_PAPERS
 from mdcr.config import input_path, param
 from mdcr.corpus import s2orc
 from mdcr.errors import ConfigError, InputDataError
@@ -665,12 +666,12 @@ def _write_outputs(con: duckdb.DuckDBPyConnection, out_dir: Path, n_files: int) 
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
             # The edges are written while the papers are.
-            job = pool.submit(_write_citations, out_dir / "citations.parquet", ids, citing, cited)
+            job = pool.submit(_write_citations, CITATIONS.path(out_dir), ids, citing, cited)
             # A helper thread fetches the papers and forms the row groups while the
             # previous one is compressed.
             groups = _prefetch(_row_groups(_papers_in_file_order(cur, n_files), schema), 1)
             try:
-                _write_papers(out_dir / "papers.parquet", schema, groups, seqs, n_out, n_in)
+                _write_papers(CORPUS_PAPERS.path(out_dir), schema, groups, seqs, n_out, n_in)
             finally:
                 groups.close()  # stops the helper thread before the cursor closes
             job.result()
@@ -816,8 +817,8 @@ def run_prefilter(cfg: PrefilterConfig, ctx: StageContext) -> None:
         result = prefilter_corpus(shard_dir, ctx.out, cfg, log=messages.append, progress=bar.update)
     for msg in messages:
         ctx.log(msg)
-    ctx.output("papers.parquet", rows=result.n_papers)
-    ctx.output("citations.parquet", rows=result.n_citations)
+    CORPUS_PAPERS.output(ctx, rows=result.n_papers)
+    CITATIONS.output(ctx, rows=result.n_citations)
     ctx.output("funnel.json")
     ctx.record("funnel", result.funnel)
     ctx.timings.update(result.timings)

@@ -13,10 +13,10 @@ encoder key: with ``reuse`` (a setting, on by default) a paper that a finished e
 output of the same key in this store already holds, with the same title and abstract, is
 copied instead of encoded.
 
-Targets: any folder that names papers by the convention of :func:`target_sources`
-(``pools.parquet`` + ``queries.parquet`` from ``pools``, ``benchmark.parquet`` from the
-MDCR benchmark, or a ``papers_to_encode.parquet`` with ``paper_id``); without targets the
-whole corpus is encoded.
+Targets: any folder that names papers by the convention of
+:func:`mdcr.artifacts.target_sources` (``pools.parquet`` + ``queries.parquet`` from
+``pools``, ``benchmark.parquet`` from the MDCR benchmark, or a ``papers_to_encode.parquet``
+with ``paper_id``); without targets the whole corpus is encoded.
 """
 
 from __future__ import annotations
@@ -36,13 +36,6 @@ from mdcr.device import DEVICE_HELP, check_device_spec
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
-# (file, id columns) that name papers to encode in a target folder.
-TARGET_FILES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("papers_to_encode.parquet", ("paper_id",)),
-    ("pools.parquet", ("paper_id",)),
-    ("queries.parquet", ("query_id",)),
-    ("benchmark.parquet", ("paper_id", "query_id")),
-)
 TEXTS = "_texts.parquet"
 
 
@@ -130,33 +123,6 @@ class EncodeConfig:
         )
 
 
-def _corpus_file(path: Path) -> Path:
-    file = path / "papers.parquet" if path.is_dir() else path
-    if not file.is_file():
-        raise InputDataError(f"no papers.parquet at '{path}'; point corpus to a prefilter output")
-    return file
-
-
-def target_sources(folder: Path) -> list[tuple[Path, str]]:
-    """The (parquet file, id column) pairs that name papers to encode in a target folder."""
-    import pyarrow.parquet as pq
-
-    if folder.is_file() and folder.suffix == ".parquet":
-        candidates: list[tuple[Path, tuple[str, ...]]] = [(folder, ("paper_id",))]
-    else:
-        candidates = [(folder / name, cols) for name, cols in TARGET_FILES]
-    out: list[tuple[Path, str]] = []
-    for file, cols in candidates:
-        if not file.is_file():
-            continue
-        names = set(pq.read_schema(file).names)
-        out.extend((file, c) for c in cols if c in names)
-    if not out:
-        expected = ", ".join(f"{n} ({'/'.join(c)})" for n, c in TARGET_FILES)
-        raise InputDataError(f"target '{folder}' names no papers; expected one of: {expected}")
-    return out
-
-
 def _sql_path(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
@@ -169,6 +135,8 @@ def write_texts(corpus: Path, targets: list[Path], out: Path, shard_size: int) -
     import duckdb
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from mdcr.artifacts import target_sources
 
     corpus_sql = f"read_parquet({_sql_path(corpus)})"
     con = duckdb.connect()
@@ -274,6 +242,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
 
     import pyarrow.parquet as pq
 
+    from mdcr.artifacts import PAPERS
     from mdcr.encoders.base import PaperText, encoder_identity, is_multi_vector
     from mdcr.encoders.registry import build_encoder
     from mdcr.encoders.store import (
@@ -286,7 +255,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     )
     from mdcr.store import atomic_write_text
 
-    corpus = _corpus_file(ctx.input("corpus"))
+    corpus = PAPERS.require(ctx.input("corpus"))
     options = cfg.options()
     commit = ctx.identity.get("encoder", {}).get("commit")
     if commit:  # load exactly the hub commit the fingerprint hashes

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mdcr.config import input_path, param
-from mdcr.errors import ConfigError, InputDataError, ManifestMismatchError
+from mdcr.errors import ConfigError, InputDataError
 from mdcr.eval.metrics import METRIC_KINDS
+from mdcr.paper import DEPTH, RECALL_K
 from mdcr.stage import StageContext, StageSpec, register
 
 if TYPE_CHECKING:
@@ -39,8 +40,8 @@ class ScoreConfig:
         help="retriever names, one per run, in order (default: each run manifest's "
         "info.retriever; given names take precedence)",
     )
-    depth: int = param(500, help="ranks that count for MAP and nDCG (the paper: 500)")
-    recall_k: int = param(30, help="k of R@k (the paper: 30, about the positives per query)")
+    depth: int = param(DEPTH, help="ranks that count for MAP and nDCG (the paper: 500)")
+    recall_k: int = param(RECALL_K, help="k of R@k (the paper: 30, about the positives per query)")
     metrics: tuple[str, ...] = param(METRIC_KINDS, help="metrics: map, ndcg, recall")
     chance: bool = param(True, help="also write the analytic expected chance per pool")
 
@@ -61,22 +62,10 @@ class ScoreConfig:
             raise ConfigError(f"score.metrics: {list(self.metrics)} lists a metric twice")
 
 
-def _read_parquet(path: Path, what: str) -> pd.DataFrame:
-    import pandas as pd
-
-    if not path.is_file():
-        raise InputDataError(f"missing {path.name} in '{path.parent}'; point to {what}")
-    return pd.read_parquet(path)
-
-
-def _manifest(folder: Path) -> dict[str, Any] | None:
-    from mdcr.store import read_manifest
-
-    return read_manifest(folder) if folder.is_dir() else None
-
-
 def retriever_names(runs: list[Path], names: tuple[str, ...]) -> list[str]:
-    """The retriever name of each run: from ``names`` if given, else its manifest."""
+    """The retriever name of each run: from ``names`` if given, else what its stage recorded."""
+    from mdcr.artifacts import run_info
+
     if names and len(names) != len(runs):
         raise ConfigError(
             f"score.names: {len(names)} names for {len(runs)} runs; give one name per run"
@@ -86,33 +75,16 @@ def retriever_names(runs: list[Path], names: tuple[str, ...]) -> list[str]:
         if names:
             out.append(names[i])
             continue
-        manifest = _manifest(folder)
-        name = (manifest or {}).get("info", {}).get("retriever")
-        if not isinstance(name, str) or not name:
+        info = run_info(folder)
+        if info is None or not info.retriever:
             raise ConfigError(f"score.runs: '{folder}' records no retriever name; set score.names")
-        out.append(name)
+        out.append(info.retriever)
     dupes = sorted({n for n in out if out.count(n) > 1})
     if dupes:
         raise ConfigError(
             f"score: retriever '{dupes[0]}' names two runs; set score.names to tell them apart"
         )
     return out
-
-
-def _check_pools(run: Path, pools: Path) -> None:
-    """A run built from other pools than the ones given would be scored against wrong qrels."""
-    from mdcr.store import artifact_fingerprint
-
-    run_manifest = _manifest(run)
-    recorded = (run_manifest or {}).get("info", {}).get("pools_fingerprint")
-    if recorded is None or _manifest(pools) is None:
-        return
-    actual = artifact_fingerprint(pools)
-    if recorded != actual:
-        raise ManifestMismatchError(
-            f"run '{run}' was built from pools {recorded}, not the given pools {actual}; "
-            "pass the pools the run was searched on"
-        )
 
 
 def score_run(
@@ -128,15 +100,10 @@ def score_run(
     import pandas as pd
     import pyarrow.parquet as pq
 
+    from mdcr.artifacts import RUNS
     from mdcr.eval.metrics import score_pool
-    from mdcr.index.runs import RUN_SCHEMA
 
-    if not run_file.is_file():
-        raise InputDataError(f"no run file at '{run_file}'; point to a search stage's output")
-    names = pq.read_schema(run_file).names
-    missing = [c for c in RUN_SCHEMA.names if c not in names]
-    if missing:
-        raise InputDataError(f"'{run_file}' is not a run: missing column(s) {', '.join(missing)}")
+    run_file = RUNS.require(run_file)
     pool_ids = sorted(
         str(p) for p in pq.read_table(run_file, columns=["pool_id"])["pool_id"].unique().to_pylist()
     )
@@ -189,6 +156,7 @@ def chance_per_pool(
     import duckdb
     import pandas as pd
 
+    from mdcr.artifacts import POOLS
     from mdcr.eval.aggregate import POOL_KEYS
     from mdcr.eval.chance import expected_metric
 
@@ -223,7 +191,7 @@ def chance_per_pool(
         LEFT JOIN self USING (pool_id, query_id)
         ORDER BY qs.pool_id, qs.query_id
         """,
-        [str(pools_dir / "pools.parquet")],
+        [str(POOLS.path(pools_dir))],
     ).df()
     con.close()
     rows = []
@@ -249,16 +217,24 @@ def chance_per_pool(
 def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
     import pandas as pd
 
+    from mdcr.artifacts import (
+        CHANCE,
+        POOL_MEANS,
+        POOL_META,
+        POOL_METRICS,
+        POOLS,
+        QRELS,
+        RUNS,
+        ScoreInfo,
+        check_run_pools,
+    )
     from mdcr.eval.aggregate import per_pool_means
     from mdcr.eval.metrics import metric_names, metric_sort_key
     from mdcr.store import artifact_fingerprint
 
     pools_dir = ctx.input("pools")
-    qrels = _read_parquet(pools_dir / "qrels.parquet", "a pools stage output")
-    pool_meta = _read_parquet(pools_dir / "pool_meta.parquet", "a pools stage output")
-    for col in ("pool_id", "query_id", "paper_id", "relevance"):
-        if col not in qrels.columns:
-            raise InputDataError(f"'{pools_dir}/qrels.parquet' lacks column '{col}'")
+    qrels = QRELS.read_pandas(pools_dir)
+    pool_meta = POOL_META.read_pandas(pools_dir)
     qrels = qrels.astype({"pool_id": str, "query_id": str, "paper_id": str})
     runs = ctx.inputs.get("runs") or []
     if not runs:
@@ -268,14 +244,14 @@ def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
     known = set(pool_meta["pool_id"].astype(str))
 
     frames = []
-    run_info = []
+    runs_scored = []
     for folder, name in zip(runs, names, strict=True):
-        _check_pools(folder, pools_dir)
-        run_file = folder / "runs.parquet" if folder.is_dir() else folder
+        check_run_pools(folder, pools_dir)
+        run_file = RUNS.path(folder)
         with ctx.timed(f"score_{name}"):
             vals, counts = score_run(run_file, qrels, known, metrics, cfg.depth, name, ctx)
         frames.append(vals)
-        run_info.append(
+        runs_scored.append(
             {
                 "retriever": name,
                 "path": str(folder),
@@ -292,26 +268,25 @@ def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
     per_query = per_query.sort_values(
         ["retriever", "pool_id", "metric", "query_id"], kind="stable"
     ).reset_index(drop=True)
-    per_query.to_parquet(ctx.output("per_query.parquet", rows=len(per_query)), index=False)
+    per_query.to_parquet(POOL_METRICS.output(ctx, rows=len(per_query)), index=False)
     per_pool = per_pool_means(per_query, pool_meta.astype({"pool_id": str}))
-    per_pool.to_parquet(ctx.output("per_pool.parquet", rows=len(per_pool)), index=False)
+    per_pool.to_parquet(POOL_MEANS.output(ctx, rows=len(per_pool)), index=False)
 
     scored = sorted(per_query["pool_id"].unique().tolist())
     if cfg.chance:
-        if (pools_dir / "pools.parquet").is_file():
+        if POOLS.exists(pools_dir):
             with ctx.timed("chance"):
                 chance = chance_per_pool(
                     pools_dir, qrels, pool_meta.astype({"pool_id": str}), scored, metrics
                 )
-            chance.to_parquet(ctx.output("chance.parquet", rows=len(chance)), index=False)
+            chance.to_parquet(CHANCE.output(ctx, rows=len(chance)), index=False)
         else:
             ctx.log(f"[score] no pools.parquet in '{pools_dir}'; no expected-chance values")
 
-    ctx.record("retriever_runs", run_info)
-    ctx.record("pools_fingerprint", artifact_fingerprint(pools_dir))
+    ScoreInfo(artifact_fingerprint(pools_dir), cfg.depth, cfg.recall_k, tuple(runs_scored)).record(
+        ctx
+    )
     ctx.record("metrics", metrics)
-    ctx.record("depth", cfg.depth)
-    ctx.record("recall_k", cfg.recall_k)
     ctx.record("pools_scored", scored)
     ctx.record(
         "means",

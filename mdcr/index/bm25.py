@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mdcr.config import input_path, param, setting
 from mdcr.errors import ConfigError, InputDataError
+from mdcr.paper import DEPTH
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 
     from mdcr.index.lucene import LuceneIndex
 
-RUNS_FILE = "runs.parquet"
 GRID_FILE = "grid.parquet"
 CHOSEN_FILE = "chosen.json"
 PARTS = "parts"
@@ -87,7 +87,7 @@ class TuneConfig:
     metric: str = param(
         "map", help="metric to maximise, averaged over val pools: map, ndcg or recall@30"
     )
-    depth: int = param(500, help="ranking depth searched and scored (MAP and nDCG cut-off)")
+    depth: int = param(DEPTH, help="ranking depth searched and scored (MAP and nDCG cut-off)")
     threads: int = setting(0, help="threads for indexing and search (0: all cores)")
 
     def validate(self) -> None:
@@ -113,7 +113,7 @@ class BM25Config:
     )
     k1: float = param(DEFAULT_K1, help="BM25 k1 when no params input is given")
     b: float = param(DEFAULT_B, help="BM25 b when no params input is given")
-    k: int = param(500, help="candidates kept per query (top-k)")
+    k: int = param(DEPTH, help="candidates kept per query (top-k)")
     splits: tuple[Literal["val", "test"], ...] = param(("test",), help="pool splits to search")
     threads: int = setting(0, help="threads for indexing and search (0: all cores)")
 
@@ -147,23 +147,18 @@ class PoolData:
     def __init__(self, corpus: Path, pools: Path, threads: int) -> None:
         import duckdb
 
+        from mdcr.artifacts import PAPERS, POOL_META, POOLS, QRELS
         from mdcr.store import artifact_fingerprint
 
         self.corpus_fp = artifact_fingerprint(corpus)
         self.pools_fp = artifact_fingerprint(pools)
-        papers = corpus / "papers.parquet" if corpus.is_dir() else corpus
         files = {
-            "papers": papers,
-            "pools": pools / "pools.parquet",
-            "qrels": pools / "qrels.parquet",
+            "papers": PAPERS.require(corpus),
+            "pools": POOLS.require(pools),
+            "qrels": QRELS.require(pools),
         }
-        meta = pools / "pool_meta.parquet"
-        if meta.is_file():
-            files["pool_meta"] = meta
-        for name, path in files.items():
-            if not path.is_file():
-                which = "corpus (a prefilter output)" if name == "papers" else "pools output"
-                raise InputDataError(f"no {path.name} at '{path.parent}'; point to a {which}")
+        if POOL_META.exists(pools):
+            files["pool_meta"] = POOL_META.require(pools)
         self.con: duckdb.DuckDBPyConnection = duckdb.connect()
         if threads:
             self.con.execute(f"SET threads = {int(threads)}")
@@ -177,13 +172,6 @@ class PoolData:
                 "split_part(pool_id, '/', 2) AS split, CASE WHEN split_part(pool_id, '/', 1) "
                 "= 'field' THEN split_part(pool_id, '/', 3) END AS field "
                 "FROM (SELECT DISTINCT pool_id FROM pools)"
-            )
-        cols = {r[0] for r in self.con.execute("DESCRIBE papers").fetchall()}
-        missing = {"paper_id", "title", "abstract"} - cols
-        if missing:
-            raise InputDataError(
-                f"'{papers}' lacks column(s) {', '.join(sorted(missing))}; "
-                f"BM25 needs paper_id, title and abstract"
             )
 
     def close(self) -> None:
@@ -331,6 +319,8 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
     import numpy as np
     import pyarrow.parquet as pq
 
+    from mdcr.artifacts import RUNS, RunInfo
+    from mdcr.encoders.registry import BM25
     from mdcr.index.lucene import open_index
     from mdcr.index.runs import RUN_SCHEMA, RunWriter
     from mdcr.store import atomic_write_text
@@ -369,22 +359,20 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
             atomic_write_text(part.with_suffix(".json"), json.dumps(side))
             _write_part(part, _pool_run(pool.pool_id, qids, ranked))  # last: marks it done
             ctx.log(f"[bm25] {pool.pool_id}: {len(qids)} queries searched")
-        out = ctx.output(RUNS_FILE)
-        with RunWriter(out) as writer:
+        with RunWriter(RUNS.output(ctx)) as writer:
             for pool in pools:
                 part = ctx.out / PARTS / part_name(pool.pool_id)
                 writer.write(pq.read_table(part).cast(RUN_SCHEMA))
                 side = json.loads(part.with_suffix(".json").read_text())
                 indexes[pool.pool_id] = side["index"]
                 terms.append(np.asarray(side["n_terms"], dtype=np.int64))
-        ctx.outputs[RUNS_FILE] = writer.rows
+        ctx.outputs[RUNS.file] = writer.rows
         shutil.rmtree(ctx.out / PARTS, ignore_errors=True)
-        ctx.record("retriever", "bm25")
+        RunInfo(BM25, data.pools_fp).record(ctx)
         ctx.record("k1", k1)
         ctx.record("b", b)
         ctx.record("k", cfg.k)
         ctx.record("splits", list(cfg.splits))
-        ctx.record("pools_fingerprint", data.pools_fp)
         ctx.record("corpus_fingerprint", data.corpus_fp)
         ctx.record("n_pools", len(pools))
         ctx.record("indexes", indexes)
@@ -599,6 +587,6 @@ SPEC = register(
         help="BM25 runs (Lucene via Anserini) for every pool of the chosen splits",
         resumable=True,
         plan=plan_bm25,
-        main_output=RUNS_FILE,
+        main_output="runs.parquet",
     )
 )

@@ -27,7 +27,8 @@ import numpy as np
 
 from mdcr.config import input_path, param, setting
 from mdcr.device import DEVICE_HELP, check_device_spec
-from mdcr.errors import ConfigError, InputDataError
+from mdcr.errors import ConfigError
+from mdcr.paper import DEPTH
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
 
@@ -35,7 +36,7 @@ from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 class SearchConfig:
     pools: str = input_path(help="pools output folder (pools.parquet, qrels.parquet)")
     embeddings: str = input_path(help="encode output folder holding every pool paper and query")
-    k: int = param(500, help="papers retrieved per query")
+    k: int = param(DEPTH, help="papers retrieved per query")
     metric: Literal["default", "ip", "l2", "cos"] = param(
         "default", help="override the store's metric; cos normalises vectors first"
     )
@@ -61,12 +62,10 @@ def read_pool_queries(pools_dir: Path) -> dict[str, list[str]]:
     """Each pool's queries: the distinct query_ids of its qrels, sorted."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    path = pools_dir / "qrels.parquet"
-    if not path.is_file():
-        raise InputDataError(f"no qrels.parquet in '{pools_dir}'; point pools to a pools output")
-    table = pq.read_table(path, columns=["pool_id", "query_id"])
+    from mdcr.artifacts import QRELS
+
+    table = QRELS.read(pools_dir, columns=["pool_id", "query_id"])
     # Plain strings: the pools stage may dictionary-encode pool_id (one dictionary per
     # row group), which Arrow cannot group by directly.
     table = pa.table({name: pc.cast(table[name], pa.string()) for name in ("pool_id", "query_id")})
@@ -84,12 +83,12 @@ def read_pool_papers(pools_dir: Path, pool_id: str) -> Any:
     """The pool's paper_ids as an Arrow string array, sorted (byte order)."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    path = pools_dir / "pools.parquet"
-    if not path.is_file():
-        raise InputDataError(f"no pools.parquet in '{pools_dir}'; point pools to a pools output")
-    col = pq.read_table(path, columns=["paper_id"], filters=[("pool_id", "=", pool_id)])["paper_id"]
+    from mdcr.artifacts import POOLS
+
+    col = POOLS.read(pools_dir, columns=["paper_id"], filters=[("pool_id", "=", pool_id)])[
+        "paper_id"
+    ]
     ids = pc.cast(col, pa.string()).combine_chunks()
     ids = pc.unique(ids)
     return pc.take(ids, pc.sort_indices(ids))
@@ -196,6 +195,7 @@ def search_pool(
 
 
 def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
+    from mdcr.artifacts import RUNS, RunInfo
     from mdcr.device import resolve_device
     from mdcr.encoders.store import EmbeddingStore
     from mdcr.index.backends import choose_backend
@@ -213,7 +213,7 @@ def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
         f"backend {backend} on {device}"
     )
     per_pool: dict[str, Any] = {}
-    with RunWriter(ctx.output("runs.parquet")) as writer:
+    with RunWriter(RUNS.output(ctx)) as writer:
         for pool_id in ctx.progress(sorted(pool_queries), desc="search", unit="pool"):
             ids = read_pool_papers(pools_dir, pool_id)
             result = search_pool(
@@ -229,10 +229,9 @@ def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
             )
             writer.write(run_table(pool_id, result.query_ids, result.ranked))
             per_pool[pool_id] = result.stats
-    ctx.outputs["runs.parquet"] = writer.rows
-    ctx.record("retriever", store.name)
+    ctx.outputs[RUNS.file] = writer.rows
+    RunInfo(store.name, artifact_fingerprint(pools_dir)).record(ctx)
     ctx.record("encoder", store.identity)
-    ctx.record("pools_fingerprint", artifact_fingerprint(pools_dir))
     ctx.record("embeddings_fingerprint", artifact_fingerprint(ctx.input("embeddings")))
     ctx.record("metric", metric)
     ctx.record("k", cfg.k)

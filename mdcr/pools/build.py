@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from mdcr.artifacts import POOL_META, POOLS, QRELS, QUERIES
 from mdcr.config import input_path, param
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.pools.db import arrow_table
@@ -75,10 +76,10 @@ MAG_FIELDS = (
     "Sociology",
 )
 
-QUERIES_FILE = "queries.parquet"
-POOLS_FILE = "pools.parquet"
-POOL_META_FILE = "pool_meta.parquet"
-QRELS_FILE = "qrels.parquet"
+QUERIES_FILE = QUERIES.file
+POOLS_FILE = POOLS.file
+POOL_META_FILE = POOL_META.file
+QRELS_FILE = QRELS.file
 SUMMARY_FILE = "summary.parquet"
 ROW_GROUP = 1 << 20
 

@@ -12,14 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mdcr.artifacts import CITATIONS, CORPUS_PAPERS
 from mdcr.errors import ConfigError, InputDataError
 
 if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
-PAPERS_FILE = "papers.parquet"
-CITATIONS_FILE = "citations.parquet"
+PAPERS_FILE = CORPUS_PAPERS.file
+CITATIONS_FILE = CITATIONS.file
 
 
 def duckdb_threads() -> int:

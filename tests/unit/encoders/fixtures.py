@@ -170,6 +170,8 @@ def write_pools(
                 "setup": [p[0] for p in parts],
                 "split": [p[1] if len(p) > 1 else "test" for p in parts],
                 "field": [p[2] if p[0] == "field" and len(p) > 2 else None for p in parts],
+                "size": [len(set(pools[m])) for m in meta],
+                "rep": [int(p[-1][1:]) if p[-1][1:].isdigit() else 0 for p in parts],
             }
         ),
         folder / "pool_meta.parquet",
