@@ -41,7 +41,7 @@ def generate_duckdb(out: Path, n: int, seed: int) -> None:
     """
     import duckdb
 
-    from mdcr.pools.build import MAG_FIELDS
+    from mdcr.paper import MAG_FIELDS
 
     out.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect()

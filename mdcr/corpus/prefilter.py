@@ -33,14 +33,9 @@ How it runs (one pass over the input; memory bounded on the full 81.1M records):
    line number.
 2. Duplicates: one GROUP BY over all paper_ids; the first record (file order, then line
    order) is kept, the rules then apply to it.
-3. Outputs, in file order (file, then line; no sort of the texts): survivors get an
-   index in that order; DuckDB hash-joins their outbound ids to it, numpy sorts and
-   deduplicates the edges as int64 keys (so edges are ordered by citing paper, then cited
-   paper, in papers.parquet order), and n_out / n_in are bincounts. papers.parquet is
-   then streamed file by file from the table (a helper thread fetches the rows and forms
-   the next row group while the main thread compresses one) while a second thread writes
-   citations.parquet. Both files are written in fixed 100,000-row groups of one chunk per
-   column (zstd), so their bytes do not depend on the thread count.
+3. Outputs, in file order (file, then line; no sort of the texts), written as
+   :mod:`mdcr.corpus.prefilter_output` describes; their bytes do not depend on the
+   thread count.
 
 Threads and DuckDB's memory limit do not change outputs, so they are not config fields:
 ``MDCR_THREADS`` (default: all cores) and ``MDCR_MEMORY_LIMIT`` (default: 50% of RAM).
@@ -55,7 +50,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,15 +59,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from mdcr.artifacts import CITATIONS, CORPUS_PAPERS
 from mdcr.config import input_path, param
 from mdcr.corpus import s2orc
+from mdcr.corpus.prefilter_output import SEQ_SHIFT, write_outputs
 from mdcr.errors import ConfigError, InputDataError
+from mdcr.paper import MIN_ABSTRACT_CHARS, MIN_CITATIONS
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
 if TYPE_CHECKING:
     import duckdb
 
 RULES = ("year", "title", "abstract", "citations")
-# seq = file index << SEQ_SHIFT | line order: one sortable key for "first record wins".
-SEQ_SHIFT = 40
 
 
 @dataclass(frozen=True)
@@ -80,8 +75,10 @@ class PrefilterConfig:
     """Config of the `prefilter` stage."""
 
     input: str = input_path(help="folder of S2ORC metadata shards (metadata_*.jsonl.gz)")
-    min_abstract_chars: int = param(30, help="minimum abstract length in characters")
-    min_citations: int = param(3, help="minimum number of distinct citations")
+    min_abstract_chars: int = param(
+        MIN_ABSTRACT_CHARS, help="minimum abstract length in characters"
+    )
+    min_citations: int = param(MIN_CITATIONS, help="minimum number of distinct citations")
     citation_direction: Literal["total", "either", "in", "out", "both"] = param(
         "total",
         help="which citations count: total (in + out), either, in, out, or both lists",
@@ -465,221 +462,6 @@ def _rule_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     return {k: int(v) for k, v in zip(keys, row, strict=True)}
 
 
-KEEP = "reason IS NULL AND ok_year AND ok_title AND ok_abstract AND ok_cit"
-# Rows per Parquet row group. Row groups are cut at fixed row counts (not at the engine's
-# batch boundaries), so the bytes written do not depend on the thread count.
-ROW_GROUP = 100_000
-# Parquet compression of both outputs.
-COMPRESSION = "zstd"
-# Edge pairs fetched from DuckDB per batch.
-EDGE_BATCH = 1 << 20
-
-
-def _edge_keys(con: duckdb.DuckDBPyConnection) -> Any:
-    """Distinct citation edges as sorted int64 keys ``citing_idx << 32 | cited_idx``.
-
-    Indexes are positions of the survivors in file order (table ``_ids``), so the key
-    order is the order of papers.parquet. DuckDB gives each survivor's outbound list its
-    index (a join on seq, faster than a window over the lists), then maps cited ids to
-    indexes (a hash join on the small ``_ids``; both spill if needed); numpy sorts and
-    deduplicates 8 bytes per edge.
-    """
-    import numpy as np
-
-    con.execute(
-        "CREATE TEMP TABLE _outbound AS SELECT i.idx, r.outbound FROM recs r "
-        f"JOIN _ids i ON r.seq = i.seq WHERE r.{KEEP}"
-    )
-    reader = con.sql(
-        """SELECT (p.a::BIGINT << 32) | d.idx::BIGINT AS k
-        FROM (SELECT idx AS a, unnest(outbound) AS cited FROM _outbound) p
-        JOIN _ids d ON p.cited = d.paper_id
-        WHERE p.a <> d.idx"""
-    ).to_arrow_reader(EDGE_BATCH)
-    parts = [batch.column(0).to_numpy() for batch in reader]
-    con.execute("DROP TABLE _outbound")
-    keys = np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
-    keys.sort()
-    if len(keys) > 1:
-        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
-    return keys
-
-
-def _write_citations(path: Path, ids: Any, citing: Any, cited: Any) -> None:
-    """citations.parquet from edge indexes into ``ids``, in fixed row groups."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    schema = pa.schema([("citing_id", pa.string()), ("cited_id", pa.string())])
-    with pq.ParquetWriter(path, schema, compression=COMPRESSION, use_dictionary=False) as w:
-        for lo in range(0, len(citing), ROW_GROUP):
-            sl = slice(lo, lo + ROW_GROUP)
-            table = pa.table({"citing_id": ids.take(citing[sl]), "cited_id": ids.take(cited[sl])})
-            w.write_table(table, row_group_size=ROW_GROUP)
-
-
-# Columns read for papers.parquet (seq only to check the order; it is not written).
-PAPER_COLUMNS = "seq, paper_id, title, abstract, year, fields"
-
-
-def _papers_in_file_order(cur: duckdb.DuckDBPyConnection, n_files: int) -> Iterator[Any]:
-    """The survivors' output columns (with ``seq``) in file order, as record batches.
-
-    No sort: one scan per file, in file order. A file's rows were appended by one INSERT
-    in record order, and with ``preserve_insertion_order`` a filtered scan keeps table
-    order (:func:`_write_papers` checks every seq); the seq range of a file lets DuckDB skip
-    the row groups of the others.
-    """
-    for index in range(n_files):
-        lo = index << SEQ_SHIFT
-        hi = lo + (1 << SEQ_SHIFT) - 1
-        yield from cur.sql(
-            f"SELECT {PAPER_COLUMNS} FROM recs WHERE seq BETWEEN {lo} AND {hi} AND {KEEP}"
-        ).to_arrow_reader(ROW_GROUP)
-
-
-def _row_groups(batches: Iterator[Any], schema: Any) -> Iterator[Any]:
-    """Tables of exactly ``ROW_GROUP`` rows (the last one shorter) from record batches.
-
-    Each column is one chunk: Parquet pages are then cut the same way whatever the
-    engine's batch sizes (which depend on the thread count).
-    """
-    import pyarrow as pa
-
-    pending = pa.Table.from_batches([], schema=schema)
-    for batch in batches:
-        pending = pa.concat_tables([pending, pa.Table.from_batches([batch])])
-        while pending.num_rows >= ROW_GROUP:
-            yield pending.slice(0, ROW_GROUP).combine_chunks()
-            pending = pending.slice(ROW_GROUP)
-    if pending.num_rows:
-        yield pending.combine_chunks()
-
-
-def _write_papers(
-    path: Path, schema: Any, groups: Iterator[Any], seqs: Any, n_out: Any, n_in: Any
-) -> None:
-    """papers.parquet from row groups of the survivors in file order (:func:`_row_groups`
-    over :func:`_papers_in_file_order`, whose Arrow schema is ``schema``).
-
-    The counts are aligned by position with ``seqs`` (the survivors' seqs in file order);
-    a check on every row guards it.
-    """
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    out_schema = schema.remove(schema.get_field_index("seq"))
-    out_schema = out_schema.append(pa.field("n_out", pa.int64()))
-    out_schema = out_schema.append(pa.field("n_in", pa.int64()))
-    pos = 0
-    with pq.ParquetWriter(
-        path, out_schema, compression=COMPRESSION, use_dictionary=["fields.list.element"]
-    ) as writer:
-        for group in groups:
-            rows = group.num_rows
-            if not np.array_equal(group.column("seq").to_numpy(), seqs[pos : pos + rows]):
-                raise RuntimeError("papers and citation counts are misaligned")  # a bug
-            group = group.drop_columns(["seq"])
-            group = group.append_column("n_out", pa.array(n_out[pos : pos + rows]))
-            group = group.append_column("n_in", pa.array(n_in[pos : pos + rows]))
-            writer.write_table(group, row_group_size=ROW_GROUP)
-            pos += rows
-    if pos != len(seqs):
-        raise RuntimeError("papers and citation counts differ in length")  # a bug
-
-
-def _prefetch(items: Iterator[Any], depth: int) -> Generator[Any, None, None]:
-    """Yield from ``items``, computed ahead by a helper thread (at most ``depth`` waiting).
-
-    Here it fetches the next papers from DuckDB and forms their row group while the
-    previous one is compressed. An error in the helper is raised in the consumer.
-    """
-    import queue
-
-    buf: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def put(entry: tuple[str, Any]) -> bool:
-        while not stop.is_set():
-            try:
-                buf.put(entry, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if not put(("item", item)):
-                    return
-            put(("end", None))
-        except BaseException as exc:  # handed to the consumer
-            put(("error", exc))
-
-    thread = threading.Thread(target=produce, name="mdcr-prefetch", daemon=True)
-    thread.start()
-    try:
-        while True:
-            kind, value = buf.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise value
-            yield value
-    finally:
-        stop.set()
-        thread.join()
-
-
-def _write_outputs(con: duckdb.DuckDBPyConnection, out_dir: Path, n_files: int) -> tuple[int, int]:
-    """Write citations.parquet and papers.parquet, both in file order; return their rows.
-
-    Papers keep the order of the shards (file, then line: the first record of each
-    paper_id); edges are ordered by (citing paper, cited paper) in that order. Edges come
-    from the survivors' outbound lists, kept when the cited paper survived too,
-    self-citations and repeats dropped. The two files are written at the same time (the
-    Parquet writers run outside Python's lock).
-    """
-    import numpy as np
-
-    con.execute("SET preserve_insertion_order = false")
-    con.execute(
-        "CREATE TEMP TABLE _ids AS SELECT seq, paper_id, "
-        f"(row_number() OVER (ORDER BY seq) - 1)::INTEGER AS idx FROM recs WHERE {KEEP}"
-    )
-    keys = _edge_keys(con)
-    con.execute("SET preserve_insertion_order = true")
-    table = con.sql("SELECT seq, paper_id FROM _ids ORDER BY idx").to_arrow_table()
-    con.execute("DROP TABLE _ids")
-    seqs = table.column("seq").to_numpy()
-    ids = table.column("paper_id").combine_chunks()
-    del table
-    citing = (keys >> 32).astype(np.int32)
-    cited = (keys & 0xFFFFFFFF).astype(np.int32)
-    del keys
-    n_out = np.bincount(citing, minlength=len(ids)).astype(np.int64)
-    n_in = np.bincount(cited, minlength=len(ids)).astype(np.int64)
-    schema = con.sql(f"SELECT {PAPER_COLUMNS} FROM recs LIMIT 0").to_arrow_table().schema
-    cur = con.cursor()
-    try:
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            # The edges are written while the papers are.
-            job = pool.submit(_write_citations, CITATIONS.path(out_dir), ids, citing, cited)
-            # A helper thread fetches the papers and forms the row groups while the
-            # previous one is compressed.
-            groups = _prefetch(_row_groups(_papers_in_file_order(cur, n_files), schema), 1)
-            try:
-                _write_papers(CORPUS_PAPERS.path(out_dir), schema, groups, seqs, n_out, n_in)
-            finally:
-                groups.close()  # stops the helper thread before the cursor closes
-            job.result()
-    finally:
-        cur.close()
-    return len(ids), len(citing)
-
-
 def funnel_table(funnel: dict[str, Any]) -> str:
     """The funnel as a small text table for the log: each step, what it removed, what is left.
 
@@ -762,7 +544,7 @@ def prefilter_corpus(
         dropped, dup_examples = _dedup(con)
         counts = _rule_counts(con)
         clock = time.perf_counter()
-        n_papers, n_edges = _write_outputs(con, out_dir, len(shards))
+        n_papers, n_edges = write_outputs(con, out_dir, len(shards))
         timings["outputs_s"] = round(time.perf_counter() - clock, 3)
     except duckdb.OutOfMemoryException as exc:
         raise ConfigError(

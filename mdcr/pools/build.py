@@ -46,6 +46,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from mdcr.artifacts import POOL_META, POOLS, QRELS, QUERIES
 from mdcr.config import input_path, param
 from mdcr.errors import ConfigError, InputDataError
+from mdcr.paper import (
+    DATASET_POOL_SIZES,
+    DATASET_QUERIES,
+    FIELD_POOL_SIZE,
+    FIELD_QUERIES,
+    MAG_FIELDS,
+    MDCR_POSITIVES,
+    QUERY_YEAR,
+    REPETITIONS,
+)
 from mdcr.pools.db import arrow_table
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
@@ -54,27 +64,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-MAG_FIELDS = (
-    "Art",
-    "Biology",
-    "Business",
-    "Chemistry",
-    "Computer Science",
-    "Economics",
-    "Engineering",
-    "Environmental Science",
-    "Geography",
-    "Geology",
-    "History",
-    "Materials Science",
-    "Mathematics",
-    "Medicine",
-    "Philosophy",
-    "Physics",
-    "Political Science",
-    "Psychology",
-    "Sociology",
-)
 
 QUERIES_FILE = QUERIES.file
 POOLS_FILE = POOLS.file
@@ -90,19 +79,17 @@ class PoolsConfig:
         help="prefiltered corpus: a prefilter output (a folder with papers.parquet and "
         "citations.parquet)"
     )
-    query_year: int = param(2019, help="queries are papers of this year; candidates <= it")
+    query_year: int = param(QUERY_YEAR, help="queries are papers of this year; candidates <= it")
     min_cited: int = param(
-        5,
+        MDCR_POSITIVES,
         help="a query must cite at least this many prefiltered papers (year <= query_year); "
         "5 because MDCR samples 5 cited papers of each field-level query as its positives",
     )
-    n_queries_dataset: int = param(3800, help="dataset-level queries per split")
-    dataset_sizes: tuple[int, ...] = param(
-        (200_000, 500_000, 1_000_000, 2_000_000), help="dataset-level pool sizes"
-    )
-    field_queries: int = param(200, help="field-level queries per field and split")
-    field_pool_size: int = param(100_000, help="field-level pool size")
-    repetitions: int = param(3, help="pools sampled per size (each with its own seed)")
+    n_queries_dataset: int = param(DATASET_QUERIES, help="dataset-level queries per split")
+    dataset_sizes: tuple[int, ...] = param(DATASET_POOL_SIZES, help="dataset-level pool sizes")
+    field_queries: int = param(FIELD_QUERIES, help="field-level queries per field and split")
+    field_pool_size: int = param(FIELD_POOL_SIZE, help="field-level pool size")
+    repetitions: int = param(REPETITIONS, help="pools sampled per size (each with its own seed)")
     seed: int = param(0, help="master seed; every sample derives its own from it")
     splits: tuple[Literal["val", "test"], ...] = param(
         ("val", "test"), help="splits to build (disjoint query sets, built the same way)"

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from mdcr.corpus import prefilter, s2orc
+from mdcr.corpus import prefilter, prefilter_output, s2orc
 from mdcr.corpus.prefilter import SPEC, PrefilterConfig, prefilter_corpus
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.stage import StageContext
@@ -491,8 +491,8 @@ def test_output_bytes_do_not_depend_on_threads(
             lines.append(rec(pid, out=out, inb=rnd.sample(ids, rnd.randint(0, 3))))
         write_jsonl(folder / f"metadata_{shard}.jsonl.gz", lines, gz=True)
     # Small row groups and edge batches, so that several of each are written and read.
-    monkeypatch.setattr(prefilter, "ROW_GROUP", 997)
-    monkeypatch.setattr(prefilter, "EDGE_BATCH", 4096)
+    monkeypatch.setattr(prefilter_output, "ROW_GROUP", 997)
+    monkeypatch.setattr(prefilter_output, "EDGE_BATCH", 4096)
     digests = []
     for threads in ("1", "2"):
         monkeypatch.setenv("MDCR_THREADS", threads)
@@ -526,7 +526,7 @@ def test_papers_and_edges_are_in_file_order(
         start += size
         records += lines
         write_jsonl(folder / f"metadata_{shard}.jsonl.gz", lines, gz=True)
-    monkeypatch.setattr(prefilter, "ROW_GROUP", 333)
+    monkeypatch.setattr(prefilter_output, "ROW_GROUP", 333)
     monkeypatch.setenv("MDCR_THREADS", "3")
     run(folder, tmp_path / "out")
     want = [r["paper_id"] for r in records if all(rules(r, "total"))]
@@ -630,7 +630,7 @@ def test_empty_and_crlf_shards(tmp_path: Path) -> None:
 def test_prefetch_keeps_order_raises_errors_and_stops_early() -> None:
     import threading
 
-    assert list(prefilter._prefetch(iter(range(50)), depth=2)) == list(range(50))
+    assert list(prefilter_output._prefetch(iter(range(50)), depth=2)) == list(range(50))
 
     def failing() -> Any:
         yield 1
@@ -638,12 +638,12 @@ def test_prefetch_keeps_order_raises_errors_and_stops_early() -> None:
 
     got = []
     with pytest.raises(ValueError, match="engine failed"):
-        for item in prefilter._prefetch(failing(), depth=2):
+        for item in prefilter_output._prefetch(failing(), depth=2):
             got.append(item)
     assert got == [1]
 
     before = threading.active_count()
-    gen = prefilter._prefetch(iter(range(10**6)), depth=2)
+    gen = prefilter_output._prefetch(iter(range(10**6)), depth=2)
     assert next(gen) == 0
     gen.close()  # the helper thread stops instead of producing the rest
     assert threading.active_count() == before
