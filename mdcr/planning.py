@@ -137,7 +137,7 @@ def benchmark_estimate(
     return text, PlanFacts(papers=papers, papers_max=papers, queries=queries)
 
 
-def _target_papers(
+def target_papers(
     targets: list[Path], corpus: Path | None, upstream: Mapping[Path, PlanFacts]
 ) -> tuple[int, str]:
     """Papers to encode for these targets: counted when built, else from upstream facts."""
@@ -170,26 +170,30 @@ def _target_papers(
 
 
 def encode_estimate(
-    cfg: Any, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
+    cfg: Any,
+    inputs: dict[str, list[Path]],
+    upstream: Mapping[Path, PlanFacts],
+    *,
+    dim: int,
+    multi_vector: bool,
+    cost: float,
 ) -> str:
-    """Papers to encode, disk of the float16 store and GPU hours at the stated rate."""
-    from mdcr.encoders.registry import lookup
+    """Papers to encode, disk of the float16 store and GPU hours at the stated rate.
 
+    ``cost``: the encoder's time per paper relative to a BERT-base encoder (0: no model).
+    """
     corpus = _first(inputs, "corpus")
-    papers, how = _target_papers(inputs.get("targets") or [], corpus, upstream)
+    papers, how = target_papers(inputs.get("targets") or [], corpus, upstream)
     if papers == 0:
         return "papers to encode: unknown until the targets are planned"
-    name = cfg.encoder
-    entry, _ = lookup(name)
-    dim = cfg.dim or entry.dim or 768
-    note = "" if cfg.dim or entry.dim else " (dim assumed)"
-    vectors = papers * (ASPIRE_SENTENCES if entry.multi_vector else 1)
+    vectors = papers * (ASPIRE_SENTENCES if multi_vector else 1)
     disk = vectors * dim * 2
-    rate = papers_per_s() * (5.0 if name == "minilm" else 1.0)
-    hours = 0.0 if name == "random" else papers / rate / 3600.0
+    rate = papers_per_s() / cost if cost > 0 else math.inf
+    hours = papers / rate / 3600.0
+    speed = f"{rate:,.0f} papers/s" if cost > 0 else "no model"
     return (
         f"papers to encode: {papers:,} ({how}); disk ~{_size(disk)} float16 "
-        f"({vectors:,} vectors x {dim}{note}); GPU time ~{hours:.2f} h at {rate:,.0f} papers/s "
+        f"({vectors:,} vectors x {dim}); GPU time ~{hours:.2f} h at {speed} "
         "(stated rate; MDCR_PLAN_PAPERS_PER_S)"
     )
 

@@ -22,7 +22,7 @@ from mdcr.corpus import synth_text as st
 from mdcr.paper import QUERY_YEAR
 
 if TYPE_CHECKING:
-    from mdcr.corpus.synth import SynthConfig
+    from mdcr.corpus.synth_config import SynthConfig
 
 # Papers per generation chunk. A constant (not a knob): the random streams are drawn per
 # chunk, so the corpus for a given seed must not depend on anything else.

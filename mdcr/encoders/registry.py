@@ -118,7 +118,8 @@ class EncoderEntry:
     ``label``: its display name; ``paper_name``: its name in the tables of Medić & Šnajder
     (2022), for the paper's own models; ``dim``: its vector size when known before loading;
     ``multi_vector``: one vector per sentence (Aspire); ``torch_model``: it computes in
-    the configured precision (its resolved value is hashed).
+    the configured precision (its resolved value is hashed); ``cost``: its encode time
+    per paper relative to a BERT-base encoder, for ``--dry-run`` estimates (0: no model).
     """
 
     name: str
@@ -131,6 +132,7 @@ class EncoderEntry:
     dim: int | None = None
     multi_vector: bool = False
     torch_model: bool = True
+    cost: float = 1.0
 
 
 _REGISTRY: dict[str, EncoderEntry] = {}
@@ -483,6 +485,7 @@ for _entry in (
         identify=_minilm_identity,
         label="MiniLM",
         dim=384,
+        cost=0.2,
     ),
     EncoderEntry(
         "random",
@@ -491,6 +494,7 @@ for _entry in (
         ("dim", "seed"),
         label="Random",
         torch_model=False,
+        cost=0.0,
     ),
 ):
     register(_entry)

@@ -382,14 +382,26 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
 def plan_encode(
     cfg: EncodeConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
 ) -> StagePlan:
+    from mdcr.encoders.registry import lookup
+    from mdcr.planning import encode_estimate
+
     n_targets = len(inputs.get("targets", []))
     what = f"the union of {n_targets} target folder(s)" if n_targets else "every corpus paper"
     extra = ", copying papers that earlier outputs of the same encoder hold" if cfg.reuse else ""
-    from mdcr.planning import encode_estimate
-
+    entry, _ = lookup(cfg.encoder)
+    dim = cfg.dim or entry.dim
+    estimate = encode_estimate(
+        cfg,
+        inputs,
+        upstream,
+        dim=dim or 768,
+        multi_vector=entry.multi_vector,
+        cost=entry.cost,
+    )
+    note = "" if dim else " (vector size assumed 768; known once the model is loaded)"
     return StagePlan(
         f"encode {what} once with '{cfg.encoder}' into float16 shards of {cfg.shard_size} "
-        f"papers{extra}\n{encode_estimate(cfg, inputs, upstream)}"
+        f"papers{extra}\n{estimate}{note}"
     )
 
 

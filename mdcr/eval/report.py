@@ -273,6 +273,7 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     from mdcr.eval.report_sections import (
         CHANCE_ROW,
         Context,
+        SectionOptions,
         dataset_section,
         field_sections,
         letters_for,
@@ -295,7 +296,10 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     per_query = scores.per_query[scores.per_query["pool_id"].isin(pools)]
     retrievers = order_retrievers(sorted(per_pool["retriever"].unique()))
     metrics = sorted(per_pool["metric"].unique(), key=metric_sort_key)
-    c = Context(cfg, retrievers, letters_for(retrievers), metrics, ctx.out)
+    options = SectionOptions(
+        cfg.stat_tests, cfg.correction, cfg.alpha, cfg.permutations, cfg.seed, cfg.chance_rows
+    )
+    c = Context(options, retrievers, letters_for(retrievers), metrics, ctx.out)
 
     agg = over_reps(per_pool)
     chance = scores.chance[scores.chance["pool_id"].isin(pools)]

@@ -20,7 +20,6 @@ from mdcr.paper import field_abbreviation, size_label
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mdcr.eval.report import ReportConfig
     from mdcr.eval.tables import Table
 
 CHANCE_ROW = "expected chance"
@@ -33,11 +32,23 @@ def letters_for(retrievers: list[str]) -> dict[str, str]:
     return {r: abc[i] if i < len(abc) else f"r{i + 1}" for i, r in enumerate(retrievers)}
 
 
+@dataclass(frozen=True)
+class SectionOptions:
+    """The report options the sections follow (from the report stage's config)."""
+
+    stat_tests: tuple[str, ...] = ("fisher", "student")
+    correction: str = "holm"
+    alpha: float = 0.05
+    permutations: int = 10000
+    seed: int = 42
+    chance_rows: bool = True
+
+
 @dataclass
 class Context:
-    """What every section builder needs: the config, retrievers, metrics and the output."""
+    """What every section builder needs: the options, retrievers, metrics and the output."""
 
-    cfg: ReportConfig
+    cfg: SectionOptions
     retrievers: list[str]
     letters: dict[str, str]
     metrics: list[str]

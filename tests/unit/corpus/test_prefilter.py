@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from mdcr.corpus import prefilter, prefilter_output, s2orc
+from mdcr.corpus import prefilter_output, s2orc
 from mdcr.corpus.prefilter import SPEC, PrefilterConfig, prefilter_corpus
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.stage import StageContext

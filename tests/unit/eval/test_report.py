@@ -178,8 +178,7 @@ def test_report_is_byte_identical_when_rebuilt(built: Built, report: Path, tmp_p
 
 def test_paper_section_field_level(tmp_path: Path) -> None:
     from mdcr.eval.published import paper_values
-    from mdcr.eval.report import ReportConfig
-    from mdcr.eval.report_sections import Context, paper_section
+    from mdcr.eval.report_sections import Context, SectionOptions, paper_section
     from mdcr.paper import FIELD_ABBREVIATIONS
 
     paper = paper_values()
@@ -200,8 +199,7 @@ def test_paper_section_field_level(tmp_path: Path) -> None:
             "n_reps": 3,
         }
     )
-    cfg = from_mapping(ReportConfig, {"scores": ["x"]}, "report")
-    c = Context(cfg, ["bm25", "specter", "scincl"], {}, ["map@500"], tmp_path)
+    c = Context(SectionOptions(), ["bm25", "specter", "scincl"], {}, ["map@500"], tmp_path)
     s = paper_section(c, agg)
     full = c.file_tables[0]
     assert len(full.rows) == 3 * 20  # 19 fields + AVG per model

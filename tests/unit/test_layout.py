@@ -1,0 +1,127 @@
+"""The package's layout: no import circle between mdcr modules or subpackages, no module
+grown too long, and one naming convention for stage entry points."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "mdcr"
+MAX_LINES = 700
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """mdcr module -> the mdcr modules it imports (anywhere in it, TYPE_CHECKING too)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+            for t in targets:
+                if t in modules and t != name and t != "mdcr":
+                    graph[name].add(t)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one member (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle_between_modules() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_no_import_circle_between_subpackages() -> None:
+    def unit(module: str) -> str:
+        parts = module.split(".")
+        return ".".join(parts[:2])
+
+    graph: dict[str, set[str]] = {}
+    for a, targets in import_graph().items():
+        graph.setdefault(unit(a), set())
+        for b in targets:
+            graph.setdefault(unit(b), set())
+            if unit(a) != unit(b):
+                graph[unit(a)].add(unit(b))
+    assert cycles(graph) == []
+
+
+def test_the_checker_finds_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: p.name)
+def test_modules_stay_short(path: Path) -> None:
+    n = len(path.read_text().splitlines())
+    assert n <= MAX_LINES, f"{path.relative_to(PACKAGE.parent)} has {n} lines; split it"
+
+
+def test_stage_entry_points_share_one_naming_convention() -> None:
+    from mdcr.stage import stages
+
+    for spec in stages().values():
+        if not spec.run.__module__.startswith("mdcr."):
+            continue  # toy stages of the tests
+        snake = spec.name.replace("-", "_")
+        assert spec.run.__name__ == f"run_{snake}", spec.name
+        if spec.plan is not None:
+            assert spec.plan.__name__ == f"plan_{snake}", spec.name  # type: ignore[attr-defined]
+        if spec.identity is not None:
+            assert spec.identity.__name__ == f"identify_{snake}", spec.name  # type: ignore[attr-defined]
