@@ -186,12 +186,13 @@ def run_pipeline(
     folders: dict[str, Path] = {}
     known: dict[Path, str] = {}
     facts: dict[Path, PlanFacts] = {}
+    unknown: dict[Path, str] = {}  # dry run: folders whose fingerprint cannot be known yet
     results: dict[str, Artifact] = {}
     for step in steps:
         where = f"{pipeline.path.name}:{step.id}"
         inputs = _resolve(step, folders, where)
         if dry_run:
-            _dry_run_step(step, store, inputs, known, facts, folders, selected)
+            _dry_run_step(step, store, inputs, known, facts, folders, selected, unknown)
             continue
         planned = store.plan(step.spec, step.cfg, inputs, known)
         folders[step.id] = planned.folder
@@ -221,17 +222,26 @@ def _dry_run_step(
     facts: dict[Path, PlanFacts],
     folders: dict[str, Path],
     selected: set[str],
+    unknown: dict[Path, str],
 ) -> None:
-    """Print one step's fingerprint, state and plan; record its folder and facts."""
+    """Print one step's fingerprint, state and plan; record its folder and facts.
+
+    A step whose identity cannot be resolved now (a hub model neither cached nor
+    reachable) is planned on, but its fingerprint, and its dependants', is unknown.
+    """
+    waits_for = [unknown[p] for paths in inputs.values() for p in paths if p in unknown]
     try:
+        if waits_for:
+            raise UnresolvedIdentityError(
+                f"depends on {waits_for[0]}, whose fingerprint is unknown"
+            )
         planned = store.plan(step.spec, step.cfg, inputs, known)
         fp, folder = planned.fingerprint, planned.folder
         status = "up to date" if store.is_done(folder, fp) else "will run"
     except UnresolvedIdentityError as exc:
-        # e.g. a hub model that is neither cached nor reachable: the plan goes on, but this
-        # step's fingerprint (and its dependants') cannot be known yet.
         fp = "?" * 16
         folder = store.folder(step.spec.name, f"unresolved-{step.id}")
+        unknown[folder] = step.id
         status = f"fingerprint unknown: {exc}"
     if step.id not in selected and status == "will run":
         status = "skipped"

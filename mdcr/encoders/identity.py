@@ -25,7 +25,6 @@ import importlib.util
 import os
 import re
 import sysconfig
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -49,19 +48,14 @@ def _files(folder: Path) -> list[Path]:
     return out
 
 
-@lru_cache(maxsize=256)
-def _file_sha256(path: str, size: int, mtime_ns: int, inode: int) -> str:
-    """Content hash of one file; memoised for this process by its stat, never stored."""
+def file_sha256(path: Path) -> str:
+    """Content hash of one file, read every time: no cache keyed by size or mtime could be
+    trusted (a rewrite of the same size within the clock's tick looks unchanged)."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with path.open("rb") as f:
         while block := f.read(1 << 22):
             h.update(block)
     return h.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    st = path.stat()
-    return _file_sha256(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 def folder_digest(folder: Path) -> str:
@@ -97,6 +91,34 @@ def cached_commit(model_id: str, revision: str) -> str | None:
     return None
 
 
+# Hub answers of this process: (model id, revision) -> (time, commit or None). A pipeline's
+# plan asks once per model, not once per step; an answer is kept for a minute.
+_HUB_ANSWERS: dict[tuple[str, str], tuple[float, str | None, str]] = {}
+_HUB_TTL_S = 60.0
+
+
+def _ask_hub(model_id: str, revision: str) -> tuple[str | None, str]:
+    """(commit, reason it is None) from the hub, remembered for a minute."""
+    import time
+
+    key = (model_id, revision)
+    hit = _HUB_ANSWERS.get(key)
+    if hit is not None and time.monotonic() - hit[0] < _HUB_TTL_S:
+        return hit[1], hit[2]
+    commit: str | None = None
+    reason = ""
+    try:
+        from huggingface_hub import HfApi
+
+        sha = HfApi().model_info(model_id, revision=revision, timeout=10).sha
+        commit = str(sha) if sha else None
+        reason = "the hub gave no commit"
+    except Exception as exc:  # the hub's errors are many; any of them means "not now"
+        reason = f"the hub did not answer ({type(exc).__name__})"
+    _HUB_ANSWERS[key] = (time.monotonic(), commit, reason)
+    return commit, reason
+
+
 def hub_commit(model_id: str, revision: str | None) -> str:
     """The commit a hub model's revision resolves to (a 40-hex revision is its own).
 
@@ -108,14 +130,9 @@ def hub_commit(model_id: str, revision: str | None) -> str:
     rev = revision or "main"
     reason = "HF_HUB_OFFLINE is set"
     if not _offline():
-        try:
-            from huggingface_hub import HfApi
-
-            sha = HfApi().model_info(model_id, revision=rev, timeout=10).sha
-            if sha:
-                return str(sha)
-        except Exception as exc:  # the hub's errors are many; any of them means "not now"
-            reason = f"the hub did not answer ({type(exc).__name__})"
+        online, reason = _ask_hub(model_id, rev)
+        if online is not None:
+            return online
     commit = cached_commit(model_id, rev)
     if commit is not None:
         return commit
@@ -229,11 +246,39 @@ def python_identity(module_name: str, obj: Any) -> dict[str, Any]:
     return out
 
 
+# sha256 of each user module's file when mdcr last (re)loaded it, so that an edited
+# module is reloaded before its encoder runs again in the same process (a notebook).
+_LOADED: dict[str, str] = {}
+
+
+def _import_fresh(module_name: str) -> Any:
+    """Import ``module_name``; if it or a user module it imports was loaded before and has
+    changed on disk since, reload them all (its imports first, itself last), so that the
+    code that runs is the code the fingerprint hashes."""
+    import sys
+
+    before = set(sys.modules)
+    module = importlib.import_module(module_name)
+    files = user_source_files(module_name)
+    digests = {name: file_sha256(path) for name, path in files.items()}
+    stale = [n for n in files if n in before and _LOADED.get(n) != digests[n]]
+    if stale:
+        for name in sorted(files, key=lambda n: (n == module_name, -n.count("."), n)):
+            if name in sys.modules:
+                importlib.reload(sys.modules[name])
+        module = sys.modules[module_name]
+    _LOADED.update(digests)
+    return module
+
+
 def import_attr(spec: str, arg: str) -> tuple[str, Any]:
-    """``(module name, object)`` of ``py:<module>:<attr>``, or a one-line ConfigError."""
+    """``(module name, object)`` of ``py:<module>:<attr>``, or a one-line ConfigError.
+
+    User modules edited since they were loaded are reloaded first.
+    """
     module_name, attr = arg.split(":")
     try:
-        module = importlib.import_module(module_name)
+        module = _import_fresh(module_name)
     except Exception as exc:  # the user's module may raise anything while importing
         raise ConfigError(
             f"encoder '{spec}': cannot import module '{module_name}' "

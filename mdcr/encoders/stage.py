@@ -33,6 +33,7 @@ import numpy as np
 
 from mdcr.config import canonical_json, input_path, param, params_of, setting
 from mdcr.device import DEVICE_HELP, check_device_spec
+from mdcr.encoders.registry import valid_specs
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
@@ -44,10 +45,7 @@ class EncodeConfig:
     corpus: str = input_path(
         help="prefilter output folder (papers.parquet: paper_id, title, abstract) or that file"
     )
-    encoder: str = param(
-        help="encoder name (scibert, specter, scincl, aspire-bm, aspire-cs, minilm, random), "
-        "hf:<model id or path>, or py:<module>:<attr>"
-    )
+    encoder: str = param(help=f"encoder: {valid_specs()}")
     targets: tuple[str, ...] = input_path(
         (),
         multiple=True,

@@ -5,8 +5,8 @@ Encoders on the Task of Citation Recommendation" (SDP 2022); Tables 1, 2, 3, 4, 
 transcribed exactly into ``mdcr/data/paper_results.json`` (values x 100, one decimal).
 
 A number of ours is compared with the paper's only when the setup is the paper's: the
-test split, the same model (by registry name: bm25, scibert, specter, scincl, aspire-bm,
-aspire-cs), dataset-level pools of 200k/500k/1M/2M or field-level pools of 100k, and the
+test split, the same model (the registry's ``paper_name`` of an encoder, and BM25),
+dataset-level pools of 200k/500k/1M/2M or field-level pools of 100k, and the
 same metric definition (MAP and nDCG at depth 500, R@30; MDCR: R@5).
 """
 

@@ -69,3 +69,59 @@ def test_override_parses_and_validates() -> None:
         override(cfg, {"q": "1"}, "t")
     with pytest.raises(ConfigError, match="k must be >= 1"):
         override(cfg, {"k": "0"}, "t")
+
+
+# Names that only say how the work is done; wherever a stage has one, it is a setting.
+SETTING_NAMES = {
+    "threads",
+    "device",
+    "batch_tokens",
+    "workers",
+    "query_batch",
+    "backend",
+    "margin",
+    "engine",
+    "reuse",
+}
+
+
+def test_every_stage_field_is_declared_once_and_settings_are_settings() -> None:
+    from mdcr.config import config_fields, field_kind
+    from mdcr.stage import stages
+
+    seen = 0
+    for spec in stages().values():
+        for f in config_fields(spec.config):
+            kind = field_kind(f)  # raises for a field declared without param/setting/input
+            if f.name in SETTING_NAMES:
+                assert kind == "setting", f"{spec.name}.{f.name} is a {kind}"
+                seen += 1
+    assert seen >= 9  # encode 4, search 4 (device, backend, query_batch, margin), bm25...
+
+
+def test_settings_are_recorded_but_not_hashed(tmp_path) -> None:
+    import json
+
+    from mdcr.config import params_of, setting, settings_of
+    from mdcr.stage import StageContext, StageSpec
+    from mdcr.store import Store
+
+    @dataclass(frozen=True)
+    class Cfg:
+        n: int = param(1, help="a parameter")
+        threads: int = setting(0, help="a setting")
+
+    def run(cfg: Cfg, ctx: StageContext) -> None:
+        (ctx.out / "x.txt").write_text(str(cfg.n))
+        ctx.output("x.txt")
+
+    spec = StageSpec("toy-settings", "1", Cfg, run, "settings")
+    store = Store(tmp_path)
+    a = store.execute(spec, Cfg(threads=1), {}, quiet=True)
+    b = store.execute(spec, Cfg(threads=8), {}, quiet=True)
+    assert b.up_to_date and a.fingerprint == b.fingerprint
+    assert store.plan(spec, Cfg(n=2), {}).fingerprint != a.fingerprint
+    manifest = json.loads((a.path / "manifest.json").read_text())
+    assert manifest["settings"] == {"threads": 1} and manifest["params"] == {"n": 1}
+    assert params_of(Cfg(n=3, threads=4), hashed=True) == {"n": 3}
+    assert settings_of(Cfg(threads=4)) == {"threads": 4}

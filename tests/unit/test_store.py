@@ -128,7 +128,8 @@ def test_declared_but_missing_output_is_an_error(tmp_path: Path) -> None:
     spec = StageSpec("toy-missing", "1", Empty, run, "declares but does not write")
     with pytest.raises(ManifestMismatchError, match=r"never\.parquet"):
         Store(tmp_path).execute(spec, Empty(), {}, quiet=True)
-    assert not list((tmp_path / "toy-missing").glob("[!.]*"))
+    # A failed stage that cannot resume leaves nothing: no output, no work folder, no lock.
+    assert list((tmp_path / "toy-missing").iterdir()) == []
 
 
 def test_killed_run_leaves_nothing_that_counts_as_done(tmp_path: Path) -> None:

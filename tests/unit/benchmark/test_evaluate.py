@@ -132,3 +132,46 @@ def test_bad_arguments_are_one_line_errors(tmp_path: Path, capsys) -> None:
     assert "unknown encoder 'nope'" in err and len(err.splitlines()) == 1
     assert main(["evaluate", "--encoder", "random", "--home", str(tmp_path)]) == 2
     assert "give --benchmark" in capsys.readouterr().err
+
+
+EDITABLE = """
+import numpy as np
+
+class Enc:
+    name = "editable"
+    dim = 3
+    metric = "ip"
+
+    def encode(self, texts):
+        w = np.array({weights}, dtype=np.float32)
+        feats = [[len(t.title), len(t.abstract), t.abstract.count("a")] for t in texts]
+        return np.asarray(feats, dtype=np.float32) * w
+"""
+
+
+def test_an_edited_encoder_never_returns_cached_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Edit a py: encoder between two calls: the second call encodes again and prints the
+    new encoder's numbers, not the first one's."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = tmp_path / "editable_enc.py"
+    argv = ["evaluate", "--encoder", "py:editable_enc:Enc", "--benchmark", str(FIXTURE)]
+    argv += ["--home", str(tmp_path / "home")]
+    module.write_text(EDITABLE.format(weights=[1.0, 0.0, 0.0]))
+    assert main(argv) == 0
+    first = capsys.readouterr()
+    module.write_text(EDITABLE.format(weights=[0.0, 0.0, 1.0]))
+    assert main(argv) == 0
+    second = capsys.readouterr()
+    assert "[encode_0_py_editable_enc_Enc] running encode" in second.err
+    assert _printed(first.out)["editable"] != _printed(second.out)["editable"]
+    # The same source again: every step is up to date, and the first numbers come back.
+    module.write_text(EDITABLE.format(weights=[1.0, 0.0, 0.0]))
+    assert main(argv) == 0
+    third = capsys.readouterr()
+    assert "running" not in third.err
+    assert _printed(third.out) == _printed(first.out)
+    module.unlink()
+    assert main(argv) == 2
+    assert "cannot import module 'editable_enc'" in capsys.readouterr().err

@@ -41,6 +41,17 @@ class SlowTiny:
         time.sleep(float(os.environ.get("SLOW_S", "0")))
         return self.inner.encode(texts)
 
+class SlowTinyOpts:
+    '''SlowTiny that takes the stage's options (batch_tokens and device are settings).'''
+    def __init__(self, options):
+        self.inner = HFEncoder(os.environ["TINY_BERT"], name="tiny", max_length=64,
+                               device=options.device, batch_tokens=options.batch_tokens)
+        self.name, self.dim, self.metric = "tiny", self.inner.dim, self.inner.metric
+
+    def encode(self, texts):
+        time.sleep(float(os.environ.get("SLOW_S", "0")))
+        return self.inner.encode(texts)
+
 def tiny_aspire():
     return AspireEncoder(os.environ["TINY_BERT"], name="tiny-aspire", max_length=64, device="cpu")
 """
@@ -145,6 +156,67 @@ def test_kill_and_resume_gives_identical_output(setup: dict[str, Path], tmp_path
     assert files == sorted(p.name for p in resumed.iterdir() if p.name != "manifest.json")
     for name in files:
         assert (fresh / name).read_bytes() == (resumed / name).read_bytes(), name
+
+
+@pytest.mark.slow
+def test_a_killed_encode_resumes_under_other_settings(
+    setup: dict[str, Path], tmp_path: Path
+) -> None:
+    """Kill the CLI after a shard, rerun with another --batch-tokens and --device: the
+    finished shards are kept (settings are not hashed) and the vectors agree with an
+    uninterrupted run to within float16 storage precision."""
+    common = [
+        "encode",
+        "--corpus",
+        str(setup["corpus"]),
+        "--encoder",
+        "py:enc_test_user:SlowTinyOpts",
+        "--targets",
+        str(setup["pools"]),
+        "--shard-size",
+        "10",
+    ]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path / "mods")]))
+    cli = [sys.executable, "-m", "mdcr.cli"]
+    home = ["--home", str(setup["home"]), "-q"]
+    proc = subprocess.Popen(
+        [*cli, *common, *home, "--batch-tokens", "64"], cwd=REPO, env=dict(env, SLOW_S="1.0")
+    )
+    try:
+        deadline = time.time() + 120
+        done: list[Path] = []
+        while time.time() < deadline and not done and proc.poll() is None:
+            done = list((setup["home"] / "encode").glob(".*.partial/ids_00000.parquet"))
+            time.sleep(0.05)
+        assert done, "the stage never finished its first shard"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    partial = done[0].parent
+    n_finished = len(list(partial.glob("ids_*.parquet")))
+    assert 1 <= n_finished < 6
+    again = subprocess.run(
+        [*cli, *common, *home, "--batch-tokens", "512", "--device", "cpu"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 0, again.stderr
+    out = Path(again.stdout.strip()).parent
+    assert out.name == partial.name[1:].removesuffix(".partial")  # the same fingerprint
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["info"]["counts"]["resumed"] == 10 * n_finished
+    assert manifest["settings"]["batch_tokens"] == 512 and manifest["settings"]["device"] == "cpu"
+    fresh_home = ["--home", str(tmp_path / "fresh"), "-q"]
+    fresh = subprocess.run([*cli, *common, *fresh_home], cwd=REPO, env=env, capture_output=True)
+    assert fresh.returncode == 0, fresh.stderr
+    a = EmbeddingStore(out)
+    b = EmbeddingStore(Path(fresh.stdout.decode().strip()).parent)
+    assert a.ids.to_pylist() == b.ids.to_pylist()
+    va = a.vectors(np.arange(len(a))).astype(np.float32)
+    vb = b.vectors(np.arange(len(b))).astype(np.float32)
+    np.testing.assert_allclose(va, vb, rtol=2**-10, atol=2**-14)
 
 
 def test_reuse_copies_earlier_vectors(
