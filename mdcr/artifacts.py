@@ -388,9 +388,14 @@ def scores_on_pools(store: Store, pools_fingerprint: str) -> list[tuple[str, Pat
     return sorted(found, key=lambda x: (x[0], str(x[1])))
 
 
+# What the encode stage records of the encoder its vectors come from (see
+# mdcr.encoders.stage.encoder_key): outputs of one key hold the same vector for one text.
+ENCODER_KEY = "encoder_key"
+
+
 def encode_outputs(store: Store, encoder_key: str) -> list[Path]:
     """Finished encode outputs whose vectors come from the same encoder (key)."""
-    return [out.path for out in store.find("encode", encoder_key=encoder_key)]
+    return [out.path for out in store.find("encode", **{ENCODER_KEY: encoder_key})]
 
 
 def stage_of(folder: Path) -> str | None:

@@ -70,10 +70,6 @@ def is_input(f: dataclasses.Field[Any]) -> bool:
     return f.metadata.get("kind") == "input"
 
 
-def is_setting(f: dataclasses.Field[Any]) -> bool:
-    return f.metadata.get("kind") == "setting"
-
-
 def field_kind(f: dataclasses.Field[Any]) -> str:
     """``param``, ``setting`` or ``input``; a field declared otherwise is a ConfigError."""
     kind = f.metadata.get("kind")

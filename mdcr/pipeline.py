@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any
 from mdcr.config import from_mapping, inputs_of, override
 from mdcr.errors import ConfigError, UnresolvedIdentityError
 from mdcr.stage import PlanFacts, StageSpec, get_stage, stages
-from mdcr.store import Artifact, Store, artifact_fingerprint, read_manifest
+from mdcr.store import Artifact, Store
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _RESERVED = ("stage", "id")
@@ -270,14 +269,3 @@ def summarize(pipeline: Pipeline, results: dict[str, Artifact], store: Store) ->
     if last is not None and last.spec.main_output:
         lines.append(f"{last.spec.main_output}: {results[last.id].path / last.spec.main_output}")
     return lines
-
-
-def describe_artifact(path: Path) -> str:
-    manifest = read_manifest(path)
-    if manifest is None:
-        return f"{path}: fingerprint {artifact_fingerprint(path)} (not a stage output)"
-    return f"{path}: {manifest['stage']} {manifest['fingerprint']}"
-
-
-def eprint(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)

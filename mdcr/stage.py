@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -198,8 +198,3 @@ class _Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.ctx.timings[self.name] = round(time.perf_counter() - self.t0, 3)
-
-
-def iter_chunks(items: list[T], size: int) -> Iterator[list[T]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]

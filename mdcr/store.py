@@ -238,9 +238,6 @@ class Output:
         """A fact the stage recorded (``ctx.record``)."""
         return self.manifest.get("info", {}).get(key, default)
 
-    def input_fingerprints(self, name: str) -> list[str]:
-        return [str(e["fingerprint"]) for e in self.manifest.get("inputs", {}).get(name, [])]
-
 
 def open_output(path: Path) -> Output | None:
     """The finished stage output at ``path``, or None for anything else."""

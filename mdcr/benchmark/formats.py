@@ -53,12 +53,6 @@ def type_order(types: Iterable[str]) -> list[str]:
     return models + fixed + ([POSITIVE] if POSITIVE in seen else [])
 
 
-def benchmark_schema() -> Any:
-    import pyarrow as pa
-
-    return pa.schema([(c, pa.string()) for c in BENCHMARK_COLUMNS])
-
-
 def check_benchmark(df: pd.DataFrame, where: str) -> pd.DataFrame:
     """Check the internal columns and that no candidate is listed twice for a query."""
     missing = [c for c in BENCHMARK_COLUMNS if c not in df.columns]

@@ -209,7 +209,7 @@ def _method_lines(cfg: BenchScoreConfig, bench: pd.DataFrame, ranks: list[Ranked
 
 def _paper_lines(macro: pd.DataFrame) -> list[str]:
     """Our AVG next to the paper's (Tables 3 and 4) for the paper's models."""
-    from mdcr.benchmark.scoring import TYPE_LABELS
+    from mdcr.benchmark.scoring import METRIC_LABELS, R_AT_K, TYPE_LABELS
     from mdcr.encoders.registry import paper_names
     from mdcr.eval.published import paper_values
 
@@ -218,7 +218,7 @@ def _paper_lines(macro: pd.DataFrame) -> list[str]:
     if mine.empty:
         return []
     paper = paper_values()
-    label = {"map": "MAP", "recall@5": "R@5"}
+    label = {"map": "MAP", R_AT_K: METRIC_LABELS[R_AT_K]}
     rows = []
     for r in mine.itertuples(index=False):
         if r.metric not in label:

@@ -31,15 +31,16 @@ import pandas as pd
 from mdcr.benchmark.formats import POSITIVE, type_order
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.eval.published import field_order, order_retrievers, retriever_label
-from mdcr.paper import field_abbreviation
+from mdcr.paper import MDCR_RECALL_K, field_abbreviation
 
 if TYPE_CHECKING:
     from mdcr.eval.tables import Table
 
 Ties = Literal["paper_id", "trec_eval"]
 TIES: tuple[str, ...] = ("paper_id", "trec_eval")
-MDCR_METRICS = ("map", "ndcg", "recall@5")
-METRIC_LABELS = {"map": "MAP", "ndcg": "nDCG", "recall@5": "R@5"}
+R_AT_K = f"recall@{MDCR_RECALL_K}"
+MDCR_METRICS = ("map", "ndcg", R_AT_K)
+METRIC_LABELS = {"map": "MAP", "ndcg": "nDCG", R_AT_K: f"R@{MDCR_RECALL_K}"}
 ALL = "all"  # the subset name of the full candidate lists
 TYPE_LABELS = {
     "bm25": "BM25",
@@ -98,7 +99,7 @@ def _metrics_of(lists: pd.DataFrame, subset: str) -> pd.DataFrame:
     key = lists["split"] + _SEP + lists["field"] + _SEP + lists["query_id"]
     lists = lists.assign(qkey=key)
     depth = int(lists.groupby("qkey").size().max())
-    names = [f"map@{depth}", f"ndcg@{depth}", "recall@5"]
+    names = [f"map@{depth}", f"ndcg@{depth}", R_AT_K]
     pos = lists[lists["relevance"] > 0]
     qrels = pd.DataFrame(
         {"query_id": pos["qkey"], "paper_id": pos["paper_id"], "relevance": pos["relevance"]}
@@ -200,7 +201,7 @@ def table3(per_field: pd.DataFrame, macro: pd.DataFrame, split: str, name: str =
     pf = per_field[(per_field["split"] == split) & (per_field["subset"] == ALL)]
     mc = macro[(macro["split"] == split) & (macro["subset"] == ALL)]
     data = pd.concat([pf, mc.assign(field=AVG)], ignore_index=True)
-    data = data[data["metric"].isin(("map", "recall@5"))]
+    data = data[data["metric"].isin(("map", R_AT_K))]
     retrievers = order_retrievers(sorted(data["retriever"].unique()))
     fields = [*field_order(sorted(pf["field"].unique())), AVG]
     table = build_table(
@@ -213,7 +214,7 @@ def table3(per_field: pd.DataFrame, macro: pd.DataFrame, split: str, name: str =
         value="value",
         rows=fields,
         cols=retrievers,
-        subs=["map", "recall@5"],
+        subs=["map", R_AT_K],
         row_labels=lambda f: f if f == AVG else field_abbreviation(f),
         col_labels=retriever_label,
         sub_labels=METRIC_LABELS,
@@ -276,7 +277,7 @@ def table4(macro: pd.DataFrame, split: str) -> Table:
     from mdcr.eval.tables import build_table
 
     mc = macro[(macro["split"] == split) & (macro["subset"] != ALL)]
-    mc = mc[mc["metric"].isin(("map", "recall@5"))]
+    mc = mc[mc["metric"].isin(("map", R_AT_K))]
     retrievers = order_retrievers(sorted(mc["retriever"].unique()))
     avg = mc.groupby(["subset", "metric"], sort=True)["value"].mean().reset_index()
     data = pd.concat([mc, avg.assign(retriever=AVG)], ignore_index=True)
@@ -291,7 +292,7 @@ def table4(macro: pd.DataFrame, split: str) -> Table:
         value="value",
         rows=[*retrievers, AVG],
         cols=types,
-        subs=["map", "recall@5"],
+        subs=["map", R_AT_K],
         row_labels=lambda r: r if r == AVG else retriever_label(r),
         col_labels=lambda t: TYPE_LABELS.get(str(t), retriever_label(str(t))),
         sub_labels=METRIC_LABELS,

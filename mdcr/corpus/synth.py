@@ -32,7 +32,7 @@ import json
 import random
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -241,18 +241,6 @@ def _load_inbound(tmp: Path, c: int, a: int, n: int) -> tuple[np.ndarray, np.nda
     pairs = np.fromfile(path, dtype=np.int32).reshape(-1, 2).astype(np.int64)
     keys = np.sort(pairs[:, 0] * n + pairs[:, 1])
     return keys // n - a, keys % n
-
-
-@dataclass
-class _Stats:
-    """Running counts for the summary (vectorized per chunk)."""
-
-    per_year: dict[str, int]
-    per_field: dict[str, int]
-    n_edges: int = 0
-    pf_2019: int = 0
-    pf_2019_refs_pf: int = 0
-    refs_2019_pf: int = 0
 
 
 def _prefilter_pass(lat: Latent, n_in: np.ndarray, n_out: np.ndarray) -> np.ndarray:

@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 Pooling = Literal["cls", "mean"]
 InputFormat = Literal["sep", "pair", "space"]
 Layers = Literal["last", "all"]
-Precision = Literal["auto", "fp32", "bf16", "fp16", "bf16-weights", "fp16-weights"]
 
 POOLINGS: tuple[str, ...] = ("cls", "mean")
 INPUT_FORMATS: tuple[str, ...] = ("sep", "pair", "space")

@@ -228,11 +228,12 @@ def encoder_key(cfg: EncodeConfig, identity: dict[str, Any]) -> str:
 
 def _reuse_sources(cfg: EncodeConfig, ctx: StageContext, key: str) -> list[Any]:
     """Embedding stores of finished encode outputs with the same encoder key."""
+    from mdcr.artifacts import encode_outputs
     from mdcr.encoders.store import EmbeddingStore
 
     if not cfg.reuse or ctx.store is None:
         return []
-    return [EmbeddingStore(out.path) for out in ctx.store.find("encode", encoder_key=key)]
+    return [EmbeddingStore(path) for path in encode_outputs(ctx.store, key)]
 
 
 def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
@@ -240,7 +241,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
 
     import pyarrow.parquet as pq
 
-    from mdcr.artifacts import PAPERS
+    from mdcr.artifacts import ENCODER_KEY, PAPERS
     from mdcr.encoders.base import PaperText, encoder_identity, is_multi_vector
     from mdcr.encoders.registry import build_encoder
     from mdcr.encoders.store import (
@@ -347,7 +348,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
             stray.unlink()
     runner = getattr(encoder, "runner", None)
     ctx.record("encoder", identity)
-    ctx.record("encoder_key", key)
+    ctx.record(ENCODER_KEY, key)
     ctx.record("retriever", encoder.name)
     ctx.record("model_id", identity.get("model_id"))
     ctx.record("revision", identity.get("revision"))

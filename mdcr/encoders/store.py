@@ -253,8 +253,3 @@ class EmbeddingStore:
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         return self._gather(_ranges(starts, ends)), offsets
-
-    def ids_at(self, rows: np.ndarray) -> np.ndarray:
-        """Paper ids (numpy str array) at ``rows``."""
-        taken = self.ids.take(pa.array(np.asarray(rows, dtype=np.int64)))
-        return np.asarray(taken.to_numpy(zero_copy_only=False), dtype=str)

@@ -84,13 +84,3 @@ def query_means(
         .agg(value="mean", n_reps="size")
         .reset_index()
     )
-
-
-def group_means(per_query: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """Mean, count of per-query values grouped by ``by`` (e.g. field x retriever x metric
-    for the MDCR tables, or candidate type x retriever x metric)."""
-    return (
-        per_query.groupby(list(by), dropna=False, sort=True)["value"]
-        .agg(mean="mean", n="size")
-        .reset_index()
-    )

@@ -39,13 +39,6 @@ def citation() -> str:
     return str(load_paper()["source"]["citation"])
 
 
-def paper_model_name(retriever: str) -> str | None:
-    """The paper's name of one of our retrievers, or None when the paper has no such model."""
-    from mdcr.encoders.registry import paper_names
-
-    return paper_names().get(retriever)
-
-
 def paper_retrievers() -> list[str]:
     """Our names of the paper's models, in the order of the paper's tables."""
     from mdcr.encoders.registry import paper_names

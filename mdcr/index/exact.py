@@ -44,7 +44,6 @@ class SearchStats:
     """What the search did: how often the candidate window had to be widened."""
 
     queries: int = 0
-    backend_calls: int = 0
     widened: int = 0
     max_window: int = 0
     extra: dict[str, int] = field(default_factory=dict)
@@ -164,7 +163,6 @@ def exact_topk(
         retry: list[int] = []
         for b in range(0, pending.size, batch):
             part = pending[b : b + batch]
-            stats.backend_calls += 1
             stats.max_window = max(stats.max_window, window)
             approx, cand = backend.search(queries[part], window)
             exact = rescore(queries[part], db, cand, metric, db_sq)
@@ -223,7 +221,6 @@ def exact_topk_multi(
         retry: list[int] = []
         for b in range(0, pending.size, batch):
             part = pending[b : b + batch]
-            stats.backend_calls += 1
             stats.max_window = max(stats.max_window, window)
             retry.extend(
                 _multi_round(

@@ -211,9 +211,29 @@ def build_index(
 
     ``batches`` yields the papers' texts (each id exactly once). The index is built in a
     temporary folder beside ``target`` and renamed into place only when complete, so a crash
-    loses at most this index; if another process finished the same index first, its copy is
-    kept. Returns the index's metadata (also written to ``mdcr-index.json``).
+    loses at most this index. One process at a time builds an index (a lock file beside
+    it); one that waited finds it built and uses it. Returns the index's metadata (also
+    written to ``mdcr-index.json``).
     """
+    from mdcr.locks import exclusive
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock = target.with_name(f".{target.name}.lock")
+    with exclusive(lock, what=f"Lucene index {target}", quiet=progress is None):
+        built = read_index_meta(target)
+        if built is not None:
+            return built
+        return _build_index(target, paper_ids, batches, meta, threads, progress)
+
+
+def _build_index(
+    target: Path,
+    paper_ids: Sequence[str],
+    batches: Iterable[Doc],
+    meta: dict[str, Any],
+    threads: int,
+    progress: Callable[[int], None] | None,
+) -> dict[str, Any]:
     j = _Java.get()
     threads = threads or default_threads()
     if any(paper_ids[i] >= paper_ids[i + 1] for i in range(len(paper_ids) - 1)):

@@ -99,17 +99,3 @@ class RunWriter:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def read_run(path: Path) -> pa.Table:
-    """Read a run file (a runs.parquet or a folder holding one) and check its columns."""
-    from mdcr.errors import InputDataError
-
-    file = path / "runs.parquet" if path.is_dir() else path
-    if not file.is_file():
-        raise InputDataError(f"no run file at '{file}'; point to a search stage's output")
-    table = pq.read_table(file)
-    missing = [c for c in RUN_SCHEMA.names if c not in table.column_names]
-    if missing:
-        raise InputDataError(f"'{file}' is not a run: missing column(s) {', '.join(missing)}")
-    return table

@@ -30,8 +30,6 @@ from mdcr.pools.seeds import derive_seed, key_sql, salt, sample_key
 if TYPE_CHECKING:
     import duckdb
 
-ALL_SPLITS = ("val", "test")
-
 
 def split_seed(seed: int) -> int:
     """The derived seed that assigns every paper its split."""

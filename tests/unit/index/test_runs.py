@@ -8,8 +8,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from mdcr.artifacts import RUNS
 from mdcr.errors import InputDataError
-from mdcr.index.runs import RUN_SCHEMA, RunWriter, rank_candidates, read_run, run_table
+from mdcr.index.runs import RUN_SCHEMA, RunWriter, rank_candidates, run_table
 
 
 def test_ties_break_by_paper_id_and_query_is_excluded() -> None:
@@ -41,12 +42,20 @@ def test_run_table_ranks_are_one_based_per_query(tmp_path: Path) -> None:
         w.write(run_table("p2", [], []))
     assert w.rows == 3
     assert pq.read_table(path).equals(table)
-    assert read_run(tmp_path).num_rows == 3
+    assert RUNS.read(tmp_path).num_rows == 3
 
 
-def test_read_run_errors_are_clear(tmp_path: Path) -> None:
-    with pytest.raises(InputDataError, match="no run file"):
-        read_run(tmp_path)
+def test_reading_a_run_errors_are_clear(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    with pytest.raises(InputDataError, match=r"no runs.parquet in .*; point to a search or bm25"):
+        RUNS.read(tmp_path)
     pq.write_table(run_table("p", [], []).drop(["rank"]), tmp_path / "runs.parquet")
-    with pytest.raises(InputDataError, match="missing column"):
-        read_run(tmp_path)
+    with pytest.raises(InputDataError, match="is not a run file: it lacks column 'rank'"):
+        RUNS.read(tmp_path)
+    text_scores = pa.table(
+        {c: pa.array(["x"]) for c in ("pool_id", "query_id", "paper_id", "score")}
+    ).append_column("rank", pa.array([1], pa.int32()))
+    pq.write_table(text_scores, tmp_path / "runs.parquet")
+    with pytest.raises(InputDataError, match="column 'score' of the run is string"):
+        RUNS.read(tmp_path)
