@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from mdcr import __version__
-from mdcr.config import config_fields, default_of, from_mapping, has_default, is_input, type_name
+from mdcr.config import (
+    config_fields,
+    default_of,
+    field_kind,
+    from_mapping,
+    has_default,
+    is_input,
+    type_name,
+)
 from mdcr.encoders.registry import valid_specs
 from mdcr.errors import MdcrError
 from mdcr.stage import StageSpec, stages
@@ -73,6 +81,8 @@ def _add_stage_parser(sub: Any, spec: StageSpec, groups: dict[str, Any]) -> None
     hints = typing.get_type_hints(spec.config)
     for f in config_fields(spec.config):
         kind = "input" if is_input(f) else type_name(hints[f.name])
+        if field_kind(f) == "setting":
+            kind = f"setting, not hashed; {kind}"
         help_text = f.metadata.get("help", "")
         if has_default(f):
             d = default_of(f)
