@@ -197,9 +197,8 @@ def from_mapping(
     return obj
 
 
-def override(cfg: T, changes: Mapping[str, str], where: str) -> T:
-    """A copy of ``cfg`` with text values (command-line ``--set``) parsed and applied."""
-    cls = type(cfg)
+def parse_values(cls: type, changes: Mapping[str, str], where: str) -> dict[str, Any]:
+    """Command-line text values of some of ``cls``'s keys, parsed to their types."""
     fields = {f.name for f in config_fields(cls)}
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
@@ -209,6 +208,12 @@ def override(cfg: T, changes: Mapping[str, str], where: str) -> T:
                 f"{where}: unknown key '{key}'; valid keys: {', '.join(sorted(fields))}"
             )
         values[key] = _coerce(hints[key], text, f"{where}.{key}", True)
+    return values
+
+
+def override(cfg: T, changes: Mapping[str, str], where: str) -> T:
+    """A copy of ``cfg`` with text values (command-line ``--set``) parsed and applied."""
+    values = parse_values(type(cfg), changes, where)
     new = dataclasses.replace(cfg, **values)  # type: ignore[type-var]
     validate = getattr(new, "validate", None)
     if callable(validate):

@@ -99,7 +99,7 @@ def _step(step_id: str, stage: str, values: dict[str, Any]) -> Step:
 
 def _encode_options(req: EvaluateRequest) -> dict[str, Any]:
     """The encode stage's options from ``--encode-set`` and ``--device``, as typed values."""
-    from mdcr.config import from_mapping
+    from mdcr.config import parse_values
     from mdcr.encoders.stage import EncodeConfig
     from mdcr.pipeline import parse_overrides
 
@@ -109,10 +109,7 @@ def _encode_options(req: EvaluateRequest) -> dict[str, Any]:
     for reserved in ("corpus", "targets", "encoder"):
         if reserved in text:
             raise ConfigError(f"--encode-set {reserved}: set by evaluate itself; leave it out")
-    parsed = from_mapping(
-        EncodeConfig, {"corpus": "", "encoder": "random", **text}, "--encode-set", from_text=True
-    )
-    return {k: getattr(parsed, k) for k in text}
+    return parse_values(EncodeConfig, text, "--encode-set")
 
 
 def _bm25_values(req: EvaluateRequest) -> dict[str, Any]:

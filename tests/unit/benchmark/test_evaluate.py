@@ -175,3 +175,21 @@ def test_an_edited_encoder_never_returns_cached_numbers(
     module.unlink()
     assert main(argv) == 2
     assert "cannot import module 'editable_enc'" in capsys.readouterr().err
+
+
+def test_encode_set_passes_parameters_and_settings(tmp_path: Path, capsys) -> None:
+    """--encode-set reaches the encode step: a parameter is hashed, a setting recorded."""
+    from mdcr.store import read_manifest
+
+    home = tmp_path / "home"
+    argv = ["evaluate", "--encoder", "minilm", "--benchmark", str(FIXTURE), "--home", str(home)]
+    argv += ["-q", "--encode-set", "max_length=64", "--encode-set", "batch_tokens=512"]
+    assert main(argv) == 0
+    (encode,) = [p for p in (home / "encode").iterdir() if not p.name.startswith(".")]
+    manifest = read_manifest(encode)
+    assert manifest is not None
+    assert manifest["params"]["max_length"] == 64 and manifest["settings"]["batch_tokens"] == 512
+    capsys.readouterr()
+    assert main([*argv, "--encode-set", "nope=1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--encode-set: unknown key 'nope'" in err and len(err.splitlines()) == 1
