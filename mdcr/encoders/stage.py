@@ -247,6 +247,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     from mdcr.encoders.store import (
         ENCODER_JSON,
         assemble,
+        checked_vectors,
         shard_done,
         shard_names,
         text_hashes,
@@ -307,11 +308,8 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
             t0 = time.perf_counter()
             result = encoder.encode(papers)
             encode_s += time.perf_counter() - t0
-            if multi:
-                vecs, offs = result  # type: ignore[misc]
-                parts.append((new, vecs, np.asarray(offs)))
-            else:
-                parts.append((new, np.asarray(result), None))
+            vecs, offs = checked_vectors(cfg.encoder, result, papers, encoder.dim, multi)
+            parts.append((new, vecs, offs))
         vectors, offsets = assemble(len(ids), parts, encoder.dim)
         write_shard(ctx.out, i, ids, vectors, offsets, hashes)
         encoded += int(new.size)

@@ -60,6 +60,82 @@ def text_hashes(titles: Sequence[str | None], abstracts: Sequence[str | None]) -
     return out
 
 
+FLOAT16_MAX = float(np.finfo(np.float16).max)
+
+
+def checked_vectors(
+    spec: str, result: Any, papers: Sequence[Any], dim: int, multi: bool
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """An encoder's output, checked before it is stored: (vectors, offsets or None).
+
+    Wrong type, shape, dtype or row count, NaN or inf, and values float16 storage cannot
+    hold are one-line errors that name the encoder, the problem and the fix.
+    """
+    where = f"encoder '{spec}'"
+    offsets: np.ndarray | None = None
+    if multi:
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise InputDataError(
+                f"{where} is multi-vector but returned {type(result).__name__}; return "
+                "(vectors (m, dim), offsets (n + 1,))"
+            )
+        vectors, offsets = np.asarray(result[0]), np.asarray(result[1])
+        n_off = len(papers) + 1
+        if (
+            offsets.ndim != 1
+            or len(offsets) != n_off
+            or not np.issubdtype(offsets.dtype, np.integer)
+        ):
+            raise InputDataError(
+                f"{where} returned offsets of shape {offsets.shape} ({offsets.dtype}) for "
+                f"{len(papers)} papers; return {n_off} integer offsets"
+            )
+        steps = np.diff(offsets)
+        if offsets[0] != 0 or (steps < 1).any() or offsets[-1] != len(vectors):
+            raise InputDataError(
+                f"{where} returned offsets that do not start at 0, give every paper at least "
+                f"one vector and end at the {len(vectors)} vectors; fix its offsets"
+            )
+        offsets = offsets.astype(np.int64)
+    else:
+        if not isinstance(result, np.ndarray):
+            raise InputDataError(
+                f"{where} returned {type(result).__name__}; return a numpy array "
+                f"(n, {dim}) of floats"
+            )
+        vectors = result
+        if vectors.ndim != 2 or vectors.shape[0] != len(papers):
+            raise InputDataError(
+                f"{where} returned an array of shape {vectors.shape} for {len(papers)} papers; "
+                f"return one row per paper, in the order given: ({len(papers)}, {dim})"
+            )
+    if vectors.ndim != 2 or vectors.shape[1] != dim:
+        raise InputDataError(
+            f"{where} returned vectors of shape {vectors.shape}, but declares dim {dim}; "
+            "make dim the vector size"
+        )
+    if not np.issubdtype(vectors.dtype, np.floating):
+        raise InputDataError(
+            f"{where} returned {vectors.dtype} vectors; return float32 (or another float type)"
+        )
+    finite = np.isfinite(vectors).all(axis=1)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite)[0])
+        row = bad if offsets is None else int(np.searchsorted(offsets, bad, side="right") - 1)
+        raise InputDataError(
+            f"{where} returned NaN or inf for {int((~finite).sum())} vector(s) (e.g. paper "
+            f"'{papers[row].paper_id}'); fix the encoder (empty text? a division by zero?)"
+        )
+    peak = float(np.abs(vectors).max()) if vectors.size else 0.0
+    if peak > FLOAT16_MAX:
+        raise InputDataError(
+            f"{where} returned values up to {peak:.3g}, beyond what float16 storage holds "
+            f"({FLOAT16_MAX:g}); scale the vectors down by a constant (rankings by ip and "
+            "l2 do not change) or normalise them (metric cos)"
+        )
+    return vectors, offsets
+
+
 def unit_vectors16(x: np.ndarray) -> np.ndarray:
     """Unit vectors in float16, as cosine search compares them (normalised in float32)."""
     x32 = np.asarray(x, dtype=np.float32)

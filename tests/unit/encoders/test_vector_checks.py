@@ -1,0 +1,96 @@
+"""An encoder's output is checked before it is stored: one-line errors naming the encoder,
+the problem and the fix; nothing half-written counts as done."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mdcr.encoders.base import PaperText
+from mdcr.encoders.stage import SPEC, EncodeConfig
+from mdcr.encoders.store import checked_vectors
+from mdcr.errors import ConfigError, InputDataError
+from mdcr.store import Store, resolve_inputs
+from tests.unit.encoders.fixtures import write_corpus
+
+PAPERS = [PaperText(f"p{i}", "t", "a") for i in range(3)]
+
+
+@pytest.mark.parametrize(
+    ("result", "message"),
+    [
+        ([[0.0] * 4] * 3, "returned list; return a numpy array"),
+        (np.zeros((2, 4), np.float32), r"shape \(2, 4\) for 3 papers"),
+        (np.zeros((3, 5), np.float32), "declares dim 4"),
+        (np.zeros((3, 4), np.int64), "returned int64 vectors"),
+        (np.array([[0, 0, 0, 0], [np.nan, 0, 0, 0], [0, 0, 0, 0]], np.float32), "'p1'"),
+        (np.array([[np.inf, 0, 0, 0]] * 3, np.float32), r"NaN or inf for 3 vector"),
+        (np.full((3, 4), 1e6, np.float64), "beyond what float16 storage holds"),
+    ],
+)
+def test_bad_single_vectors(result: object, message: str) -> None:
+    with pytest.raises(InputDataError, match=message) as info:
+        checked_vectors("py:m:E", result, PAPERS, 4, multi=False)
+    assert "encoder 'py:m:E'" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_bad_multi_vectors() -> None:
+    vecs = np.zeros((4, 2), np.float32)
+    with pytest.raises(InputDataError, match="multi-vector but returned ndarray"):
+        checked_vectors("x", vecs, PAPERS, 2, multi=True)
+    with pytest.raises(InputDataError, match="4 integer offsets"):
+        checked_vectors("x", (vecs, np.array([0, 4])), PAPERS, 2, multi=True)
+    with pytest.raises(InputDataError, match="at least one vector"):
+        checked_vectors("x", (vecs, np.array([0, 2, 2, 4])), PAPERS, 2, multi=True)
+    bad = vecs.copy()
+    bad[3, 0] = np.nan  # the last vector belongs to the last paper
+    with pytest.raises(InputDataError, match="'p2'"):
+        checked_vectors("x", (bad, np.array([0, 1, 2, 4])), PAPERS, 2, multi=True)
+    ok, off = checked_vectors("x", (vecs, np.array([0, 1, 2, 4])), PAPERS, 2, multi=True)
+    assert ok.shape == (4, 2) and off is not None and off.dtype == np.int64
+
+
+BAD_MODULE = """
+import numpy as np
+
+class Exploding:
+    name = "exploding"
+    dim = 2
+    metric = "ip"
+
+    def encode(self, texts):
+        out = np.ones((len(texts), 2), dtype=np.float32)
+        out[-1, 0] = np.nan
+        return out
+
+class NeedsArgs:
+    def __init__(self, path):
+        self.path = path
+
+class Raises:
+    def __init__(self):
+        raise ValueError("no weights here")
+"""
+
+
+def test_the_encode_stage_refuses_bad_vectors_and_keeps_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "bad_vectors_mod.py").write_text(BAD_MODULE)
+    write_corpus(tmp_path / "corpus", 6)
+    home = tmp_path / "home"
+    cfg = EncodeConfig(corpus=str(tmp_path / "corpus"), encoder="py:bad_vectors_mod:Exploding")
+    with pytest.raises(InputDataError, match=r"NaN or inf for 1 vector.*'p0005'"):
+        Store(home).execute(SPEC, cfg, resolve_inputs(cfg), quiet=True)
+    assert not [p for p in (home / "encode").iterdir() if not p.name.startswith(".")]
+    for attr, message in (
+        ("NeedsArgs", "needs argument\\(s\\) path to be built"),
+        ("Raises", "building it failed \\(ValueError: no weights here\\)"),
+    ):
+        bad = EncodeConfig(corpus=str(tmp_path / "corpus"), encoder=f"py:bad_vectors_mod:{attr}")
+        with pytest.raises(ConfigError, match=message) as info:
+            Store(home).execute(SPEC, bad, resolve_inputs(bad), quiet=True)
+        assert "\n" not in str(info.value)
