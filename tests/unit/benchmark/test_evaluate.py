@@ -193,3 +193,15 @@ def test_encode_set_passes_parameters_and_settings(tmp_path: Path, capsys) -> No
     assert main([*argv, "--encode-set", "nope=1"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--encode-set: unknown key 'nope'" in err and len(err.splitlines()) == 1
+
+
+def test_hf_minilm_folder_scores_exactly_like_minilm(tmp_path: Path, capsys) -> None:
+    """The offline all-MiniLM-L6-v2 through ``hf:`` (its sentence-transformers config:
+    mean pooling, Normalize, 256 tokens) prints the same numbers as the built-in ``minilm``."""
+    from mdcr.encoders.hf import minilm_path
+
+    spec = f"hf:{minilm_path()}"
+    argv = ["evaluate", "--encoder", "minilm", "--encoder", spec, "--benchmark", str(FIXTURE)]
+    assert main([*argv, "--home", str(tmp_path), "-q"]) == 0
+    printed = _printed(capsys.readouterr().out)
+    assert printed["minilm"] == printed[spec] and printed["minilm"]["AVG"]["map"] > 0
