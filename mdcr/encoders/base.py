@@ -12,6 +12,7 @@ trained for, because the search must use it:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -79,3 +80,46 @@ def encoder_identity(encoder: object) -> dict[str, Any]:
         multi_vector=is_multi_vector(encoder),
     )
     return ident
+
+
+@dataclass(frozen=True)
+class EncoderOptions:
+    """Options for building an encoder. ``None`` means the encoder's own default.
+
+    Model options change the vectors and must be accepted by the encoder; runtime options
+    (device, precision, batch_tokens, workers) decide how they are computed. Of those, only
+    the precision can change the vectors (beyond their last bits): the encode stage hashes
+    its resolved value.
+    """
+
+    max_length: int | None = None
+    pooling: str | None = None
+    metric: str | None = None
+    input_format: str | None = None
+    layers: str | None = None
+    trust_remote_code: bool = False
+    revision: str | None = None
+    dim: int | None = None
+    seed: int | None = None
+    device: str | int | None = "auto"
+    precision: str = "auto"
+    batch_tokens: int | None = None
+    workers: int | None = None
+
+    def given(self) -> list[str]:
+        """Names of the model options set to something other than their default."""
+        out = []
+        for f in dataclasses.fields(self):
+            if f.name in RUNTIME_OPTIONS:
+                continue
+            if getattr(self, f.name) != f.default:
+                out.append(f.name)
+        return out
+
+    def runtime(self, *, workers: bool = False) -> dict[str, Any]:
+        """Runtime options as keyword arguments (``workers`` only for encoders that split)."""
+        names = [n for n in RUNTIME_OPTIONS if workers or n != "workers"]
+        return {name: getattr(self, name) for name in names}
+
+
+RUNTIME_OPTIONS = ("device", "precision", "batch_tokens", "workers")

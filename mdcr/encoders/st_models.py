@@ -17,15 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from mdcr.encoders.base import Metric, PaperText
+from mdcr.encoders.base import EncoderOptions, Metric, PaperText
 from mdcr.errors import ConfigError, InputDataError, require
-
-if TYPE_CHECKING:
-    from mdcr.encoders.registry import EncoderOptions
 
 MODULES_JSON = "modules.json"
 # sentence-transformers' pooling modes -> mdcr's.

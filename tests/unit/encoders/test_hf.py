@@ -125,8 +125,8 @@ def test_truncation_keeps_the_title(tiny_bert: Path) -> None:
 def test_bad_options(tiny_bert: Path) -> None:
     with pytest.raises(ConfigError, match="exceeds the model's 128 positions"):
         HFEncoder(str(tiny_bert), name="t", max_length=512, device="cpu")
-    with pytest.raises(ConfigError, match="pooling 'max' is not valid"):
-        HFEncoder(str(tiny_bert), name="t", pooling="max", device="cpu")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="pooling 'median' is not valid; valid options: cls"):
+        HFEncoder(str(tiny_bert), name="t", pooling="median", device="cpu")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="precision 'fp8'"):
         HFEncoder(str(tiny_bert), name="t", max_length=64, device="cpu", precision="fp8")
 
