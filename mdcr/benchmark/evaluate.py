@@ -81,6 +81,7 @@ class Evaluated:
 
     result: Path  # the benchmark-score or report output
     retrievers: tuple[tuple[str, Path], ...]  # (encoder spec, rank or run output)
+    official: bool = False  # benchmark mode: the official release files were imported
     pools: Path | None = None  # pools mode: the pools scored on
     earlier_scores: int = 0  # pools mode: earlier score outputs in the report
 
@@ -285,7 +286,9 @@ def evaluate(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Eval
         pipeline, ranks = benchmark_pipeline(req)
         results: dict[str, Artifact] = run_pipeline(pipeline, store, quiet=quiet)
         return Evaluated(
-            results["score"].path, tuple((spec, results[step].path) for spec, step in ranks)
+            results["score"].path,
+            tuple((spec, results[step].path) for spec, step in ranks),
+            official=any(s.spec.name == "benchmark-import" for s in pipeline.steps),
         )
     pipeline, runs = pools_pipeline(req, store)
     results = run_pipeline(pipeline, store, quiet=quiet)
@@ -294,8 +297,8 @@ def evaluate(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Eval
     return Evaluated(
         reported["report"].path,
         tuple((spec, results[step].path) for spec, step in runs),
-        req.pools,
-        n_earlier,
+        pools=req.pools,
+        earlier_scores=n_earlier,
     )
 
 
@@ -344,7 +347,7 @@ def print_results(done: Evaluated) -> None:
         print(f"report: {done.result / 'report.md'}")
         return
     from mdcr.benchmark.score import read_official_results
-    from mdcr.eval.published import order_retrievers
+    from mdcr.eval.published import order_retrievers, published_mdcr
 
     official = read_official_results(done.result)
     for name in order_retrievers(list(official)):
@@ -355,5 +358,12 @@ def print_results(done: Evaluated) -> None:
                     continue
                 print("\t".join([field] + [f"{k}: {v:g}" for k, v in m.items()]))
             print("\t".join(["AVG"] + [f"{k}: {v:g}" for k, v in fields["AVG"].items()]))
+            if done.official and split == "test":
+                for row in published_mdcr(name):
+                    if row["field"] == "AVG":
+                        cells = [
+                            f"{k}: {row[k]:g}" for k in ("map", "ndcg", "recall_5") if k in row
+                        ]
+                        print("\t".join([f"published AVG ({row['citation']})", *cells]))
             print()
     print(f"report: {done.result / 'report.md'}")

@@ -173,7 +173,7 @@ def _split_section(
     if cfg.by_type:
         s.tables.append(table4(macro, split))
     if split == "test":
-        s.body += _paper_lines(macro)
+        s.body += _paper_lines(macro) + _published_lines(macro)
     s.body += ["Original scorer's printout (x100, rounded as `evaluate.py` rounds):", ""]
     for r in ranks:
         s.body += [f"`{r.name}`:", "", "```", *summary_lines(per_field, split, r.name), "```", ""]
@@ -205,6 +205,36 @@ def _method_lines(cfg: BenchScoreConfig, bench: pd.DataFrame, ranks: list[Ranked
         extra = f" ({r.info.detail})" if r.info.detail else ""
         lines.append(f"- `{r.name}`: {r.info.method}{extra}, `{r.folder}`")
     return lines
+
+
+def _published_lines(macro: pd.DataFrame) -> list[str]:
+    """Our test AVG next to MDCR results published beyond the paper (model cards, the MDCR
+    README), for the retrievers that have them."""
+    from mdcr.benchmark.scoring import R_AT_K
+    from mdcr.eval.published import published_mdcr
+
+    ours = macro[(macro["split"] == "test") & (macro["subset"] == "all")]
+    keys = {"map": "map", "ndcg": "ndcg", R_AT_K: "recall_5"}
+    rows = []
+    for r in ours.itertuples(index=False):
+        key = keys.get(str(r.metric))
+        for row in published_mdcr(str(r.retriever)):
+            if row["field"] == "AVG" and key in row:
+                ours_v = 100 * float(r.value)  # type: ignore[arg-type]
+                rows.append(
+                    f"| {r.retriever} | {row['model']} | {key} | {ours_v:.2f} | {row[key]:g} | "
+                    f"{row['citation']} |"
+                )
+    if not rows:
+        return []
+    return [
+        "Published MDCR test results (comparable on the official MDCR test files only):",
+        "",
+        "| retriever | published as | metric | ours | published | source |",
+        "|---|---|---|---:|---:|---|",
+        *rows,
+        "",
+    ]
 
 
 def _paper_lines(macro: pd.DataFrame) -> list[str]:

@@ -148,3 +148,24 @@ def spearman(a: pd.Series | np.ndarray, b: pd.Series | np.ndarray) -> float:
     if len(x) < 3 or np.all(x == x[0]) or np.all(y == y[0]):
         return float("nan")
     return float(spearmanr(x, y).statistic)
+
+
+# -- published MDCR results (beyond the paper) --------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def load_published_mdcr() -> dict[str, Any]:
+    """``published_mdcr.json``: MDCR test results published elsewhere, with their sources."""
+    text = resources.files("mdcr").joinpath("data/published_mdcr.json").read_text("utf-8")
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def published_mdcr(retriever: str) -> list[dict[str, Any]]:
+    """The published MDCR test rows of one of our retrievers, each with its source's
+    citation (``field`` is a field name or ``AVG``; metrics x100 as published)."""
+    data = load_published_mdcr()
+    return [
+        {**row, "citation": data["sources"][row["source"]]["citation"]}
+        for row in data["results"]
+        if row["retriever"] == retriever
+    ]
