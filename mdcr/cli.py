@@ -141,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     for spec in stages().values():
         _add_stage_parser(sub, spec, groups)
     _add_evaluate_parser(sub)
+    _add_export_parser(sub)
     return parser
 
 
@@ -303,6 +304,35 @@ def _add_evaluate_parser(sub: Any) -> None:
     _common(p, top=False)
 
 
+def _add_export_parser(sub: Any) -> None:
+    """``mdcr export``: runs and qrels as TREC files (:mod:`mdcr.eval.trec`)."""
+    p = sub.add_parser(
+        "export",
+        help="write runs and qrels as TREC files (for pyserini, ranx, ir_measures, trec_eval)",
+        description="Write a search/bm25 output's runs and a pools output's qrels as TREC "
+        "files. Topic ids are <pool_id>:<query_id> with spaces made _.",
+    )
+    p.add_argument("--format", choices=("trec",), default="trec", help="file format")
+    p.add_argument("--run", type=Path, help="a search or bm25 output (runs.parquet)")
+    p.add_argument("--qrels", type=Path, help="a pools output (qrels.parquet)")
+    p.add_argument("--out", type=Path, required=True, help="folder to write run.trec, qrels.trec")
+    _common(p, top=False)
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from mdcr.eval.trec import write_trec_qrels, write_trec_run
+
+    if args.run is None and args.qrels is None:
+        raise MdcrError("export: give --run FOLDER and/or --qrels FOLDER")
+    if args.run is not None:
+        n = write_trec_run(args.run, args.out / "run.trec", tag=f"mdcr-{args.run.name}")
+        print(f"{args.out / 'run.trec'}: {n} lines")
+    if args.qrels is not None:
+        n = write_trec_qrels(args.qrels, args.out / "qrels.trec")
+        print(f"{args.out / 'qrels.trec'}: {n} lines")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -318,6 +348,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_pipeline(args)
         if args.command == "evaluate":
             return _run_evaluate(args)
+        if args.command == "export":
+            return _run_export(args)
         if not hasattr(args, "_stage"):
             parser.parse_args([args.command, "--help"])
         return _run_stage(args)

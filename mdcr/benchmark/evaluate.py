@@ -84,6 +84,7 @@ class Evaluated:
     official: bool = False  # benchmark mode: the official release files were imported
     pools: Path | None = None  # pools mode: the pools scored on
     earlier_scores: int = 0  # pools mode: earlier score outputs in the report
+    scores: tuple[Path, ...] = ()  # pools mode: the score output of this evaluation
 
 
 # ---------------------------------------------------------------------------- steps
@@ -299,6 +300,7 @@ def evaluate(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Eval
         tuple((spec, results[step].path) for spec, step in runs),
         pools=req.pools,
         earlier_scores=n_earlier,
+        scores=(results["score"].path,),
     )
 
 

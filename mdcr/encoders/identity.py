@@ -210,11 +210,18 @@ def user_source_files(module_name: str) -> dict[str, Path]:
     """
     libraries = _library_dirs()
     found: dict[str, Path] = {}
+    library_tops: set[str] = set()  # top-level packages that are not the user's
     todo = [module_name]
     while todo:
         name = todo.pop()
-        if name in found:
+        top = name.split(".")[0]
+        if name in found or top in library_tops:
             continue
+        if top != name and top not in found:
+            top_file = _spec_file(top)
+            if top_file is not None and not _is_user_file(top_file, libraries):
+                library_tops.add(top)  # never look inside an installed package
+                continue
         file = _spec_file(name)
         if file is None or not _is_user_file(file, libraries):
             continue

@@ -48,6 +48,7 @@ from mdcr.encoders.base import (
     EncoderOptions,
     MultiVectorEncoder,
 )
+from mdcr.encoders.in_memory import MEM_PREFIX
 from mdcr.errors import ConfigError
 
 HF_PREFIX = "hf:"
@@ -104,7 +105,7 @@ _REGISTRY: dict[str, EncoderEntry] = {}
 
 def register(entry: EncoderEntry) -> EncoderEntry:
     """Add an encoder; a second entry under the same name is an error."""
-    if entry.name.startswith((HF_PREFIX, PY_PREFIX)) or not entry.name:
+    if entry.name.startswith((HF_PREFIX, PY_PREFIX, MEM_PREFIX)) or not entry.name:
         raise ConfigError(f"encoder name '{entry.name}' is reserved; pick a plain name")
     if entry.name in _REGISTRY and _REGISTRY[entry.name] is not entry:
         raise ConfigError(f"encoder '{entry.name}' is registered twice; names must be unique")
@@ -129,6 +130,8 @@ def lookup(spec: str) -> tuple[EncoderEntry, str]:
         return _HF_ENTRY, spec[len(HF_PREFIX) :]
     if spec.startswith(PY_PREFIX) and spec.count(":") == 2 and all(spec.split(":")[1:]):
         return _PY_ENTRY, spec[len(PY_PREFIX) :]
+    if spec.startswith(MEM_PREFIX) and len(spec) > len(MEM_PREFIX):
+        return _MEM_ENTRY, spec[len(MEM_PREFIX) :]
     raise ConfigError(f"unknown encoder '{spec}'; valid encoders: {valid_specs()}")
 
 
@@ -394,6 +397,24 @@ def _py(arg: str, o: EncoderOptions) -> AnyEncoder:
     return obj  # type: ignore[no-any-return]
 
 
+def _mem(arg: str, o: EncoderOptions) -> AnyEncoder:
+    from mdcr.encoders.in_memory import registered
+
+    return registered(arg)[0]  # type: ignore[no-any-return]
+
+
+def _mem_identity(arg: str, o: EncoderOptions) -> dict[str, Any]:
+    from mdcr.encoders.in_memory import registered
+
+    return dict(registered(arg)[1])
+
+
+_MEM_ENTRY = EncoderEntry(
+    "mem:<name>@<digest>",
+    "a model object handed to mdcr.evaluate in this process",
+    _mem,
+    identify=_mem_identity,
+)
 _HF_ENTRY = EncoderEntry(
     "hf:<model>",
     "any Hugging Face model by id or local path",

@@ -268,3 +268,18 @@ encoder = "random"
     assert main(["run", str(pipeline), *home, "-q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "revision=<40-hex commit>" in err[0]
+
+
+def test_a_module_in_a_namespace_package_is_hashed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user package without __init__.py: its module is still the user's and hashed."""
+    pkg = tmp_path / "nspkg_enc"
+    pkg.mkdir()
+    (pkg / "enc.py").write_text(USER_MODULE.format(helper="nspkg_enc.helper", version=""))
+    (pkg / "helper.py").write_text(USER_HELPER.format(scale=1))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ident = identify_encoder("py:nspkg_enc.enc:Enc")
+    assert ident["files"] == ["nspkg_enc.enc", "nspkg_enc.helper"]
+    (pkg / "helper.py").write_text(USER_HELPER.format(scale=2))
+    assert identify_encoder("py:nspkg_enc.enc:Enc")["code"] != ident["code"]

@@ -1,0 +1,82 @@
+"""The Python API for notebooks: score a model object in one call, as MTEB users expect.
+
+``mdcr.evaluate(model, benchmark=...)`` takes an in-memory SentenceTransformer, any object
+with ``encode(list of str)``, an mdcr Encoder or an encoder spec string, runs the same
+cached pipeline as ``mdcr evaluate`` and returns the results as a pandas DataFrame. The
+model's identity is the hash of its weights plus its config
+(:mod:`mdcr.encoders.in_memory`), so a second call with the same model is read from the
+store, and a changed model is scored again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def evaluate(
+    model: Any,
+    *,
+    benchmark: str | Path | None = None,
+    pools: str | Path | None = None,
+    name: str | None = None,
+    metric: str | None = None,
+    splits: tuple[str, ...] = (),
+    home: str | Path | None = None,
+    encode_options: dict[str, Any] | None = None,
+    quiet: bool = True,
+) -> pd.DataFrame:
+    """Score ``model`` on an MDCR benchmark (or on pools); the CLI's numbers as a table.
+
+    Benchmark: one row per (retriever, split, field) and an ``AVG`` row per split, with
+    ``map``, ``ndcg`` and ``recall_5`` x100, rounded as the original scorer prints them.
+    Pools: the score stage's per-pool means (retriever, pool_id, setup, split, field, size,
+    rep, metric, value, n_queries).
+    """
+    import pandas as pd
+
+    from mdcr.benchmark.evaluate import EvaluateRequest
+    from mdcr.benchmark.evaluate import evaluate as run_evaluation
+    from mdcr.encoders.in_memory import register_model
+    from mdcr.store import Store, default_home
+
+    spec = model if isinstance(model, str) else register_model(model, name, metric)
+    options = tuple(f"{k}={v}" for k, v in (encode_options or {}).items())
+    req = EvaluateRequest(
+        encoders=(spec,),
+        benchmark=Path(benchmark) if benchmark is not None else None,
+        pools=Path(pools) if pools is not None else None,
+        splits=splits,
+        encode_set=options,
+    )
+    store = Store(Path(home) if home is not None else default_home())
+    done = run_evaluation(req, store, quiet=quiet)
+    if done.pools is not None:
+        from mdcr.artifacts import POOL_MEANS
+
+        return POOL_MEANS.read_pandas(done.scores[0])
+    from mdcr.benchmark.score import read_official_results
+
+    rows = []
+    for retriever, by_split in read_official_results(done.result).items():
+        for split, fields in by_split.items():
+            for field, metrics in fields.items():
+                rows.append({"retriever": retriever, "split": split, "field": field, **metrics})
+    return pd.DataFrame(rows)
+
+
+def load_run(folder: str | Path, pool_id: str | None = None) -> Any:
+    """A ranx ``Run`` of a search or bm25 output; see :mod:`mdcr.eval.trec`."""
+    from mdcr.eval.trec import load_run as load
+
+    return load(folder, pool_id)
+
+
+def load_qrels(folder: str | Path, pool_id: str | None = None) -> Any:
+    """A ranx ``Qrels`` of a pools output; see :mod:`mdcr.eval.trec`."""
+    from mdcr.eval.trec import load_qrels as load
+
+    return load(folder, pool_id)

@@ -1,0 +1,160 @@
+"""Models handed over in Python (a notebook): a SentenceTransformer, an object with
+``encode``, or an mdcr :class:`~mdcr.encoders.base.Encoder`.
+
+``register_model(model)`` keeps the object for this process under the spec
+``mem:<name>@<digest>``, so that it runs through the same stages and cache as any other
+encoder. The digest is its identity for the fingerprint: for a torch module (a
+SentenceTransformer included) the sha256 of its weights plus its configuration; for another
+object, its class's source (and the user files that module imports) plus its public
+attributes. Changing the weights or the config gives a new fingerprint; the same model in
+a new process finds its cached outputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mdcr.encoders.base import METRICS, Metric, PaperText
+from mdcr.errors import ConfigError
+
+MEM_PREFIX = "mem:"
+# spec argument ("<name>@<digest>") -> (the encoder, its identity)
+_MODELS: dict[str, tuple[Any, dict[str, Any]]] = {}
+
+
+def _is_mdcr_encoder(model: Any) -> bool:
+    return all(hasattr(model, a) for a in ("name", "dim", "metric", "encode")) and (
+        getattr(model, "metric", None) in METRICS
+    )
+
+
+def _is_sentence_transformer(model: Any) -> bool:
+    return type(model).__name__ == "SentenceTransformer" and hasattr(model, "tokenizer")
+
+
+def _weights_digest(module: Any) -> str:
+    h = hashlib.sha256()
+    for key, tensor in sorted(module.state_dict().items()):
+        t = tensor.detach().cpu().contiguous()
+        h.update(f"{key}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+        h.update(t.view(-1).view(dtype=__import__("torch").uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _st_config(model: Any) -> dict[str, Any]:
+    """What a SentenceTransformer's outputs depend on besides its weights."""
+    modules = []
+    for m in model:
+        conf = m.get_config_dict() if hasattr(m, "get_config_dict") else {}
+        modules.append({"type": type(m).__name__, "config": conf})
+    return {
+        "modules": modules,
+        "max_seq_length": model.max_seq_length,
+        "prompts": dict(getattr(model, "prompts", None) or {}),
+        "default_prompt_name": getattr(model, "default_prompt_name", None),
+        "similarity": getattr(model, "similarity_fn_name", None),
+    }
+
+
+def model_identity(model: Any) -> dict[str, Any]:
+    """The identity the fingerprint hashes: weights and config, or code and attributes."""
+    try:
+        import torch
+
+        is_module = isinstance(model, torch.nn.Module)
+    except ImportError:  # no torch: no module
+        is_module = False
+    if is_module:
+        config = _st_config(model) if _is_sentence_transformer(model) else {}
+        return {
+            "weights": "sha256:" + _weights_digest(model)[:32],
+            "config": config,
+            "class": f"{type(model).__module__}.{type(model).__qualname__}",
+        }
+    from mdcr.encoders.identity import python_identity
+
+    try:
+        public = vars(model)
+    except TypeError:  # __slots__
+        public = {}
+    attrs = {
+        k: v
+        for k, v in sorted(public.items())
+        if not k.startswith("_") and isinstance(v, str | int | float | bool | type(None))
+    }
+    return {
+        **python_identity(type(model).__module__, type(model)),
+        "attributes": attrs,
+        "class": f"{type(model).__module__}.{type(model).__qualname__}",
+    }
+
+
+class _TextModel:
+    """An object with ``encode(list[str])`` (a SentenceTransformer, an MTEB-style model),
+    fed ``title [SEP] abstract``."""
+
+    multi_vector = False
+
+    def __init__(self, model: Any, name: str, metric: str | None) -> None:
+        self.model = model
+        self.name = name
+        tokenizer = getattr(model, "tokenizer", None)
+        self.sep = getattr(tokenizer, "sep_token", None) or " "
+        if _is_sentence_transformer(model):
+            normalize = any(type(m).__name__ == "Normalize" for m in model)
+            sim = getattr(model, "similarity_fn_name", None) or "cosine"
+            default = "cos" if normalize or sim == "cosine" else {"dot": "ip"}.get(sim, "l2")
+        else:
+            default = "cos"  # MTEB's default similarity
+        self.metric: Metric = metric or default  # type: ignore[assignment]
+        if self.metric not in METRICS:
+            raise ConfigError(f"metric '{metric}' is not valid; valid options: cos, ip, l2")
+        probe = self._encode(["probe"])
+        self.dim = int(probe.shape[1])
+
+    def _encode(self, strings: list[str]) -> np.ndarray:
+        kw: dict[str, Any] = {}
+        if _is_sentence_transformer(self.model):
+            kw = {"convert_to_numpy": True, "show_progress_bar": False}
+        return np.asarray(self.model.encode(strings, **kw), dtype=np.float32)
+
+    def encode(self, texts: Sequence[PaperText]) -> np.ndarray:
+        return self._encode([f"{t.title or ''}{self.sep}{t.abstract or ''}" for t in texts])
+
+
+def register_model(model: Any, name: str | None = None, metric: str | None = None) -> str:
+    """Keep ``model`` for this process; return its encoder spec (``mem:<name>@<digest>``)."""
+    if _is_mdcr_encoder(model):
+        encoder = model
+    elif hasattr(model, "encode"):
+        base = name or type(model).__name__
+        encoder = _TextModel(model, base, metric)
+    else:
+        raise ConfigError(
+            f"{type(model).__name__} has no encode method; pass a SentenceTransformer, an "
+            "object with encode(list of str), or an mdcr Encoder"
+        )
+    identity = model_identity(model)
+    identity["metric"] = encoder.metric
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode())
+    label = name or encoder.name
+    arg = f"{label}@{digest.hexdigest()[:16]}"
+    if name:
+        encoder.name = name
+    _MODELS[arg] = (encoder, identity)
+    return MEM_PREFIX + arg
+
+
+def registered(arg: str) -> tuple[Any, dict[str, Any]]:
+    """The encoder and identity kept under ``mem:<arg>``, or a one-line error."""
+    if arg not in _MODELS:
+        raise ConfigError(
+            f"no in-memory model 'mem:{arg}' in this process; pass the model object to "
+            "mdcr.evaluate (in-memory specs do not carry over to other processes)"
+        )
+    return _MODELS[arg]

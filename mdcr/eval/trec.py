@@ -1,0 +1,121 @@
+"""Runs and qrels out of mdcr: ranx objects, and TREC files for pyserini, ranx,
+ir_measures and trec_eval.
+
+A pool's query is one TREC topic: its id is ``<pool_id>:<query_id>`` with spaces made
+``_`` (pool ids such as ``field/test/Computer Science/r0`` hold spaces, which TREC files
+cannot). Run lines are ``qid Q0 doc rank score tag`` in mdcr's rank order; qrels lines are
+``qid 0 doc relevance``.
+
+Ties. trec_eval, ranx and ir_measures order a run by its scores and break ties their own
+way (trec_eval: doc id descending), while mdcr breaks them by paper_id ascending; and
+trec_eval reads scores in single precision. So that every tool sees mdcr's ranking, the
+scores written are float32 values made strictly decreasing within a query by the fewest
+float32 steps that do it: a tie of n scores becomes n adjacent float32 values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def topic_id(pool_id: str, query_id: str) -> str:
+    return f"{pool_id}:{query_id}".replace(" ", "_")
+
+
+def _run_frame(folder: Path, pool_id: str | None) -> pd.DataFrame:
+    from mdcr.artifacts import RUNS
+    from mdcr.errors import InputDataError
+
+    filters = [("pool_id", "==", pool_id)] if pool_id else None
+    df = RUNS.read_pandas(folder, filters=filters)
+    if df.empty:
+        raise InputDataError(
+            f"'{folder}' has no run rows" + (f" for pool '{pool_id}'" if pool_id else "")
+        )
+    return df.astype({"pool_id": str, "query_id": str, "paper_id": str})
+
+
+def _qrels_frame(folder: Path, pool_id: str | None) -> pd.DataFrame:
+    from mdcr.artifacts import QRELS
+
+    filters = [("pool_id", "==", pool_id)] if pool_id else None
+    return QRELS.read_pandas(folder, filters=filters).astype(
+        {"pool_id": str, "query_id": str, "paper_id": str}
+    )
+
+
+def strictly_decreasing(df: pd.DataFrame) -> Any:
+    """Scores in rank order made strictly decreasing per query by the fewest float32 steps.
+
+    float32, because trec_eval reads scores into single precision: distinct float64 scores
+    can tie there. ``df`` is sorted by (pool, query, rank). With ``u`` the float32 order as
+    integers, the written value is ``t_i = min(u_i, t_(i-1) - 1)``, i.e. ``cummin(u_j + j) - i``.
+    """
+    import numpy as np
+    import pandas as pd
+
+    bits = df["score"].to_numpy(dtype=np.float64).astype(np.float32).view(np.int32)
+    u = (bits ^ ((bits >> 31) & np.int32(0x7FFFFFFF))).astype(np.int64)  # monotone
+    keys = (df["pool_id"].astype(str) + "\x1f" + df["query_id"].astype(str)).to_numpy()
+    i = pd.Series(keys).groupby(keys, sort=False).cumcount().to_numpy(dtype=np.int64)
+    t = (pd.Series(u + i).groupby(keys, sort=False).cummin().to_numpy() - i).astype(np.int32)
+    back = t ^ ((t >> 31) & np.int32(0x7FFFFFFF))
+    return back.view(np.float32).astype(np.float64)
+
+
+def _topics(df: pd.DataFrame, pool_id: str | None) -> Any:
+    if pool_id:
+        return df["query_id"]
+    return [topic_id(p, q) for p, q in zip(df["pool_id"], df["query_id"], strict=True)]
+
+
+def load_run(folder: Path | str, pool_id: str | None = None) -> Any:
+    """A ranx ``Run`` of a search or bm25 output (one pool's, or every pool's as topics
+    ``<pool_id>:<query_id>``)."""
+    from ranx import Run
+
+    df = _run_frame(Path(folder), pool_id)
+    df = df.sort_values(["pool_id", "query_id", "rank"], kind="stable").reset_index(drop=True)
+    df = df.assign(q=_topics(df, pool_id), score=strictly_decreasing(df))
+    df = df.astype({"q": object, "paper_id": object})
+    return Run.from_df(df, q_id_col="q", doc_id_col="paper_id", score_col="score")
+
+
+def load_qrels(folder: Path | str, pool_id: str | None = None) -> Any:
+    """A ranx ``Qrels`` of a pools output (one pool's, or every pool's as topics)."""
+    from ranx import Qrels
+
+    df = _qrels_frame(Path(folder), pool_id)
+    df = df.assign(q=_topics(df, pool_id), relevance=df["relevance"].astype(int))
+    df = df.astype({"q": object, "paper_id": object})
+    return Qrels.from_df(df, q_id_col="q", doc_id_col="paper_id", score_col="relevance")
+
+
+def write_trec_run(folder: Path, path: Path, tag: str = "mdcr") -> int:
+    """Write a run output as a TREC run file; return the number of lines."""
+    from mdcr.store import atomic_path
+
+    df = _run_frame(folder, None).sort_values(["pool_id", "query_id", "rank"], kind="stable")
+    df = df.reset_index(drop=True)
+    topics = _topics(df, None)
+    scores = strictly_decreasing(df)
+    with atomic_path(path) as tmp, tmp.open("w") as f:
+        for q, doc, rank, score in zip(topics, df["paper_id"], df["rank"], scores, strict=True):
+            f.write(f"{q} Q0 {doc} {int(rank)} {float(score)!r} {tag}\n")
+    return len(df)
+
+
+def write_trec_qrels(folder: Path, path: Path) -> int:
+    """Write a pools output's qrels as a TREC qrels file; return the number of lines."""
+    from mdcr.store import atomic_path
+
+    df = _qrels_frame(folder, None).sort_values(["pool_id", "query_id", "paper_id"])
+    topics = _topics(df, None)
+    with atomic_path(path) as tmp, tmp.open("w") as f:
+        for q, doc, rel in zip(topics, df["paper_id"], df["relevance"], strict=True):
+            f.write(f"{q} 0 {doc} {int(rel)}\n")
+    return len(df)

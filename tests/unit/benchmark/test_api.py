@@ -1,0 +1,79 @@
+"""The Python API: ``mdcr.evaluate`` on model objects gives the CLI's numbers, caches by
+the model's weights and config, and returns a DataFrame."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mdcr
+from mdcr.cli import main
+from mdcr.errors import ConfigError
+from tests.unit.benchmark.test_evaluate import FIXTURE, _printed
+from tests.unit.encoders.fixtures import make_tiny_bert
+
+
+def _encode_outputs(home: Path) -> int:
+    return sum(1 for p in (home / "encode").iterdir() if not p.name.startswith("."))
+
+
+def test_the_api_returns_the_cli_numbers(tmp_path: Path) -> None:
+    df = mdcr.evaluate("random", benchmark=FIXTURE, home=tmp_path)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["evaluate", "--encoder", "random", "--benchmark", str(FIXTURE),
+                     "--home", str(tmp_path), "-q"]) == 0  # fmt: skip
+    printed = _printed(buf.getvalue())["random"]
+    rows = df[(df["retriever"] == "random") & (df["split"] == "test")]
+    assert set(rows["field"]) == set(printed)
+    for r in rows.itertuples(index=False):
+        assert {"map": r.map, "ndcg": r.ndcg, "recall_5": r.recall_5} == printed[r.field]
+
+
+def test_an_in_memory_sentence_transformer_is_cached_by_its_weights(tmp_path: Path) -> None:
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    base = make_tiny_bert(tmp_path / "tiny")
+    t = Transformer(str(base), max_seq_length=48)
+    model = SentenceTransformer(
+        modules=[t, Pooling(t.get_embedding_dimension(), pooling_mode="mean"), Normalize()]
+    )
+    home = tmp_path / "home"
+    first = mdcr.evaluate(model, benchmark=FIXTURE, home=home, name="tiny-st")
+    assert set(first["retriever"]) == {"tiny-st"} and (first["field"] == "AVG").any()
+    assert _encode_outputs(home) == 1
+    again = mdcr.evaluate(model, benchmark=FIXTURE, home=home, name="tiny-st")
+    assert again.equals(first) and _encode_outputs(home) == 1  # read from the store
+    torch.manual_seed(1)
+    with torch.no_grad():  # other weights: another model
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    changed = mdcr.evaluate(model, benchmark=FIXTURE, home=home, name="tiny-st")
+    assert _encode_outputs(home) == 2
+    assert not changed[["map", "ndcg"]].equals(first[["map", "ndcg"]])
+
+
+class Bag:
+    """An MTEB-style model: encode(list of str) -> array."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+    def encode(self, sentences: list[str]) -> np.ndarray:
+        return np.array([[len(s), s.count("e") * self.scale, 1.0] for s in sentences], np.float32)
+
+
+def test_any_object_with_encode_and_clear_errors(tmp_path: Path) -> None:
+    df = mdcr.evaluate(Bag(1.0), benchmark=FIXTURE, home=tmp_path)
+    assert set(df["retriever"]) == {"Bag"}
+    other = mdcr.evaluate(Bag(3.0), benchmark=FIXTURE, home=tmp_path)  # attributes count
+    assert _encode_outputs(tmp_path) == 2 and not other.equals(df)
+    with pytest.raises(ConfigError, match="has no encode method") as info:
+        mdcr.evaluate(object(), benchmark=FIXTURE, home=tmp_path)
+    assert "\n" not in str(info.value)
