@@ -88,42 +88,51 @@ def _all_pairs(q: np.ndarray, c: np.ndarray, metric: str) -> np.ndarray:
     return (q[:, None, :] * c[None, :, :]).sum(axis=2)  # type: ignore[no-any-return]
 
 
-def dense_scores(store: Any, pairs: pd.DataFrame, metric: str) -> np.ndarray:
+def _table(store: Any, ids: list[str], multi: bool, metric: str) -> tuple[Any, Any]:
+    """float64 vectors (and offsets) of ``ids`` from a store, unit-length for cosine."""
+    from mdcr.encoders.store import unit_vectors16
+
+    rows = store.require_rows(ids, "benchmark papers")
+    vec, off = store.doc_vectors(rows) if multi else (store.vectors(rows), None)
+    if metric == "cos":
+        vec = unit_vectors16(vec)
+    return np.asarray(vec, dtype=np.float64), off
+
+
+def dense_scores(
+    store: Any, pairs: pd.DataFrame, metric: str, query_store: Any = None
+) -> np.ndarray:
     """Scores of (query_id, paper_id) pairs from an embedding store, in float64.
 
     Single vector: inner product (cosine: on unit vectors, as the search stage stores them)
     or minus the squared L2 distance. Multi-vector (Aspire): the best pair of a query
-    sentence and a candidate sentence, as the search stage scores it.
+    sentence and a candidate sentence, as the search stage scores it. ``query_store``: the
+    store in the query role (an asymmetric encoder's query vectors).
     """
-    from mdcr.encoders.store import unit_vectors16
-
-    ids = sorted(set(pairs["query_id"]) | set(pairs["paper_id"]))
-    rows = store.require_rows(ids, "benchmark papers")
-    pos = {p: i for i, p in enumerate(ids)}
-    qi = np.array([pos[q] for q in pairs["query_id"]], dtype=np.int64)
-    ci = np.array([pos[p] for p in pairs["paper_id"]], dtype=np.int64)
+    queries = query_store if query_store is not None else store
+    q_ids = sorted(set(pairs["query_id"]))
+    c_ids = sorted(set(pairs["paper_id"]))
+    qpos = {p: i for i, p in enumerate(q_ids)}
+    cpos = {p: i for i, p in enumerate(c_ids)}
+    qi = np.array([qpos[q] for q in pairs["query_id"]], dtype=np.int64)
+    ci = np.array([cpos[p] for p in pairs["paper_id"]], dtype=np.int64)
     sim = "ip" if metric in ("ip", "cos") else "l2"
     out = np.empty(len(pairs), dtype=np.float64)
-    if not store.multi_vector:
-        vec = store.vectors(rows)
-        if metric == "cos":
-            vec = unit_vectors16(vec)
-        v = np.asarray(vec, dtype=np.float64)
+    multi = bool(store.multi_vector)
+    qv, q_off = _table(queries, q_ids, multi, metric)
+    cv, c_off = _table(store, c_ids, multi, metric)
+    if not multi:
         step = 65_536
         for s in range(0, len(pairs), step):
-            out[s : s + step] = _pair_scores(v[qi[s : s + step]], v[ci[s : s + step]], sim)
+            out[s : s + step] = _pair_scores(qv[qi[s : s + step]], cv[ci[s : s + step]], sim)
         return out
-    vec, off = store.doc_vectors(rows)
-    if metric == "cos":
-        vec = unit_vectors16(vec)
-    v = np.asarray(vec, dtype=np.float64)
     order = np.argsort(qi, kind="stable")
     for grp in np.split(order, np.flatnonzero(np.diff(qi[order])) + 1):
         if not len(grp):
             continue
-        q = v[off[qi[grp[0]]] : off[qi[grp[0]] + 1]]
-        lens = np.array([off[c + 1] - off[c] for c in ci[grp]], dtype=np.int64)
-        cand = np.concatenate([v[off[c] : off[c + 1]] for c in ci[grp]])
+        q = qv[q_off[qi[grp[0]]] : q_off[qi[grp[0]] + 1]]
+        lens = np.array([c_off[c + 1] - c_off[c] for c in ci[grp]], dtype=np.int64)
+        cand = np.concatenate([cv[c_off[c] : c_off[c + 1]] for c in ci[grp]])
         best_per_sentence = _all_pairs(q, cand, sim).max(axis=0)
         starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
         out[grp] = np.maximum.reduceat(best_per_sentence, starts)
@@ -229,11 +238,12 @@ def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
         from mdcr.encoders.store import EmbeddingStore
 
         store = EmbeddingStore(ctx.input("embeddings"))
+        query_store = EmbeddingStore(ctx.input("embeddings"), role="query")
         name = cfg.retriever or store.name
         with ctx.timed("score"):
             parts = []
             for _, g in pairs.groupby(["split", "field"], sort=True):
-                parts.append(g.assign(score=dense_scores(store, g, store.metric)))
+                parts.append(g.assign(score=dense_scores(store, g, store.metric, query_store)))
             scored = pd.concat(parts, ignore_index=True)
         detail = f"metric {store.metric}" + (", multi-vector" if store.multi_vector else "")
         ctx.record("encoder", store.identity)

@@ -59,6 +59,15 @@ class MultiVectorEncoder(Protocol):
     def encode(self, texts: Sequence[PaperText]) -> tuple[np.ndarray, np.ndarray]: ...
 
 
+ROLES = ("document", "query")
+
+
+def is_asymmetric(encoder: object) -> bool:
+    """True for an encoder that encodes a paper differently as a query and as a document
+    (it sets ``asymmetric = True`` and its ``encode`` takes ``role``)."""
+    return getattr(encoder, "asymmetric", False) is True
+
+
 def is_multi_vector(encoder: object) -> bool:
     """True for a multi-vector encoder (it sets ``multi_vector = True``)."""
     return getattr(encoder, "multi_vector", False) is True
@@ -99,6 +108,8 @@ class EncoderOptions:
     layers: str | None = None
     trust_remote_code: bool = False
     revision: str | None = None
+    query_prompt: str | None = None
+    document_prompt: str | None = None
     dim: int | None = None
     seed: int | None = None
     device: str | int | None = "auto"

@@ -373,6 +373,7 @@ class HFEncoder:
         include_prompt: bool = True,
         loaded: tuple[Any, Any, str | None] | None = None,
         choices: str | None = None,
+        query_prompt: str | None = None,
     ) -> None:
         if pooling not in POOLINGS:
             raise ConfigError(
@@ -409,12 +410,19 @@ class HFEncoder:
         self.input_format = input_format
         self.dim = self.runner.hidden_size
         self.model_id = model_id or source
-        self.prompt = prompt
+        # The text put before each paper, per role; another query prompt makes the encoder
+        # asymmetric (query papers are then encoded again, as queries).
+        self.prompts = {
+            "document": prompt,
+            "query": prompt if query_prompt is None else query_prompt,
+        }
+        self.asymmetric = self.prompts["query"] != self.prompts["document"]
         # sentence-transformers' include_prompt=False: the prompt's tokens (with the start
         # token, as sentence-transformers counts them) are left out of the pooling.
-        self.prompt_tokens = 0
-        if prompt and not include_prompt:
-            self.prompt_tokens = len(tok(prompt)["input_ids"]) - 1
+        self.prompt_tokens = {
+            role: len(tok(p)["input_ids"]) - 1 if p and not include_prompt else 0
+            for role, p in self.prompts.items()
+        }
         # What was chosen for a model without a sentence-transformers config, said aloud.
         self.choices = choices
         self.identity = {
@@ -425,26 +433,31 @@ class HFEncoder:
             "max_length": max_length,
             "input_format": input_format,
         }
-        if prompt:
+        if prompt or self.asymmetric:
             self.identity["prompt"] = prompt
             self.identity["include_prompt"] = include_prompt
+        if self.asymmetric:
+            self.identity["query_prompt"] = self.prompts["query"]
 
     @property
     def revision(self) -> str | None:
         return self.runner.revision
 
-    def texts_for(self, texts: Sequence[PaperText]) -> list[str] | tuple[list[str], list[str]]:
+    def texts_for(
+        self, texts: Sequence[PaperText], role: str = "document"
+    ) -> list[str] | tuple[list[str], list[str]]:
         """The strings the tokenizer sees (one list, or titles and abstracts for pairs)."""
-        titles = [self.prompt + (t.title or "") for t in texts]
+        prompt = self.prompts[role]
+        titles = [prompt + (t.title or "") for t in texts]
         abstracts = [t.abstract or "" for t in texts]
         if self.input_format == "pair":
             return titles, abstracts
         sep = self.runner.tokenizer.sep_token if self.input_format == "sep" else " "
         return [a + sep + b for a, b in zip(titles, abstracts, strict=True)]
 
-    def prepare(self, texts: Sequence[PaperText]) -> Prepared:
+    def prepare(self, texts: Sequence[PaperText], role: str = "document") -> Prepared:
         tok = self.runner.tokenizer
-        inputs = self.texts_for(texts)
+        inputs = self.texts_for(texts, role)
         common: dict[str, Any] = {
             "truncation": True,
             "max_length": self.max_length,
@@ -458,11 +471,16 @@ class HFEncoder:
         return Prepared(list(enc["input_ids"]))
 
     def _pool(
-        self, hidden: torch.Tensor, mask: torch.Tensor, rows: np.ndarray, prepared: Prepared
+        self,
+        hidden: torch.Tensor,
+        mask: torch.Tensor,
+        rows: np.ndarray,
+        prepared: Prepared,
+        prompt_tokens: int = 0,
     ) -> torch.Tensor:
-        if self.prompt_tokens:
+        if prompt_tokens:
             mask = mask.clone()
-            mask[:, : self.prompt_tokens] = 0
+            mask[:, :prompt_tokens] = 0
         if self.pooling == "cls":
             return hidden[:, 0]
         if self.pooling == "max":
@@ -471,12 +489,19 @@ class HFEncoder:
             return last_token_pool(hidden, mask)
         return mean_pool(hidden, mask)
 
-    def encode(self, texts: Sequence[PaperText]) -> np.ndarray:
-        """``(n, dim)`` float32 vectors in the order of ``texts``."""
+    def encode(self, texts: Sequence[PaperText], role: str = "document") -> np.ndarray:
+        """``(n, dim)`` float32 vectors in the order of ``texts``, encoded in ``role``
+        (``"document"`` or ``"query"``; the same unless the encoder is asymmetric)."""
+        import functools
+
+        if role not in self.prompts:
+            raise ConfigError(f"role '{role}' is not valid; valid roles: document, query")
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        for b in self.runner.run(texts, self.prepare, self._pool):
+        prepare = functools.partial(self.prepare, role=role)
+        pool = functools.partial(self._pool, prompt_tokens=self.prompt_tokens[role])
+        for b in self.runner.run(texts, prepare, pool):
             out[b.start + b.rows] = b.vectors
         return _normalize(out) if self.metric == "cos" else out
 

@@ -63,6 +63,8 @@ HF_OPTIONS = (
     "layers",
     "trust_remote_code",
     "revision",
+    "query_prompt",
+    "document_prompt",
 )
 ASPIRE_OPTIONS = ("max_length", "metric", "layers", "trust_remote_code", "revision")
 
@@ -346,6 +348,8 @@ def _hf_any(arg: str, o: EncoderOptions) -> AnyEncoder:
         layers=o.layers or "last",  # type: ignore[arg-type]
         trust_remote_code=o.trust_remote_code,
         revision=o.revision,
+        prompt=o.document_prompt or "",
+        query_prompt=o.query_prompt,
         choices=choices,
         **o.runtime(),
     )

@@ -105,10 +105,13 @@ def load_st(source: str, *, revision: str | None, trust_remote_code: bool) -> ST
     )
 
 
-def resolve_prompt(settings: STSettings, prompt: str | None) -> str:
-    """A prompt option: a name from the model's config, or the text itself; None: the
-    model's default prompt (or none)."""
+def resolve_prompt(settings: STSettings, prompt: str | None, role: str = "document") -> str:
+    """A prompt option: a name from the model's config, or the text itself. None: the
+    config's prompt for the role (``query`` / ``document``, as sentence-transformers'
+    ``encode_query`` and ``encode_document`` use them), else its default prompt, else none."""
     if prompt is None:
+        if settings.prompts.get(role):
+            return settings.prompts[role]
         name = settings.default_prompt_name
         return settings.prompts.get(name, "") if name else ""
     return settings.prompts.get(prompt, prompt)
@@ -119,7 +122,8 @@ def st_encoder(source: str, *, name: str, o: EncoderOptions, model_id: str | Non
     from mdcr.encoders.hf import HFEncoder
 
     settings = load_st(source, revision=o.revision, trust_remote_code=o.trust_remote_code)
-    prompt = resolve_prompt(settings, None)
+    prompt = resolve_prompt(settings, o.document_prompt, "document")
+    query_prompt = resolve_prompt(settings, o.query_prompt, "query")
     if not settings.runnable:
         if o.pooling or o.max_length or o.input_format or o.layers:
             raise ConfigError(
@@ -127,7 +131,13 @@ def st_encoder(source: str, *, name: str, o: EncoderOptions, model_id: str | Non
                 f"({', '.join(settings.modules)}): it is encoded by sentence-transformers, "
                 "which takes no pooling, max_length, input_format or layers options"
             )
-        return LibraryEncoder(settings, name=name, model_id=model_id or source, o=o, prompt=prompt)
+        return LibraryEncoder(
+            settings,
+            name=name,
+            model_id=model_id or source,
+            o=o,
+            prompts={"document": prompt, "query": query_prompt},
+        )
     transformer = settings.model[0]
     loaded = (settings.model.tokenizer, transformer.auto_model, None)
     from mdcr.encoders.hf import model_revision
@@ -143,6 +153,7 @@ def st_encoder(source: str, *, name: str, o: EncoderOptions, model_id: str | Non
         input_format=o.input_format or "sep",  # type: ignore[arg-type]
         layers=o.layers or "last",  # type: ignore[arg-type]
         prompt=prompt,
+        query_prompt=query_prompt,
         include_prompt=settings.include_prompt,
         loaded=(loaded[0], loaded[1], revision),
         **o.runtime(),
@@ -156,7 +167,13 @@ class LibraryEncoder:
     multi_vector = False
 
     def __init__(
-        self, settings: STSettings, *, name: str, model_id: str, o: EncoderOptions, prompt: str
+        self,
+        settings: STSettings,
+        *,
+        name: str,
+        model_id: str,
+        o: EncoderOptions,
+        prompts: dict[str, str],
     ) -> None:
         from mdcr.device import resolve_device
 
@@ -166,18 +183,20 @@ class LibraryEncoder:
         self.name = name
         self.metric: Metric = o.metric or settings.metric  # type: ignore[assignment]
         self.dim = int(self.model.get_sentence_embedding_dimension() or 0)
-        self.prompt = prompt
+        self.prompts = prompts
+        self.asymmetric = prompts["query"] != prompts["document"]
         self.identity = {
             "model_id": model_id,
             "modules": settings.modules,
-            "prompt": prompt,
+            "prompts": prompts,
             "encoded_by": "sentence-transformers",
         }
 
-    def encode(self, texts: Sequence[PaperText]) -> np.ndarray:
+    def encode(self, texts: Sequence[PaperText], role: str = "document") -> np.ndarray:
         sep = self.model.tokenizer.sep_token or " "
         strings = [f"{t.title or ''}{sep}{t.abstract or ''}" for t in texts]
+        prompt = self.prompts[role] or None
         out = self.model.encode(
-            strings, prompt=self.prompt or None, convert_to_numpy=True, show_progress_bar=False
+            strings, prompt=prompt, convert_to_numpy=True, show_progress_bar=False
         )
         return np.asarray(out, dtype=np.float32)

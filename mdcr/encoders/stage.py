@@ -38,6 +38,7 @@ from mdcr.errors import ConfigError, InputDataError
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
 TEXTS = "_texts.parquet"
+QUERY_TEXTS = "_query_texts.parquet"
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,18 @@ class EncodeConfig:
     seed: int = param(0, help="random encoder: seed")
     trust_remote_code: bool = param(False, help="allow model code from the hub (hf: models)")
     revision: str = param("", help="hub revision (branch, tag or commit) of the model")
+    query_prompt: str | None = param(
+        None,
+        help="text put before each query paper, or a prompt name from the model's "
+        "sentence-transformers config; unset = the config's 'query' prompt (if any). A "
+        "query prompt other than the document prompt makes the encoder asymmetric: query "
+        "papers are encoded once more, as queries",
+    )
+    document_prompt: str | None = param(
+        None,
+        help="text or prompt name put before each candidate paper; unset = the config's "
+        "'document' prompt, else its default prompt (if any)",
+    )
     shard_size: int = param(20_000, help="papers per shard (the unit of resume)")
     precision: Literal["auto", "fp32", "bf16", "fp16", "bf16-weights", "fp16-weights"] = param(
         "auto",
@@ -114,6 +127,8 @@ class EncodeConfig:
             layers=opt(self.layers),
             trust_remote_code=self.trust_remote_code,
             revision=self.revision or None,
+            query_prompt=self.query_prompt,
+            document_prompt=self.document_prompt,
             dim=self.dim or None,
             seed=self.seed or None,
             device=self.device,
@@ -127,10 +142,14 @@ def _sql_path(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def write_texts(corpus: Path, targets: list[Path], out: Path, shard_size: int) -> int:
+def write_texts(
+    corpus: Path, targets: list[Path], out: Path, shard_size: int, which: str = "all"
+) -> int:
     """Write the distinct target papers' texts sorted by paper_id, one row group per shard.
 
-    Returns the number of papers. Every target id must be in the corpus.
+    ``which``: ``"all"`` the papers the targets name, ``"queries"`` only their query papers
+    (``query_id`` columns), ``"documents"`` only the others. Returns the number of papers.
+    Every target id must be in the corpus.
     """
     import duckdb
     import pyarrow as pa
@@ -145,7 +164,8 @@ def write_texts(corpus: Path, targets: list[Path], out: Path, shard_size: int) -
             f"SELECT CAST({col} AS VARCHAR) AS paper_id FROM read_parquet({_sql_path(f)})"
             for t in targets
             for f, col in target_sources(t)
-        ]
+            if which == "all" or (col == "query_id") == (which == "queries")
+        ] or ["SELECT NULL::VARCHAR AS paper_id WHERE false"]
         con.execute(
             "CREATE TEMP TABLE targets AS SELECT DISTINCT paper_id FROM ("
             + " UNION ALL ".join(selects)
@@ -238,60 +258,34 @@ def _reuse_sources(cfg: EncodeConfig, ctx: StageContext, key: str) -> list[Any]:
     return [EmbeddingStore(path) for path in encode_outputs(ctx.store, key)]
 
 
-def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
-    import dataclasses
+def _encode_shards(
+    cfg: EncodeConfig,
+    ctx: StageContext,
+    encoder: Any,
+    texts_file: Any,
+    reuse: list[Any],
+    multi: bool,
+    role: str | None,
+) -> tuple[dict[str, int], float]:
+    """Encode (or copy, or skip as finished) every shard of one role's texts.
 
-    import pyarrow.parquet as pq
+    ``role`` is None for a symmetric encoder (called without it), else ``"document"`` or
+    ``"query"``. Returns the counts and the seconds spent in the encoder.
+    """
+    from mdcr.encoders.base import PaperText
+    from mdcr.encoders.store import assemble, checked_vectors, shard_done, text_hashes, write_shard
 
-    from mdcr.artifacts import ENCODER_KEY, PAPERS
-    from mdcr.encoders.base import PaperText, encoder_identity, is_multi_vector
-    from mdcr.encoders.registry import build_encoder
-    from mdcr.encoders.store import (
-        ENCODER_JSON,
-        assemble,
-        checked_vectors,
-        shard_done,
-        shard_names,
-        text_hashes,
-        write_shard,
-    )
-    from mdcr.store import atomic_write_text
-
-    corpus = PAPERS.require(ctx.input("corpus"))
-    options = cfg.options()
-    commit = ctx.identity.get("encoder", {}).get("commit")
-    if commit:  # load exactly the hub commit the fingerprint hashes
-        options = dataclasses.replace(options, revision=commit)
-    with ctx.timed("load_model"):
-        encoder = build_encoder(cfg.encoder, options)
-    identity = encoder_identity(encoder)
-    multi = is_multi_vector(encoder)
-    choices = getattr(encoder, "choices", None)
-    if choices:
-        ctx.log(f"[encode] {choices}")
-        ctx.record("choices", choices)
-    key = encoder_key(cfg, ctx.identity)
-    reuse = _reuse_sources(cfg, ctx, key)
-
-    texts_path = ctx.out / TEXTS
-    with ctx.timed("collect_texts"):
-        if not texts_path.is_file():
-            from mdcr.store import atomic_path
-
-            with atomic_path(texts_path) as tmp:
-                write_texts(corpus, ctx.inputs.get("targets", []), tmp, cfg.shard_size)
-    texts_file = pq.ParquetFile(texts_path)
-    n_papers = texts_file.metadata.num_rows
-    n_shards = texts_file.num_row_groups
-    ctx.log(f"[encode] {encoder.name}: {n_papers} papers in {n_shards} shard(s)")
-
-    encoded = reused = resumed = 0
+    shard_role = role or "document"
+    counts = {"encoded": 0, "reused": 0, "resumed": 0}
     encode_s = 0.0
-    bar = ctx.progress(total=n_papers, desc=f"encode {encoder.name}", unit="paper")
-    for i in range(n_shards):
-        if shard_done(ctx.out, i):
-            resumed += texts_file.metadata.row_group(i).num_rows
-            bar.update(texts_file.metadata.row_group(i).num_rows)
+    n_papers = texts_file.metadata.num_rows
+    desc = f"encode {encoder.name}" + (f" ({role}s)" if role else "")
+    bar = ctx.progress(total=n_papers, desc=desc, unit="paper")
+    for i in range(texts_file.num_row_groups):
+        rows_in_shard = texts_file.metadata.row_group(i).num_rows
+        if shard_done(ctx.out, i, shard_role):
+            counts["resumed"] += rows_in_shard
+            bar.update(rows_in_shard)
             continue
         table = texts_file.read_row_group(i)
         ids = table["paper_id"].to_pylist()
@@ -312,16 +306,87 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
         if new.size:
             papers = [PaperText(ids[j], titles[j], abstracts[j]) for j in new]
             t0 = time.perf_counter()
-            result = encoder.encode(papers)
+            result = encoder.encode(papers) if role is None else encoder.encode(papers, role=role)
             encode_s += time.perf_counter() - t0
             vecs, offs = checked_vectors(cfg.encoder, result, papers, encoder.dim, multi)
             parts.append((new, vecs, offs))
         vectors, offsets = assemble(len(ids), parts, encoder.dim)
-        write_shard(ctx.out, i, ids, vectors, offsets, hashes)
-        encoded += int(new.size)
-        reused += len(ids) - int(new.size)
+        write_shard(ctx.out, i, ids, vectors, offsets, hashes, role=shard_role)
+        counts["encoded"] += int(new.size)
+        counts["reused"] += len(ids) - int(new.size)
         bar.update(len(ids))
     bar.close()
+    return counts, encode_s
+
+
+def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
+    import dataclasses
+
+    import pyarrow.parquet as pq
+
+    from mdcr.artifacts import ENCODER_KEY, PAPERS
+    from mdcr.encoders.base import encoder_identity, is_asymmetric, is_multi_vector
+    from mdcr.encoders.registry import build_encoder
+    from mdcr.encoders.store import ENCODER_JSON, EmbeddingStore, shard_names
+    from mdcr.store import atomic_write_text
+
+    corpus = PAPERS.require(ctx.input("corpus"))
+    options = cfg.options()
+    commit = ctx.identity.get("encoder", {}).get("commit")
+    if commit:  # load exactly the hub commit the fingerprint hashes
+        options = dataclasses.replace(options, revision=commit)
+    with ctx.timed("load_model"):
+        encoder = build_encoder(cfg.encoder, options)
+    identity = encoder_identity(encoder)
+    multi = is_multi_vector(encoder)
+    choices = getattr(encoder, "choices", None)
+    if choices:
+        ctx.log(f"[encode] {choices}")
+        ctx.record("choices", choices)
+    key = encoder_key(cfg, ctx.identity)
+    reuse = _reuse_sources(cfg, ctx, key)
+
+    asymmetric = is_asymmetric(encoder)
+    roles = ["document", "query"] if asymmetric else ["document"]
+    targets = ctx.inputs.get("targets", [])
+    counts = {"papers": 0, "vectors": 0, "encoded": 0, "reused": 0, "resumed": 0}
+    encode_s = 0.0
+    role_papers: dict[str, int] = {}
+    for role in roles:
+        # A symmetric encoder encodes every target paper once; an asymmetric one every
+        # candidate as a document and every query paper (again) as a query.
+        which = "all" if not asymmetric else ("queries" if role == "query" else "documents")
+        texts_path = ctx.out / (TEXTS if role == "document" else QUERY_TEXTS)
+        with ctx.timed(f"collect_texts_{role}"):
+            if not texts_path.is_file():
+                from mdcr.store import atomic_path
+
+                with atomic_path(texts_path) as tmp:
+                    write_texts(corpus, targets, tmp, cfg.shard_size, which=which)
+        texts_file = pq.ParquetFile(texts_path)
+        n_papers = texts_file.metadata.num_rows
+        role_papers[role] = n_papers
+        what = f" as {role}s" if asymmetric else ""
+        n_shards = texts_file.num_row_groups
+        ctx.log(f"[encode] {encoder.name}: {n_papers} papers{what} in {n_shards} shard(s)")
+        role_reuse = [EmbeddingStore(r.folder, role) for r in reuse]
+        with ctx.timed(f"encode_{role}"):
+            role_counts, seconds = _encode_shards(
+                cfg, ctx, encoder, texts_file, role_reuse, multi, role if asymmetric else None
+            )
+        encode_s += seconds
+        for k, v in role_counts.items():
+            counts[k] += v
+        counts["papers"] += n_papers
+        for i in range(texts_file.num_row_groups):
+            ids_name, emb_name, off_name = shard_names(i, role)
+            rows = texts_file.metadata.row_group(i).num_rows
+            ctx.output(ids_name, rows=rows)
+            n_vec = int(np.load(ctx.out / emb_name, mmap_mode="r").shape[0])
+            counts["vectors"] += n_vec
+            ctx.output(emb_name, rows=n_vec)
+            if multi:
+                ctx.output(off_name, rows=rows + 1)
 
     meta = {
         "identity": identity,
@@ -329,22 +394,16 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
         "dim": encoder.dim,
         "metric": encoder.metric,
         "multi_vector": multi,
-        "n_papers": n_papers,
-        "n_shards": n_shards,
+        "n_papers": role_papers["document"],
+        "n_shards": pq.ParquetFile(ctx.out / TEXTS).num_row_groups,
     }
+    if asymmetric:
+        meta["asymmetric"] = True
+        meta["n_query_papers"] = role_papers["query"]
     atomic_write_text(ctx.out / ENCODER_JSON, json.dumps(meta, indent=2, sort_keys=True) + "\n")
     ctx.output(ENCODER_JSON)
-    n_vectors = 0
-    for i in range(n_shards):
-        ids_name, emb_name, off_name = shard_names(i)
-        rows = texts_file.metadata.row_group(i).num_rows
-        ctx.output(ids_name, rows=rows)
-        n_vec = int(np.load(ctx.out / emb_name, mmap_mode="r").shape[0])
-        n_vectors += n_vec
-        ctx.output(emb_name, rows=n_vec)
-        if multi:
-            ctx.output(off_name, rows=rows + 1)
-    texts_path.unlink()
+    for name in (TEXTS, QUERY_TEXTS):
+        (ctx.out / name).unlink(missing_ok=True)
     for stray in ctx.out.glob(".*.tmp*"):
         if stray.is_dir():
             shutil.rmtree(stray)
@@ -359,16 +418,8 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     ctx.record("metric", encoder.metric)
     ctx.record("dim", encoder.dim)
     ctx.record("multi_vector", multi)
-    ctx.record(
-        "counts",
-        {
-            "papers": n_papers,
-            "vectors": n_vectors,
-            "encoded": encoded,
-            "reused": reused,
-            "resumed": resumed,
-        },
-    )
+    ctx.record("counts", counts)
+    ctx.record("asymmetric", asymmetric)
     ctx.record("reused_from", sorted(str(r.folder) for r in reuse))
     ctx.record(
         "runtime",
@@ -377,7 +428,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
             "precision": runner.precision if runner else "fp32",
             "batch_tokens": runner.batch_tokens if runner else None,
             "encode_s": round(encode_s, 3),
-            "papers_per_s": round(encoded / encode_s, 2) if encode_s > 0 else None,
+            "papers_per_s": round(counts["encoded"] / encode_s, 2) if encode_s > 0 else None,
         },
     )
 

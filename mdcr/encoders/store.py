@@ -8,6 +8,12 @@ Layout of an ``encode`` output folder::
     emb_00000.npy          float16 (rows, dim); multi-vector: (sentences, dim)
     offsets_00000.npy      multi-vector only: int64 (rows + 1); paper i's vectors are
                            emb[offsets[i]:offsets[i + 1]]
+    query_ids_00000.parquet, query_emb_00000.npy, ...
+                           asymmetric encoders only: the query papers, encoded as queries
+
+Vectors are keyed by (paper, role): a symmetric encoder (every model of the paper) encodes
+each paper once, and its queries are read from the document shards; an asymmetric one
+(query and document prompts that differ) also has query shards.
 
 A shard counts as finished when its ids file exists: vectors and offsets are written
 first, the ids file last, each through a temporary name and ``os.replace``. A crashed run
@@ -36,16 +42,17 @@ from mdcr.errors import InputDataError
 from mdcr.store import atomic_path
 
 ENCODER_JSON = "encoder.json"
-_SHARD = re.compile(r"^ids_(\d{5})\.parquet$")
+ROLE_PREFIX = {"document": "", "query": "query_"}
 
 
-def shard_names(i: int) -> tuple[str, str, str]:
-    """File names (ids, vectors, offsets) of shard ``i``."""
-    return f"ids_{i:05d}.parquet", f"emb_{i:05d}.npy", f"offsets_{i:05d}.npy"
+def shard_names(i: int, role: str = "document") -> tuple[str, str, str]:
+    """File names (ids, vectors, offsets) of shard ``i`` of a role."""
+    p = ROLE_PREFIX[role]
+    return f"{p}ids_{i:05d}.parquet", f"{p}emb_{i:05d}.npy", f"{p}offsets_{i:05d}.npy"
 
 
-def shard_done(folder: Path, i: int) -> bool:
-    ids_name, emb_name, _ = shard_names(i)
+def shard_done(folder: Path, i: int, role: str = "document") -> bool:
+    ids_name, emb_name, _ = shard_names(i, role)
     return (folder / ids_name).is_file() and (folder / emb_name).is_file()
 
 
@@ -150,11 +157,12 @@ def write_shard(
     vectors: np.ndarray,
     offsets: np.ndarray | None = None,
     hashes: np.ndarray | None = None,
+    role: str = "document",
 ) -> list[str]:
-    """Write shard ``i`` atomically (ids last); returns the file names written.
+    """Write shard ``i`` of a role atomically (ids last); returns the file names written.
 
     ``hashes``: the :func:`text_hashes` of the papers (0 when not given)."""
-    ids_name, emb_name, off_name = shard_names(i)
+    ids_name, emb_name, off_name = shard_names(i, role)
     names = [emb_name]
     with atomic_path(folder / emb_name) as tmp, tmp.open("wb") as f:
         np.save(f, np.ascontiguousarray(vectors, dtype=np.float16))
@@ -211,9 +219,11 @@ def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 
 class EmbeddingStore:
-    """Read access to an ``encode`` output folder."""
+    """Read access to an ``encode`` output folder, in one role: ``"document"`` (every
+    paper) or ``"query"`` (the query papers' query vectors; for a symmetric encoder the
+    same as their document vectors)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, role: str = "document") -> None:
         self.folder = folder
         meta_path = folder / ENCODER_JSON
         if not meta_path.is_file():
@@ -226,9 +236,16 @@ class EmbeddingStore:
         self.metric = str(self.meta["metric"])
         self.multi_vector = bool(self.meta["multi_vector"])
         self.name = str(self.meta["identity"].get("name", ""))
-        shards = sorted(int(m.group(1)) for p in folder.iterdir() if (m := _SHARD.match(p.name)))
+        self.asymmetric = bool(self.meta.get("asymmetric", False))
+        if role not in ROLE_PREFIX:
+            raise InputDataError(f"role '{role}' is not valid; valid roles: document, query")
+        self.role = role if self.asymmetric else "document"
+        pattern = re.compile(rf"^{ROLE_PREFIX[self.role]}ids_(\d{{5}})\.parquet$")
+        shards = sorted(int(m.group(1)) for p in folder.iterdir() if (m := pattern.match(p.name)))
         self.shards = shards
-        id_parts = [pq.read_table(folder / shard_names(i)[0])["paper_id"] for i in shards]
+        id_parts = [
+            pq.read_table(folder / shard_names(i, self.role)[0])["paper_id"] for i in shards
+        ]
         ids = pa.chunked_array(id_parts, pa.string()).combine_chunks() if id_parts else None
         self.ids: pa.Array = ids if ids is not None else pa.array([], pa.string())
         doc_counts = np.array([len(p) for p in id_parts], dtype=np.int64)
@@ -248,13 +265,13 @@ class EmbeddingStore:
 
     def _emb(self, shard: int) -> np.ndarray:
         if shard not in self._mm:
-            self._mm[shard] = np.load(self.folder / shard_names(shard)[1], mmap_mode="r")
+            self._mm[shard] = np.load(self.folder / shard_names(shard, self.role)[1], mmap_mode="r")
         return self._mm[shard]
 
     def _offsets(self, k: int) -> np.ndarray:
         """Offsets of the k-th shard (by position in ``self.shards``), global vector rows."""
         if k not in self._off:
-            local = np.load(self.folder / shard_names(self.shards[k])[2])
+            local = np.load(self.folder / shard_names(self.shards[k], self.role)[2])
             self._off[k] = local + self._vec_starts[k]
         return self._off[k]
 
@@ -271,7 +288,7 @@ class EmbeddingStore:
         if self._hashes is None:
             parts = []
             for i in self.shards:
-                file = self.folder / shard_names(i)[0]
+                file = self.folder / shard_names(i, self.role)[0]
                 if "text_hash" in pq.read_schema(file).names:
                     col = pq.read_table(file, columns=["text_hash"])["text_hash"]
                     parts.append(col.to_numpy().astype(np.uint64))

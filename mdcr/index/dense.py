@@ -112,8 +112,12 @@ def search_pool(
     device: Any,
     query_batch: int = 1024,
     margin: int = 64,
+    query_store: Any = None,
 ) -> PoolResult:
-    """Exact top-k for one pool (``pool_ids`` sorted) and its queries."""
+    """Exact top-k for one pool (``pool_ids`` sorted) and its queries.
+
+    ``query_store``: the store read in the query role (an asymmetric encoder's query
+    vectors); None: queries are read from ``store`` like the pool's papers."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -123,7 +127,8 @@ def search_pool(
 
     t0 = time.perf_counter()
     db_rows = store.require_rows(pool_ids, "pool papers")
-    q_rows = store.require_rows(query_ids, "queries")
+    queries = query_store if query_store is not None else store
+    q_rows = queries.require_rows(query_ids, "queries")
     q_arr = pa.array(query_ids, pa.string())
     exclude = np.asarray(
         pc.index_in(q_arr, value_set=pool_ids).fill_null(-1).to_numpy(zero_copy_only=False),
@@ -133,7 +138,7 @@ def search_pool(
     stats = SearchStats()
     if store.multi_vector:
         db, db_off = store.doc_vectors(db_rows)
-        qv, q_off = store.doc_vectors(q_rows)
+        qv, q_off = queries.doc_vectors(q_rows)
         if metric == "cos" and store.metric != "cos":  # an override: normalise here
             db, qv = unit_vectors16(db), unit_vectors16(qv)
         sentence_doc = np.repeat(np.arange(len(db_rows)), np.diff(db_off))
@@ -156,7 +161,7 @@ def search_pool(
         )
     else:
         db = store.vectors(db_rows)
-        qv = store.vectors(q_rows)
+        qv = queries.vectors(q_rows)
         if metric == "cos" and store.metric != "cos":  # an override: normalise here
             db, qv = unit_vectors16(db), unit_vectors16(qv)
         load_s = time.perf_counter() - t0
@@ -204,6 +209,7 @@ def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
 
     pools_dir = ctx.input("pools")
     store = EmbeddingStore(ctx.input("embeddings"))
+    query_store = EmbeddingStore(ctx.input("embeddings"), role="query")
     metric = store.metric if cfg.metric == "default" else cfg.metric
     device = resolve_device(cfg.device)
     backend = choose_backend(cfg.backend, device)
@@ -226,6 +232,7 @@ def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
                 device=device,
                 query_batch=cfg.query_batch,
                 margin=cfg.margin,
+                query_store=query_store,
             )
             writer.write(run_table(pool_id, result.query_ids, result.ranked))
             per_pool[pool_id] = result.stats
