@@ -114,17 +114,25 @@ class _TextModel:
         self.metric: Metric = metric or default  # type: ignore[assignment]
         if self.metric not in METRICS:
             raise ConfigError(f"metric '{metric}' is not valid; valid options: cos, ip, l2")
-        probe = self._encode(["probe"])
+        # A SentenceTransformer with different query and document prompts is asymmetric:
+        # queries go through encode_query, candidates through encode_document.
+        prompts = (
+            dict(getattr(model, "prompts", None) or {}) if _is_sentence_transformer(model) else {}
+        )
+        self.asymmetric = bool(prompts.get("query", "") != prompts.get("document", ""))
+        probe = self._encode(["probe"], "document")
         self.dim = int(probe.shape[1])
 
-    def _encode(self, strings: list[str]) -> np.ndarray:
-        kw: dict[str, Any] = {}
-        if _is_sentence_transformer(self.model):
-            kw = {"convert_to_numpy": True, "show_progress_bar": False}
-        return np.asarray(self.model.encode(strings, **kw), dtype=np.float32)
+    def _encode(self, strings: list[str], role: str) -> np.ndarray:
+        if not _is_sentence_transformer(self.model):
+            return np.asarray(self.model.encode(strings), dtype=np.float32)
+        method = self.model.encode_query if role == "query" else self.model.encode_document
+        out = method(strings, convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(out, dtype=np.float32)
 
-    def encode(self, texts: Sequence[PaperText]) -> np.ndarray:
-        return self._encode([f"{t.title or ''}{self.sep}{t.abstract or ''}" for t in texts])
+    def encode(self, texts: Sequence[PaperText], role: str = "document") -> np.ndarray:
+        strings = [f"{t.title or ''}{self.sep}{t.abstract or ''}" for t in texts]
+        return self._encode(strings, role)
 
 
 def register_model(model: Any, name: str | None = None, metric: str | None = None) -> str:
