@@ -17,6 +17,9 @@ evaluated with; ``metric`` overrides it explicitly):
 - ``scibert``: allenai/scibert_scivocab_uncased; final-layer [CLS]; l2; 512 tokens.
 - ``specter``: allenai/specter; final-layer [CLS]; l2; 512 tokens.
 - ``scincl``: malteos/scincl; final-layer [CLS]; l2; 512 tokens.
+- ``specter2-base``: allenai/specter2_base; final-layer [CLS] of ``title [SEP] abstract``
+  without token type ids; l2 (SciRepEval scores MDCR by minus the Euclidean distance);
+  512 tokens, as the SPECTER2 model card gives it.
 - ``aspire-bm``: allenai/aspire-contextualsentence-singlem-biomed; sentence vectors; best
   sentence pair by l2; 502 tokens (see :mod:`mdcr.encoders.aspire`).
 - ``aspire-cs``: allenai/aspire-contextualsentence-singlem-compsci; as aspire-bm.
@@ -459,6 +462,16 @@ for _entry in (
         identify=_hub_identity("malteos/scincl"),
         label="SciNCL",
         paper_name="SciNCL",
+        dim=768,
+    ),
+    EncoderEntry(
+        "specter2-base",
+        "SPECTER2 base (allenai/specter2_base), final-layer [CLS] of title [SEP] abstract, "
+        "512 tokens, no token type ids, L2 (as its model card and SciRepEval use it)",
+        _hf_factory("allenai/specter2_base", "specter2-base"),
+        HF_OPTIONS,
+        identify=_hub_identity("allenai/specter2_base"),
+        label="SPECTER2 base",
         dim=768,
     ),
     EncoderEntry(

@@ -21,8 +21,34 @@ from mdcr.errors import ConfigError, InputDataError
 
 def test_builtin_names_match_the_architecture() -> None:
     assert encoder_names() == sorted(
-        ["scibert", "specter", "scincl", "aspire-bm", "aspire-cs", "minilm", "random"]
+        [
+            "scibert",
+            "specter",
+            "scincl",
+            "specter2-base",
+            "aspire-bm",
+            "aspire-cs",
+            "minilm",
+            "random",
+        ]
     )
+
+
+def test_specter2_base_entry_and_its_published_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    from mdcr.encoders.registry import entry_for, identify_encoder
+    from mdcr.eval.published import published_mdcr
+
+    entry = entry_for("specter2-base")
+    assert entry is not None and entry.paper_name is None and entry.dim == 768
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", "/nonexistent")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    commit = "f" * 40
+    ident = identify_encoder("specter2-base", EncoderOptions(revision=commit))
+    assert ident == {"model_id": "allenai/specter2_base", "commit": commit}
+    (card,) = published_mdcr("specter2-base")
+    assert (card["map"], card["recall_5"], card["model"]) == (38.0, 32.4, "SPECTER2 base")
 
 
 @pytest.mark.parametrize("spec", ["specter2", "SPECTER", "spec", "hf:", "py:mod", "py::x"])
