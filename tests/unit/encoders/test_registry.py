@@ -26,6 +26,7 @@ def test_builtin_names_match_the_architecture() -> None:
             "specter",
             "scincl",
             "specter2-base",
+            "specter2",
             "aspire-bm",
             "aspire-cs",
             "minilm",
@@ -49,9 +50,11 @@ def test_specter2_base_entry_and_its_published_numbers(monkeypatch: pytest.Monke
     assert ident == {"model_id": "allenai/specter2_base", "commit": commit}
     (card,) = published_mdcr("specter2-base")
     assert (card["map"], card["recall_5"], card["model"]) == (38.0, 32.4, "SPECTER2 base")
+    (card,) = published_mdcr("specter2")
+    assert (card["map"], card["recall_5"]) == (38.4, 33.0)
 
 
-@pytest.mark.parametrize("spec", ["specter2", "SPECTER", "spec", "hf:", "py:mod", "py::x"])
+@pytest.mark.parametrize("spec", ["specter3", "SPECTER", "spec", "hf:", "py:mod", "py::x"])
 def test_no_guessing_and_one_line_error(spec: str) -> None:
     with pytest.raises(ConfigError) as info:
         lookup(spec)

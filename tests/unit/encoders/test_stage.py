@@ -310,5 +310,5 @@ def test_bad_targets_are_one_line_errors(setup: dict[str, Path], tmp_path: Path)
     (empty / "x.txt").write_text("x")
     with pytest.raises(InputDataError, match="names no papers; expected one of"):
         _run(setup["home"], corpus=str(setup["corpus"]), encoder="random", targets=(str(empty),))
-    with pytest.raises(ConfigError, match="unknown encoder 'specter2'"):
-        EncodeConfig(corpus="x", encoder="specter2").validate()
+    with pytest.raises(ConfigError, match="unknown encoder 'specter3'"):
+        EncodeConfig(corpus="x", encoder="specter3").validate()
