@@ -85,6 +85,11 @@ class EncodeConfig:
         "'document' prompt, else its default prompt (if any)",
     )
     shard_size: int = param(20_000, help="papers per shard (the unit of resume)")
+    storage: Literal["float16", "float32"] = param(
+        "float16",
+        help="how vectors are stored: float16 (half the disk; values up to 65504) or "
+        "float32 (for encoders whose values float16 cannot hold)",
+    )
     precision: Literal["auto", "fp32", "bf16", "fp16", "bf16-weights", "fp16-weights"] = param(
         "auto",
         help="auto = bf16 autocast on CUDA (fp16 if no bf16), fp32 on CPU; "
@@ -308,10 +313,12 @@ def _encode_shards(
             t0 = time.perf_counter()
             result = encoder.encode(papers) if role is None else encoder.encode(papers, role=role)
             encode_s += time.perf_counter() - t0
-            vecs, offs = checked_vectors(cfg.encoder, result, papers, encoder.dim, multi)
+            vecs, offs = checked_vectors(
+                cfg.encoder, result, papers, encoder.dim, multi, cfg.storage
+            )
             parts.append((new, vecs, offs))
-        vectors, offsets = assemble(len(ids), parts, encoder.dim)
-        write_shard(ctx.out, i, ids, vectors, offsets, hashes, role=shard_role)
+        vectors, offsets = assemble(len(ids), parts, encoder.dim, cfg.storage)
+        write_shard(ctx.out, i, ids, vectors, offsets, hashes, role=shard_role, storage=cfg.storage)
         counts["encoded"] += int(new.size)
         counts["reused"] += len(ids) - int(new.size)
         bar.update(len(ids))
@@ -397,6 +404,8 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
         "n_papers": role_papers["document"],
         "n_shards": pq.ParquetFile(ctx.out / TEXTS).num_row_groups,
     }
+    if cfg.storage != "float16":
+        meta["storage"] = cfg.storage
     if asymmetric:
         meta["asymmetric"] = True
         meta["n_query_papers"] = role_papers["query"]

@@ -5,7 +5,8 @@ Layout of an ``encode`` output folder::
     encoder.json           identity (model, revision, pooling ...), dim, metric, multi_vector
     ids_00000.parquet      paper_id (string) of each row of the shard, sorted, and
                            text_hash (uint64) of the title and abstract it was encoded from
-    emb_00000.npy          float16 (rows, dim); multi-vector: (sentences, dim)
+    emb_00000.npy          float16 (rows, dim), or float32 with storage = "float32";
+                           multi-vector: (sentences, dim)
     offsets_00000.npy      multi-vector only: int64 (rows + 1); paper i's vectors are
                            emb[offsets[i]:offsets[i + 1]]
     query_ids_00000.parquet, query_emb_00000.npy, ...
@@ -71,7 +72,12 @@ FLOAT16_MAX = float(np.finfo(np.float16).max)
 
 
 def checked_vectors(
-    spec: str, result: Any, papers: Sequence[Any], dim: int, multi: bool
+    spec: str,
+    result: Any,
+    papers: Sequence[Any],
+    dim: int,
+    multi: bool,
+    storage: str = "float16",
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """An encoder's output, checked before it is stored: (vectors, offsets or None).
 
@@ -134,11 +140,11 @@ def checked_vectors(
             f"'{papers[row].paper_id}'); fix the encoder (empty text? a division by zero?)"
         )
     peak = float(np.abs(vectors).max()) if vectors.size else 0.0
-    if peak > FLOAT16_MAX:
+    if storage == "float16" and peak > FLOAT16_MAX:
         raise InputDataError(
             f"{where} returned values up to {peak:.3g}, beyond what float16 storage holds "
-            f"({FLOAT16_MAX:g}); scale the vectors down by a constant (rankings by ip and "
-            "l2 do not change) or normalise them (metric cos)"
+            f"({FLOAT16_MAX:g}); store float32 with --encode-set storage=float32 (or scale "
+            "the vectors down by a constant: rankings by ip and l2 do not change)"
         )
     return vectors, offsets
 
@@ -158,6 +164,7 @@ def write_shard(
     offsets: np.ndarray | None = None,
     hashes: np.ndarray | None = None,
     role: str = "document",
+    storage: str = "float16",
 ) -> list[str]:
     """Write shard ``i`` of a role atomically (ids last); returns the file names written.
 
@@ -165,7 +172,7 @@ def write_shard(
     ids_name, emb_name, off_name = shard_names(i, role)
     names = [emb_name]
     with atomic_path(folder / emb_name) as tmp, tmp.open("wb") as f:
-        np.save(f, np.ascontiguousarray(vectors, dtype=np.float16))
+        np.save(f, np.ascontiguousarray(vectors, dtype=np.dtype(storage)))
     if offsets is not None:
         names.append(off_name)
         with atomic_path(folder / off_name) as tmp, tmp.open("wb") as f:
@@ -188,6 +195,7 @@ def assemble(
     n: int,
     parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
     dim: int,
+    storage: str = "float16",
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Merge partial results into one shard in row order.
 
@@ -195,7 +203,7 @@ def assemble(
     (multi-vector) the result is ``(vectors, offsets)``, else ``(vectors, None)``.
     """
     if not any(off is not None for _, _, off in parts):
-        out = np.zeros((n, dim), dtype=np.float16)
+        out = np.zeros((n, dim), dtype=np.dtype(storage))
         for pos, vecs, _ in parts:
             out[pos] = vecs
         return out, None
@@ -205,7 +213,7 @@ def assemble(
         counts[pos] = np.diff(off)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    out = np.zeros((int(offsets[-1]), dim), dtype=np.float16)
+    out = np.zeros((int(offsets[-1]), dim), dtype=np.dtype(storage))
     for pos, vecs, off in multi:
         out[_ranges(offsets[pos], offsets[pos] + np.diff(off))] = vecs
     return out, offsets
@@ -237,6 +245,7 @@ class EmbeddingStore:
         self.multi_vector = bool(self.meta["multi_vector"])
         self.name = str(self.meta["identity"].get("name", ""))
         self.asymmetric = bool(self.meta.get("asymmetric", False))
+        self.dtype = np.dtype(self.meta.get("storage", "float16"))
         if role not in ROLE_PREFIX:
             raise InputDataError(f"role '{role}' is not valid; valid roles: document, query")
         self.role = role if self.asymmetric else "document"
@@ -311,8 +320,8 @@ class EmbeddingStore:
         return rows
 
     def _gather(self, vec_rows: np.ndarray) -> np.ndarray:
-        """float16 vectors at global vector rows, in the given order."""
-        out = np.empty((len(vec_rows), self.dim), dtype=np.float16)
+        """Vectors (the store's dtype) at global vector rows, in the given order."""
+        out = np.empty((len(vec_rows), self.dim), dtype=self.dtype)
         if len(vec_rows) == 0:
             return out
         shard_pos = np.searchsorted(self._vec_starts, vec_rows, side="right") - 1
@@ -324,7 +333,8 @@ class EmbeddingStore:
         return out
 
     def vectors(self, rows: np.ndarray) -> np.ndarray:
-        """Single-vector store: float16 ``(len(rows), dim)`` in the order of ``rows``."""
+        """Single-vector store: ``(len(rows), dim)`` in the order of ``rows`` (float16, or
+        float32 for a store written with ``storage = "float32"``)."""
         if self.multi_vector:
             raise InputDataError(f"'{self.folder}' holds multi-vector embeddings; use doc_vectors")
         return self._gather(np.asarray(rows, dtype=np.int64))

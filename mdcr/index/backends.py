@@ -116,13 +116,13 @@ class FaissBackend:
                 res = faiss.StandardGpuResources()
                 self._resources.append(res)
                 cfg = faiss.GpuIndexFlatConfig()
-                cfg.useFloat16 = True
+                cfg.useFloat16 = vectors.dtype == np.float16  # float32 stores stay float32
                 cfg.device = device.gpus[0]
                 cls = faiss.GpuIndexFlatIP if metric == "ip" else faiss.GpuIndexFlatL2
                 self.index = cls(res, self.dim, cfg)
             else:
                 co = faiss.GpuMultipleClonerOptions()
-                co.useFloat16 = True
+                co.useFloat16 = vectors.dtype == np.float16
                 co.shard = True
                 self.index = faiss.index_cpu_to_gpus_list(cpu_index, co=co, gpus=list(device.gpus))
             self.name = f"faiss-gpu({device})"
@@ -171,7 +171,9 @@ class TorchBackend:
         self.cuda = device.is_cuda
         devices = [torch.device(f"cuda:{g}") for g in device.gpus] or [torch.device("cpu")]
         self.out_device = devices[0]
-        self.dtype = torch.float16 if self.cuda else torch.float32
+        # float16 on CUDA for float16 stores; a float32 store keeps its range in float32.
+        half = self.cuda and vectors.dtype == np.float16
+        self.dtype = torch.float16 if half else torch.float32
         rows = chunk_rows or (262_144 if self.cuda else 65_536)
         self.chunks: list[tuple[int, Any, Any]] = []  # (start row, vectors, squared norms)
         for c, start in enumerate(range(0, self.n, rows)):

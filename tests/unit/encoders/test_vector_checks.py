@@ -94,3 +94,56 @@ def test_the_encode_stage_refuses_bad_vectors_and_keeps_nothing(
         with pytest.raises(ConfigError, match=message) as info:
             Store(home).execute(SPEC, bad, resolve_inputs(bad), quiet=True)
         assert "\n" not in str(info.value)
+
+
+LARGE_MODULE = """
+import numpy as np
+
+class Large:
+    name = "large"
+    dim = 3
+    metric = "ip"
+
+    def encode(self, texts):
+        return np.array([[len(t.title) * 1e5, len(t.abstract) * 3e4, 1e6] for t in texts],
+                        dtype=np.float32)
+"""
+
+
+def test_values_beyond_float16_need_float32_storage_and_then_search_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pandas as pd
+
+    from mdcr.encoders.store import EmbeddingStore
+    from mdcr.index.dense import SPEC as SEARCH
+    from mdcr.index.dense import SearchConfig
+    from tests.unit.encoders.fixtures import write_pools
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "large_vectors_mod.py").write_text(LARGE_MODULE)
+    write_corpus(tmp_path / "corpus", 30)
+    ids = [f"p{i:04d}" for i in range(30)]
+    pools = write_pools(
+        tmp_path / "pools",
+        {"dataset/test/25/r0": ids[:25]},
+        {"dataset/test/25/r0": {"p0027": ids[:2]}},
+    )
+    home = tmp_path / "home"
+    kw = {"corpus": str(tmp_path / "corpus"), "encoder": "py:large_vectors_mod:Large"}
+    kw["targets"] = (str(pools),)  # type: ignore[assignment]
+    cfg = EncodeConfig(**kw)  # type: ignore[arg-type]
+    with pytest.raises(InputDataError, match="--encode-set storage=float32"):
+        Store(home).execute(SPEC, cfg, resolve_inputs(cfg), quiet=True)
+    cfg = EncodeConfig(**kw, storage="float32")  # type: ignore[arg-type]
+    out = Store(home).execute(SPEC, cfg, resolve_inputs(cfg), quiet=True).path
+    store = EmbeddingStore(out)
+    assert store.dtype == np.float32 and np.load(out / "emb_00000.npy").dtype == np.float32
+    search = SearchConfig(pools=str(pools), embeddings=str(out), k=10)
+    run = Store(home).execute(SEARCH, search, resolve_inputs(search), quiet=True).path
+    got = pd.read_parquet(run / "runs.parquet")
+    q = store.vectors(store.rows(["p0027"])).astype(np.float64)[0]
+    db = store.vectors(store.rows(ids[:25])).astype(np.float64)
+    order = sorted(range(25), key=lambda i: (-(db[i] @ q), ids[i]))[:10]
+    assert got["paper_id"].tolist() == [ids[i] for i in order]
+    np.testing.assert_allclose(got["score"].to_numpy(), [db[i] @ q for i in order], rtol=1e-12)
