@@ -42,4 +42,4 @@ fast: lint
 	$(BIN)/pytest -m "not slow"
 
 clean:
-	rm -rf $(VENV) .numba_cache .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-adapters .numba_cache .pytest_cache .mypy_cache .ruff_cache
