@@ -59,7 +59,6 @@ class MultiVectorEncoder(Protocol):
     def encode(self, texts: Sequence[PaperText]) -> tuple[np.ndarray, np.ndarray]: ...
 
 
-ROLES = ("document", "query")
 
 
 def is_asymmetric(encoder: object) -> bool:
