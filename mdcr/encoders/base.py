@@ -59,8 +59,6 @@ class MultiVectorEncoder(Protocol):
     def encode(self, texts: Sequence[PaperText]) -> tuple[np.ndarray, np.ndarray]: ...
 
 
-
-
 def is_asymmetric(encoder: object) -> bool:
     """True for an encoder that encodes a paper differently as a query and as a document
     (it sets ``asymmetric = True`` and its ``encode`` takes ``role``)."""
