@@ -1,4 +1,4 @@
-"""The `prefilter` stage: S2ORC metadata shards -> the prefiltered corpus (papers + citations).
+"""The `prefilter` stage: S2ORC shards or an S2AG release -> the prefiltered corpus.
 
 The paper (section 3) keeps the articles with (1) a publication year, (2) a non-empty
 title, (3) an abstract of at least 30 characters and (4) at least three citations in
@@ -7,40 +7,38 @@ S2ORC, "around 16M" of S2ORC's 81.1M. Rules here, in this order:
 - year: not null;
 - title: not null and not only whitespace (Python's ``str.isspace`` set);
 - abstract: at least ``min_abstract_chars`` characters (Unicode code points; null = 0);
-- citations: the number of DISTINCT ids in ``inbound_citations`` / ``outbound_citations``
-  as S2ORC gives them (before any filtering), compared with ``min_citations`` per
-  ``citation_direction``: "total" in + out; "either" in or out alone; "in" / "out" one
-  list; "both" each list.
+- citations: the number of DISTINCT cited and citing ids, compared with
+  ``min_citations`` per ``citation_direction``: "total" in + out; "either" in or out
+  alone; "in" / "out" one direction; "both" each. S2ORC: the ids in
+  ``inbound_citations`` / ``outbound_citations`` as given (before any filtering). S2AG
+  (:mod:`mdcr.corpus.prefilter_s2ag`): the resolved edges of the ``citations`` table.
 
 Why "total" is the default: on the 1,000-record real sample (tests/data/s2orc_sample),
 after the other three rules, 183 papers have in + out >= 3 (x 81.1M/1000 = 14.8M),
 "either" 179 (14.5M), "in" 117 (9.5M), "out" 106 (8.6M), "both" 44 (3.6M). Only counting
 both directions is consistent with the paper's "around 16M".
 
-How it runs (one pass over the input; memory bounded on the full 81.1M records):
+How it runs on S2ORC (one pass over the input; memory bounded on the full 81.1M records):
 
-1. Scan: each shard is one streaming ``read_json`` query (see :mod:`mdcr.corpus.s2orc`)
-   that validates every record, evaluates the four rules and appends one narrow row per
-   record to a DuckDB table: its order key (file, record number), the malformed reason,
-   paper_id and the rule flags; title, abstract, year, fields and outbound ids are kept
-   only for records that pass all rules. Shards run ``MDCR_THREADS`` at a time, one
-   gzip stream per thread and (with at least as many shards as threads) one DuckDB
-   thread per query, which measured 8-10% faster than letting each query use all. A
-   shard is first read with DuckDB's error skipping off (5% faster); only a shard with an
-   unreadable line is read again with it on. A truncated gzip shard fails its own queries
-   only; its readable lines are then read from a plain copy. Files with malformed lines
-   (and only those) are re-read in Python to name the first ``max_reported_errors`` by
-   line number.
+1. Scan (:mod:`mdcr.corpus.prefilter_scan`): each shard is one streaming ``read_json``
+   query that validates every record, evaluates the four rules and appends one narrow row
+   per record to a DuckDB table: its order key (file, record number), the malformed
+   reason, paper_id and the rule flags; title, abstract, year, fields and outbound ids
+   are kept only for records that pass all rules.
 2. Duplicates: one GROUP BY over all paper_ids; the first record (file order, then line
    order) is kept, the rules then apply to it.
 3. Outputs, in file order (file, then line; no sort of the texts), written as
    :mod:`mdcr.corpus.prefilter_output` describes; their bytes do not depend on the
    thread count.
 
+Findings: malformed lines are counted by reason and the first ``max_reported_errors``
+named; whole-file problems (a 0-byte file, a folder named like a shard, a ``.gz`` that is
+not gzip, a byte-order mark) are counted and listed. ``strict`` stops at the first of
+either. An input without a single usable record is an error naming it.
+
 Threads and DuckDB's memory limit do not change outputs, so they are not config fields:
 ``MDCR_THREADS`` (default: all cores) and ``MDCR_MEMORY_LIMIT`` (default: 50% of RAM).
-DuckDB spills to a temporary folder inside the output folder, removed at the end; memory
-stays bounded on the full 81.1M-record release.
+DuckDB spills to a temporary folder inside the output folder, removed at the end.
 """
 
 from __future__ import annotations
@@ -48,59 +46,40 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from mdcr.artifacts import CITATIONS, CORPUS_PAPERS
-from mdcr.config import input_path, param
-from mdcr.corpus import s2orc
-from mdcr.corpus.prefilter_output import SEQ_SHIFT, write_outputs
-from mdcr.errors import ConfigError, InputDataError
-from mdcr.paper import MIN_ABSTRACT_CHARS, MIN_CITATIONS
+from mdcr.corpus import jsonl, prefilter_s2ag, s2ag, s2orc
+from mdcr.corpus.prefilter_output import SEQ_SHIFT, outbound_edge_keys, write_outputs
+from mdcr.corpus.prefilter_rules import (
+    RULES,
+    PrefilterConfig,
+    abstract_rule_sql,
+    citation_rule_sql,
+    title_rule_sql,
+)
+from mdcr.corpus.prefilter_scan import (
+    Dataset,
+    DatasetScan,
+    drop_duplicates,
+    first_line,
+    no_usable_record,
+    one,
+    scan_dataset,
+    stop_if_strict,
+    summarize_malformed,
+)
+from mdcr.errors import ConfigError
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
 if TYPE_CHECKING:
     import duckdb
 
-RULES = ("year", "title", "abstract", "citations")
-
-
-@dataclass(frozen=True)
-class PrefilterConfig:
-    """Config of the `prefilter` stage."""
-
-    input: str = input_path(help="folder of S2ORC metadata shards (metadata_*.jsonl.gz)")
-    min_abstract_chars: int = param(
-        MIN_ABSTRACT_CHARS, help="minimum abstract length in characters"
-    )
-    min_citations: int = param(MIN_CITATIONS, help="minimum number of distinct citations")
-    citation_direction: Literal["total", "either", "in", "out", "both"] = param(
-        "total",
-        help="which citations count: total (in + out), either, in, out, or both lists",
-    )
-    strict: bool = param(False, help="stop at the first malformed line instead of skipping")
-    max_reported_errors: int = param(5, help="how many malformed lines to name in the log")
-
-    def validate(self) -> None:
-        if self.min_abstract_chars < 0:
-            raise ConfigError(
-                f"prefilter.min_abstract_chars: {self.min_abstract_chars} is negative; "
-                "use 0 or more"
-            )
-        if self.min_citations < 0:
-            raise ConfigError(
-                f"prefilter.min_citations: {self.min_citations} is negative; use 0 or more"
-            )
-        if self.max_reported_errors < 0:
-            raise ConfigError(
-                f"prefilter.max_reported_errors: {self.max_reported_errors} is negative; "
-                "use 0 or more"
-            )
+__all__ = ["SPEC", "PrefilterConfig", "PrefilterResult", "prefilter_corpus"]
 
 
 # --------------------------------------------------------------------------- engine settings
@@ -160,88 +139,30 @@ def connect(temp_dir: Path, threads: int) -> duckdb.DuckDBPyConnection:
 # --------------------------------------------------------------------------- SQL
 
 
-# Up to this threshold rule 4 first counts the distinct ids among the first k elements of
-# each list with pairwise comparisons (cheap, no hash table); larger thresholds use
-# list_unique on that prefix.
-PAIRWISE_MAX = 6
-
-
-def _prefix_distinct(lst: str, k: int) -> str:
-    """SQL: the number of distinct elements among the first ``k`` of list ``lst``.
-
-    It is at most min(distinct(lst), k), so reaching the threshold with it is exact.
-    """
-    if k > PAIRWISE_MAX:
-        return f"coalesce(list_unique({lst}[1:{k}]), 0)"
-    terms = []
-    for i in range(1, k + 1):
-        new = " AND ".join(
-            [f"len({lst}) >= {i}"] + [f"{lst}[{i}] <> {lst}[{j}]" for j in range(1, i)]
-        )
-        terms.append(f"coalesce(({new})::INTEGER, 0)")
-    return "(" + " + ".join(terms) + ")"
-
-
-def citation_rule_sql(cfg: PrefilterConfig, cin: str, cout: str) -> str:
-    """SQL for rule 4 on the inbound and outbound lists (exact distinct counts).
-
-    Most records are decided cheaply: raw list lengths bound the distinct counts from
-    above (too few elements: fail) and the distinct count of a short prefix bounds them
-    from below (enough distinct ids already: pass). Only the rest (a list with repeated
-    ids near its start) pays for ``list_unique`` over the whole list.
-    """
-    k = cfg.min_citations
-    if k == 0:
-        return "true"
-    n_in, n_out = f"coalesce(len({cin}), 0)", f"coalesce(len({cout}), 0)"
-    p_in, p_out = _prefix_distinct(cin, k), _prefix_distinct(cout, k)
-    d_in, d_out = f"coalesce(list_unique({cin}), 0)", f"coalesce(list_unique({cout}), 0)"
-
-    def test(a: str, b: str) -> str:
-        return {
-            "total": f"({a} + {b} >= {k})",
-            "either": f"({a} >= {k} OR {b} >= {k})",
-            "both": f"({a} >= {k} AND {b} >= {k})",
-            "in": f"({a} >= {k})",
-            "out": f"({b} >= {k})",
-        }[cfg.citation_direction]
-
-    return (
-        f"CASE WHEN NOT {test(n_in, n_out)} THEN false WHEN {test(p_in, p_out)} THEN true "
-        f"ELSE {test(d_in, d_out)} END"
-    )
-
-
 def scan_sql(cfg: PrefilterConfig, source: str, file_idx: int) -> str:
-    """SQL of the per-record rows of one shard (``source``: :func:`s2orc.shard_sql`).
+    """SQL of the per-record rows of one shard (``source``: :func:`jsonl.shard_sql`).
 
     Columns: seq (file index << SEQ_SHIFT | record number), reason (NULL unless
     malformed), paper_id, the four rule flags, and the output columns (title, abstract,
     year, fields, outbound), kept only for records that pass all four rules, so that
     memory holds ~16M texts rather than 81M.
     """
-    ws = s2orc.WHITESPACE_CLASS
-    k_abs = cfg.min_abstract_chars
     keep = "ok_year AND ok_title AND ok_abstract AND ok_cit"
-    sv = s2orc.string_value
+    sv = jsonl.string_value
     return f"""
-WITH _r AS (SELECT *, {s2orc.reason_sql()} AS reason FROM {source}),
+WITH _r AS (SELECT *, {s2orc.SCHEMA.reason_sql()} AS reason FROM {source}),
 _v AS (
   SELECT rn, reason, _ti, _ab, _yr, _mf,
     CASE WHEN reason IS NULL THEN {sv("_pid")} END AS paper_id,
-    CASE WHEN reason IS NULL THEN {s2orc.string_list("_in")} END AS cin,
-    CASE WHEN reason IS NULL THEN {s2orc.string_list("_out")} END AS cout
+    CASE WHEN reason IS NULL THEN {jsonl.string_list("_in")} END AS cin,
+    CASE WHEN reason IS NULL THEN {jsonl.string_list("_out")} END AS cout
   FROM _r
 ),
 _f AS (
   SELECT *,
     _yr IS NOT NULL AND _yr <> 'null' AS ok_year,
-    CASE WHEN _ti IS NULL OR _ti = 'null' OR _ti = '""' THEN false
-         WHEN ord(_ti[2]) BETWEEN 33 AND 126 AND _ti[2] <> '\\' THEN true
-         ELSE NOT regexp_full_match({sv("_ti")}, '{ws}*') END AS ok_title,
-    CASE WHEN _ab IS NULL OR _ab = 'null' THEN {k_abs <= 0}
-         WHEN strlen(_ab) - 2 >= {12 * k_abs} THEN true
-         ELSE length({sv("_ab")}) >= {k_abs} END AS ok_abstract,
+    {title_rule_sql("_ti")} AS ok_title,
+    {abstract_rule_sql(cfg, "_ab")} AS ok_abstract,
     {citation_rule_sql(cfg, "cin", "cout")} AS ok_cit
   FROM _v
 )
@@ -250,38 +171,15 @@ SELECT ({file_idx}::BIGINT << {SEQ_SHIFT}) + rn AS seq, reason, paper_id,
   CASE WHEN reason IS NULL AND {keep} THEN {sv("_ti")} END AS title,
   CASE WHEN reason IS NULL AND {keep} THEN {sv("_ab")} END AS abstract,
   CASE WHEN reason IS NULL AND {keep} THEN _yr::BIGINT END AS year,
-  CASE WHEN reason IS NULL AND {keep} THEN {s2orc.string_list("_mf")} END AS fields,
+  CASE WHEN reason IS NULL AND {keep} THEN {jsonl.string_list("_mf")} END AS fields,
   CASE WHEN reason IS NULL AND {keep} THEN cout END AS outbound
 FROM _f"""
 
-
-# --------------------------------------------------------------------------- the run
 
 RECS_DDL = """CREATE TABLE recs (
   seq BIGINT, reason VARCHAR, paper_id VARCHAR,
   ok_year BOOLEAN, ok_title BOOLEAN, ok_abstract BOOLEAN, ok_cit BOOLEAN,
   title VARCHAR, abstract VARCHAR, year BIGINT, fields VARCHAR[], outbound VARCHAR[])"""
-
-
-def _one(con: duckdb.DuckDBPyConnection, sql: str) -> int:
-    row = con.execute(sql).fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
-
-
-@dataclass
-class FileScan:
-    """What the scan learned about one shard."""
-
-    index: int
-    path: Path
-    malformed: int = 0
-    # Set when DuckDB could not read the file and a s2orc.recover() copy was read instead.
-    recovered: s2orc.Recovered | None = None
-
-    @property
-    def extra_malformed(self) -> int:
-        """Malformed lines not in the scanned rows: a cut-off last line of a broken gzip."""
-        return 1 if self.recovered is not None and self.recovered.stream_error else 0
 
 
 @dataclass
@@ -294,160 +192,106 @@ class PrefilterResult:
     timings: dict[str, float]
 
 
-def _file_malformed(con: duckdb.DuckDBPyConnection, index: int) -> int:
-    """Malformed records of one file (its rows are contiguous, so zone maps make it cheap)."""
-    lo = index << SEQ_SHIFT
-    return _one(
-        con,
-        f"SELECT count(*) FROM recs WHERE seq BETWEEN {lo} AND {lo + (1 << SEQ_SHIFT) - 1} "
-        "AND reason IS NOT NULL",
-    )
+@dataclass
+class Scanned:
+    """What a format's scan leaves for the shared steps.
 
-
-def _scan_file(
-    con: duckdb.DuckDBPyConnection, cfg: PrefilterConfig, scan: FileScan, temp_dir: Path
-) -> FileScan:
-    """Insert one shard's records into ``recs`` (one streaming pass).
-
-    DuckDB fails a whole file on a truncated or corrupt gzip stream or on a line far over
-    ``MAX_LINE_BYTES``; such a file is then read from a :func:`s2orc.recover` copy in
-    ``temp_dir`` (same line numbers), and only its bad lines are lost.
+    ``flags``: the table with one row per paper record and its rule flags; ``recs``
+    holds (at least) the survivors with their output columns, in file order.
     """
-    import duckdb
 
-    if scan.path.stat().st_size == 0:  # an empty file holds no records (and no gzip header)
-        return scan
-    cur = con.cursor()
-    errors = (duckdb.IOException, duckdb.InvalidInputException)
-    try:
-        try:
-            # Fast path: a shard without unreadable lines (the usual case) is read with
-            # DuckDB's error skipping off; a failed statement inserts nothing.
-            source = s2orc.shard_sql(scan.path, skip_bad_lines=False)
-            cur.execute(f"INSERT INTO recs {scan_sql(cfg, source, scan.index)}")
-        except errors:
-            try:
-                source = s2orc.shard_sql(scan.path)
-                cur.execute(f"INSERT INTO recs {scan_sql(cfg, source, scan.index)}")
-            except errors as exc:
-                copy = temp_dir / f"recovered_{scan.index}.jsonl"
-                scan.recovered = s2orc.recover(scan.path, copy)
-                if not (scan.recovered.stream_error or scan.recovered.too_long):
-                    raise InputDataError(
-                        f"{scan.path}: cannot be read ({_first_line(exc)})"
-                    ) from exc
-                source = s2orc.shard_sql(copy)
-                cur.execute(f"INSERT INTO recs {scan_sql(cfg, source, scan.index)}")
-                copy.unlink()
-        if cfg.strict:
-            scan.malformed = _file_malformed(cur, scan.index) + scan.extra_malformed
-    finally:
-        cur.close()
-    return scan
+    scans: list[DatasetScan]
+    records_read: int
+    records_valid: int
+    duplicates: tuple[int, list[str]]
+    flags: str
+    paper_files: int
+    reasons: dict[str, int]
+    reported: list[jsonl.MalformedLine]
+    edge_keys: Callable[[duckdb.DuckDBPyConnection], Any] = outbound_edge_keys
+    details: dict[str, Any] = field(default_factory=dict)
 
 
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+def resolve_format(cfg: PrefilterConfig, folder: Path) -> str:
+    """The input layout: ``cfg.format``, or for "auto" s2ag when the folder holds one of
+    the S2AG dataset folders, else s2orc."""
+    if cfg.format != "auto":
+        return cfg.format
+    return "s2ag" if s2ag.is_release(folder) else "s2orc"
 
 
-def _scan_all(
+def input_files(cfg: PrefilterConfig, folder: Path) -> list[Path]:
+    """The files the prefilter reads from ``folder`` (one-line errors for a bad layout)."""
+    if resolve_format(cfg, folder) == "s2ag":
+        return list(s2ag.find_release(folder).files)
+    return s2orc.find_shards(folder)
+
+
+def _scan_s2orc(
     con: duckdb.DuckDBPyConnection,
     cfg: PrefilterConfig,
-    shards: list[Path],
+    folder: Path,
     temp_dir: Path,
     threads: int,
     progress: Callable[[int], Any] | None,
-) -> list[FileScan]:
-    """Scan all shards, ``threads`` at a time (one gzip stream is read by one thread).
-
-    With ``strict`` the shards not yet started are skipped once one has a malformed line;
-    the shards before it have all started, so the first malformed line is still found.
-    """
-    con.execute(RECS_DDL)
-    stop = threading.Event()
-
-    def work(scan: FileScan) -> FileScan | None:
-        if stop.is_set():
-            return None
-        return _scan_file(con, cfg, scan, temp_dir)
-
-    done: list[FileScan] = []
-    workers = max(1, min(threads, len(shards)))
-    # Each query reads one gzip stream; DuckDB threads beyond threads // workers per query
-    # only contend (measured: 8-10% slower scan with 2 threads per query on 2 cores).
-    con.execute(f"SET threads = {max(1, threads // workers)}")
-    try:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(work, FileScan(i, p)) for i, p in enumerate(shards)]
-            for fut in as_completed(futures):
-                result = fut.result()
-                if result is None:
-                    continue
-                done.append(result)
-                if progress is not None:
-                    progress(1)
-                if cfg.strict and result.malformed:
-                    stop.set()
-    finally:
-        con.execute(f"SET threads = {threads}")
-    per_file = dict(
-        con.execute(
-            f"SELECT seq >> {SEQ_SHIFT}, count(*) FROM recs WHERE reason IS NOT NULL GROUP BY 1"
-        ).fetchall()
+) -> Scanned:
+    shards = tuple(s2orc.find_shards(folder))
+    ds = Dataset(
+        "metadata", s2orc.SCHEMA, shards, "recs", RECS_DDL, lambda src, i: scan_sql(cfg, src, i)
     )
-    for scan in done:
-        scan.malformed = int(per_file.get(scan.index, 0)) + scan.extra_malformed
-    return sorted(done, key=lambda s: s.index)
-
-
-def _report_malformed(
-    con: duckdb.DuckDBPyConnection, scans: list[FileScan], limit: int
-) -> list[s2orc.MalformedLine]:
-    """The first ``limit`` malformed lines, re-reading only the files that have some."""
-    found: list[s2orc.MalformedLine] = []
-    for scan in scans:
-        if len(found) >= limit:
-            break
-        if scan.malformed:
-            long_lines = scan.recovered is not None and scan.recovered.too_long > 0
-            found.extend(
-                s2orc.find_malformed(con, scan.path, limit - len(found), long_lines=long_lines)
-            )
-    return found
-
-
-def _dedup(con: duckdb.DuckDBPyConnection) -> tuple[int, list[str]]:
-    """Drop all but the first record of each repeated paper_id; return (dropped, examples)."""
-    con.execute(
-        "CREATE TEMP TABLE _dup AS SELECT paper_id, count(*) - 1 AS extra, min(seq) AS keep "
-        "FROM recs WHERE reason IS NULL GROUP BY paper_id HAVING count(*) > 1"
+    result = scan_dataset(con, ds, temp_dir, threads, strict=cfg.strict, progress=progress)
+    stop_if_strict(con, result, cfg.strict)
+    read = one(con, "SELECT count(*) FROM recs") + sum(s.extra_malformed for s in result.files)
+    if read == result.malformed:
+        raise no_usable_record(result, read, str(folder))
+    reasons, reported = summarize_malformed(con, [result], cfg.max_reported_errors)
+    return Scanned(
+        scans=[result],
+        reasons=reasons,
+        reported=reported,
+        records_read=read,
+        records_valid=read - result.malformed,
+        duplicates=drop_duplicates(con, "recs", "paper_id"),
+        flags="recs",
+        paper_files=len(shards),
     )
-    dropped = _one(con, "SELECT sum(extra) FROM _dup")
-    examples: list[str] = []
-    if dropped:
-        examples = [
-            r[0] for r in con.execute("SELECT paper_id FROM _dup ORDER BY keep LIMIT 5").fetchall()
-        ]
-        con.execute(
-            "DELETE FROM recs USING _dup WHERE recs.reason IS NULL "
-            "AND recs.paper_id = _dup.paper_id AND recs.seq <> _dup.keep"
-        )
-    con.execute("DROP TABLE _dup")
-    return dropped, examples
 
 
-def _rule_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+def _scan_s2ag(
+    con: duckdb.DuckDBPyConnection,
+    cfg: PrefilterConfig,
+    folder: Path,
+    temp_dir: Path,
+    threads: int,
+    progress: Callable[[int], Any] | None,
+) -> Scanned:
+    release = s2ag.find_release(folder)
+    found = prefilter_s2ag.scan_release(con, cfg, release, temp_dir, threads, progress)
+    return Scanned(
+        scans=found.scans,
+        reasons=found.reasons,
+        reported=found.reported,
+        records_read=found.papers_read,
+        records_valid=found.papers_valid,
+        duplicates=found.duplicates,
+        flags="_flags",
+        paper_files=len(release.papers),
+        edge_keys=prefilter_s2ag.edge_keys,
+        details={"s2ag": found.details},
+    )
+
+
+def _rule_counts(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, int]:
     row = con.execute(
-        """SELECT count(*),
+        f"""SELECT count(*),
           count(*) FILTER (NOT ok_year), count(*) FILTER (NOT ok_title),
           count(*) FILTER (NOT ok_abstract), count(*) FILTER (NOT ok_cit),
           count(*) FILTER (ok_year AND NOT ok_title),
           count(*) FILTER (ok_year AND ok_title AND NOT ok_abstract),
           count(*) FILTER (ok_year AND ok_title AND ok_abstract AND NOT ok_cit),
           count(*) FILTER (ok_year AND ok_title AND ok_abstract AND ok_cit)
-        FROM recs WHERE reason IS NULL"""
-    ).fetchone()
-    assert row is not None  # an aggregate always returns one row
+        FROM {table} WHERE reason IS NULL"""
+    ).fetchall()[0]  # an aggregate returns one row
     keys = (
         "unique",
         "fail_year",
@@ -488,23 +332,43 @@ def funnel_table(funnel: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def s2ag_lines(details: dict[str, Any]) -> str:
+    """The S2AG abstract and citation counts, for the log."""
+    a, c = details["abstracts"], details["citations"]
+    return "\n".join(
+        [
+            f"  field sources: {', '.join(details['field_sources'])}",
+            f"  abstracts: {a['records_read']:,} read, {a['malformed_skipped']:,} malformed, "
+            f"{a['duplicates_dropped']:,} duplicate, {a['without_paper']:,} without a paper; "
+            f"{details['papers_without_abstract']:,} papers without an abstract",
+            f"  citation rows: {c['records_read']:,} read, {c['malformed_skipped']:,} malformed, "
+            f"{c['unresolved_null_id']:,} unresolved (null id), "
+            f"{c['unresolved_unknown_id']:,} unresolved (unknown id), "
+            f"{c['duplicates_dropped']:,} duplicate, {c['resolved']:,} resolved",
+        ]
+    )
+
+
 def prefilter_corpus(
-    shard_dir: Path,
+    input_dir: Path,
     out_dir: Path,
     cfg: PrefilterConfig,
     *,
     log: Callable[[str], None] | None = None,
     progress: Callable[[int], Any] | None = None,
 ) -> PrefilterResult:
-    """Prefilter the shards in ``shard_dir`` into ``out_dir``; return the funnel and counts.
+    """Prefilter the S2ORC shards or S2AG release in ``input_dir`` into ``out_dir``.
 
-    Writes papers.parquet, citations.parquet and funnel.json. Raises InputDataError for a
-    folder without shards, and (with ``cfg.strict``) for the first malformed line.
+    Writes papers.parquet, citations.parquet and funnel.json; returns the funnel and
+    counts. Raises InputDataError for a bad layout, an input without a usable record, and
+    (with ``cfg.strict``) for the first malformed line or whole-file finding.
     """
     import duckdb
 
     say = log or (lambda _msg: None)
-    shards = s2orc.find_shards(Path(shard_dir))
+    input_dir = Path(input_dir)
+    fmt = resolve_format(cfg, input_dir)
+    input_files(cfg, input_dir)  # layout errors before anything is created
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     temp_dir = out_dir / ".duckdb-tmp"
@@ -514,54 +378,35 @@ def prefilter_corpus(
     con = connect(temp_dir, threads)
     timings: dict[str, float] = {}
     clock = time.perf_counter()
+    scan_format = _scan_s2ag if fmt == "s2ag" else _scan_s2orc
     try:
-        scans = _scan_all(con, cfg, shards, temp_dir, threads, progress)
+        found = scan_format(con, cfg, input_dir, temp_dir, threads, progress)
         timings["scan_s"] = round(time.perf_counter() - clock, 3)
-        n_malformed = sum(s.malformed for s in scans)
-        reported = _report_malformed(
-            con, scans, max(cfg.max_reported_errors, 1 if cfg.strict else 0)
-        )
-        if cfg.strict and n_malformed:
-            first = reported[0] if reported else None
-            where = str(first) if first else f"{next(s.path for s in scans if s.malformed)}"
-            raise InputDataError(f"{where}; fix the line or run without --strict")
-        reasons: dict[str, int] = {}
-        for reason, n in con.execute(
-            "SELECT reason, count(*) FROM recs WHERE reason IS NOT NULL GROUP BY 1"
-        ).fetchall():
-            reasons[str(reason)] = int(n)
-        for scan in scans:
-            if scan.recovered is None:
-                continue
-            if scan.recovered.stream_error:
-                key = scan.recovered.stream_error
-                reasons[key] = reasons.get(key, 0) + 1
-            if scan.recovered.too_long:  # counted as unreadable ({}) by the scan
-                reasons[s2orc.UNREADABLE] -= scan.recovered.too_long
-                reasons[s2orc.TOO_LONG] = reasons.get(s2orc.TOO_LONG, 0) + scan.recovered.too_long
-        reasons = {k: v for k, v in reasons.items() if v}
-        n_valid = _one(con, "SELECT count(*) FROM recs WHERE reason IS NULL")
-        dropped, dup_examples = _dedup(con)
-        counts = _rule_counts(con)
+        reasons, reported = found.reasons, found.reported
+        counts = _rule_counts(con, found.flags)
         clock = time.perf_counter()
-        n_papers, n_edges = write_outputs(con, out_dir, len(shards))
+        n_papers, n_edges = write_outputs(con, out_dir, found.paper_files, found.edge_keys)
         timings["outputs_s"] = round(time.perf_counter() - clock, 3)
     except duckdb.OutOfMemoryException as exc:
         raise ConfigError(
             f"DuckDB ran out of memory with MDCR_MEMORY_LIMIT={engine_memory_limit()} "
-            f"({_first_line(exc)}); raise MDCR_MEMORY_LIMIT or lower MDCR_THREADS"
+            f"({first_line(exc)}); raise MDCR_MEMORY_LIMIT or lower MDCR_THREADS"
         ) from exc
     finally:
         con.close()
         shutil.rmtree(temp_dir, ignore_errors=True)
     if n_papers != counts["survivors"]:  # an internal invariant, not a data problem
         raise RuntimeError(f"wrote {n_papers} papers but counted {counts['survivors']}")
+    findings = [f for result in found.scans for f in result.findings]
+    dropped, dup_examples = found.duplicates
     funnel: dict[str, Any] = {
-        "shards": len(shards),
-        "records_read": n_valid + n_malformed,
-        "malformed_skipped": n_malformed,
+        "format": fmt,
+        "shards": sum(len(r.dataset.files) for r in found.scans),
+        "file_problems": findings,
+        "records_read": found.records_read,
+        "malformed_skipped": found.records_read - found.records_valid,
         "malformed_by_reason": dict(sorted(reasons.items())),
-        "malformed_examples": [str(m) for m in reported[: cfg.max_reported_errors]],
+        "malformed_examples": [str(m) for m in reported],
         "duplicates_dropped": dropped,
         "duplicate_examples": dup_examples,
         "unique_papers": counts["unique"],
@@ -579,24 +424,33 @@ def prefilter_corpus(
             "min_citations": cfg.min_citations,
             "citation_direction": cfg.citation_direction,
         },
+        **found.details,
     }
     (out_dir / "funnel.json").write_text(json.dumps(funnel, indent=2, sort_keys=True) + "\n")
+    if findings:
+        say(f"{len(findings):,} file(s) with a whole-file problem:")
+        for finding in findings:
+            say(f"  {finding}")
+    n_malformed = sum(reasons.values())
     if n_malformed:
         say(f"skipped {n_malformed:,} malformed line(s); first ones:")
-        for m in reported[: cfg.max_reported_errors]:
+        for m in reported:
             say(f"  {m}")
     if dropped:
         say(f"dropped {dropped:,} duplicate record(s), e.g. paper_id {', '.join(dup_examples)}")
-    say("prefilter funnel:\n" + funnel_table(funnel))
+    table = funnel_table(funnel)
+    if "s2ag" in funnel:
+        table += "\n" + s2ag_lines(funnel["s2ag"])
+    say("prefilter funnel:\n" + table)
     return PrefilterResult(funnel=funnel, n_papers=n_papers, n_citations=n_edges, timings=timings)
 
 
 def run_prefilter(cfg: PrefilterConfig, ctx: StageContext) -> None:
-    shard_dir = ctx.input("input")
-    n_shards = len(s2orc.find_shards(shard_dir))
+    input_dir = ctx.input("input")
+    n_files = len(input_files(cfg, input_dir))
     messages: list[str] = []  # logged once the progress bar is closed
-    with ctx.timed("prefilter"), ctx.progress(total=n_shards, desc="shards", unit="shard") as bar:
-        result = prefilter_corpus(shard_dir, ctx.out, cfg, log=messages.append, progress=bar.update)
+    with ctx.timed("prefilter"), ctx.progress(total=n_files, desc="files", unit="file") as bar:
+        result = prefilter_corpus(input_dir, ctx.out, cfg, log=messages.append, progress=bar.update)
     for msg in messages:
         ctx.log(msg)
     CORPUS_PAPERS.output(ctx, rows=result.n_papers)
@@ -609,8 +463,13 @@ def run_prefilter(cfg: PrefilterConfig, ctx: StageContext) -> None:
 def plan_prefilter(
     cfg: PrefilterConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
 ) -> StagePlan:
+    layout = {
+        "auto": "S2ORC shards or an S2AG release",
+        "s2orc": "S2ORC shards",
+        "s2ag": f"an S2AG release (fields from {', '.join(cfg.field_sources)})",
+    }[cfg.format]
     return StagePlan(
-        f"read S2ORC shards from {cfg.input}; keep papers with a year, a title, an abstract "
+        f"read {layout} from {cfg.input}; keep papers with a year, a title, an abstract "
         f">= {cfg.min_abstract_chars} chars and >= {cfg.min_citations} distinct citations "
         f"({cfg.citation_direction}); write papers.parquet, citations.parquet, funnel.json"
     )
@@ -619,10 +478,10 @@ def plan_prefilter(
 SPEC = register(
     StageSpec(
         name="prefilter",
-        version="2",
+        version="3",
         config=PrefilterConfig,
         run=run_prefilter,
-        help="S2ORC metadata shards -> prefiltered papers + citation edges (DuckDB)",
+        help="S2ORC shards or an S2AG release -> prefiltered papers + citation edges (DuckDB)",
         plan=plan_prefilter,
     )
 )

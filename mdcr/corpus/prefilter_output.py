@@ -12,7 +12,7 @@ groups of one chunk per column (zstd), so their bytes do not depend on the threa
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,8 +35,9 @@ COMPRESSION = "zstd"
 EDGE_BATCH = 1 << 20
 
 
-def _edge_keys(con: duckdb.DuckDBPyConnection) -> Any:
-    """Distinct citation edges as sorted int64 keys ``citing_idx << 32 | cited_idx``.
+def outbound_edge_keys(con: duckdb.DuckDBPyConnection) -> Any:
+    """Distinct citation edges as sorted int64 keys ``citing_idx << 32 | cited_idx``, from
+    the survivors' ``outbound`` lists (the S2ORC path).
 
     Indexes are positions of the survivors in file order (table ``_ids``), so the key
     order is the order of papers.parquet. DuckDB gives each survivor's outbound list its
@@ -44,8 +45,6 @@ def _edge_keys(con: duckdb.DuckDBPyConnection) -> Any:
     indexes (a hash join on the small ``_ids``; both spill if needed); numpy sorts and
     deduplicates 8 bytes per edge.
     """
-    import numpy as np
-
     con.execute(
         "CREATE TEMP TABLE _outbound AS SELECT i.idx, r.outbound FROM recs r "
         f"JOIN _ids i ON r.seq = i.seq WHERE r.{KEEP}"
@@ -56,8 +55,16 @@ def _edge_keys(con: duckdb.DuckDBPyConnection) -> Any:
         JOIN _ids d ON p.cited = d.paper_id
         WHERE p.a <> d.idx"""
     ).to_arrow_reader(EDGE_BATCH)
-    parts = [batch.column(0).to_numpy() for batch in reader]
+    keys = sorted_unique_keys(reader)
     con.execute("DROP TABLE _outbound")
+    return keys
+
+
+def sorted_unique_keys(reader: Any) -> Any:
+    """The int64 keys of an Arrow reader's first column, sorted, each once (numpy)."""
+    import numpy as np
+
+    parts = [batch.column(0).to_numpy() for batch in reader]
     keys = np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
     keys.sort()
     if len(keys) > 1:
@@ -193,12 +200,18 @@ def _prefetch(items: Iterator[Any], depth: int) -> Generator[Any, None, None]:
         thread.join()
 
 
-def write_outputs(con: duckdb.DuckDBPyConnection, out_dir: Path, n_files: int) -> tuple[int, int]:
+def write_outputs(
+    con: duckdb.DuckDBPyConnection,
+    out_dir: Path,
+    n_files: int,
+    edge_keys: Callable[[duckdb.DuckDBPyConnection], Any] = outbound_edge_keys,
+) -> tuple[int, int]:
     """Write citations.parquet and papers.parquet, both in file order; return their rows.
 
     Papers keep the order of the shards (file, then line: the first record of each
-    paper_id); edges are ordered by (citing paper, cited paper) in that order. Edges come
-    from the survivors' outbound lists, kept when the cited paper survived too,
+    paper_id); edges are ordered by (citing paper, cited paper) in that order.
+    ``edge_keys`` gives the edges as keys over ``_ids`` (the survivors' indexes): by
+    default from the survivors' outbound lists, kept when the cited paper survived too,
     self-citations and repeats dropped. The two files are written at the same time (the
     Parquet writers run outside Python's lock).
     """
@@ -209,7 +222,7 @@ def write_outputs(con: duckdb.DuckDBPyConnection, out_dir: Path, n_files: int) -
         "CREATE TEMP TABLE _ids AS SELECT seq, paper_id, "
         f"(row_number() OVER (ORDER BY seq) - 1)::INTEGER AS idx FROM recs WHERE {KEEP}"
     )
-    keys = _edge_keys(con)
+    keys = edge_keys(con)
     con.execute("SET preserve_insertion_order = true")
     table = con.sql("SELECT seq, paper_id FROM _ids ORDER BY idx").to_arrow_table()
     con.execute("DROP TABLE _ids")

@@ -39,6 +39,13 @@ from typing import Any
 import numpy as np
 
 from mdcr.corpus import synth_text as st
+from mdcr.corpus.s2ag_write import (
+    S2agWriter,
+    abstract_record,
+    corpus_id,
+    edge_record,
+    paper_record,
+)
 from mdcr.corpus.synth_config import SynthConfig, make_config
 from mdcr.corpus.synth_graph import (
     CHUNK,
@@ -300,6 +307,40 @@ def _summary(
     }
 
 
+# S2 taxonomy categories beyond MAG's 19, given by the S2 model to a few papers.
+S2_ONLY_FIELDS = ("Education", "Agricultural and Food Sciences", "Law", "Linguistics")
+
+
+def _write_s2ag(
+    writer: S2agWriter, shard: int, rec: dict[str, Any], field: str, rnd: random.Random
+) -> None:
+    """One S2ORC-style record in the S2AG layout, with what a real release adds.
+
+    s2-fos-model labels (usually repeating the MAG field, sometimes for a paper without
+    MAG fields, sometimes an S2-only category), unresolved references (a null cited id),
+    and some ids written as strings. With the default field source (external) and
+    resolved edges only, the prefilter reads the same corpus as from the S2ORC layout.
+    """
+    extra = []
+    if rec["mag_field_of_study"] is not None and rnd.random() < 0.9:
+        extra.append({"category": rec["mag_field_of_study"][0], "source": "s2-fos-model"})
+    elif rec["mag_field_of_study"] is None and rnd.random() < 0.5:
+        extra.append({"category": field, "source": "s2-fos-model"})
+    if rnd.random() < 0.05:
+        extra.append({"category": rnd.choice(S2_ONLY_FIELDS), "source": "s2-fos-model"})
+    writer.write("papers", shard, [json.dumps(paper_record(rec, extra)).encode()])
+    if (abstract := abstract_record(rec)) is not None:
+        writer.write("abstracts", shard, [json.dumps(abstract).encode()])
+    citing = corpus_id(rec["paper_id"])
+    edges = []
+    for q in rec["outbound_citations"]:
+        cited = corpus_id(q)
+        edges.append(edge_record(citing, str(cited) if rnd.random() < 0.05 else cited))
+    if rnd.random() < 0.1:
+        edges.append(edge_record(citing, None))
+    writer.write("citations", shard, [json.dumps(e).encode() for e in edges])
+
+
 def _open_shards(stack: contextlib.ExitStack, out_dir: Path, n_shards: int) -> list[Any]:
     writers = []
     for s in range(n_shards):
@@ -337,7 +378,8 @@ def _write_shards(
         rows = [0] * cfg.n_shards
         pf_refs_2019 = 0
         with contextlib.ExitStack() as stack:
-            writers = _open_shards(stack, out_dir, cfg.n_shards)
+            s2ag = S2agWriter(stack, out_dir, cfg.n_shards) if cfg.format == "s2ag" else None
+            writers = _open_shards(stack, out_dir, cfg.n_shards) if s2ag is None else []
             # Pass 2: records, chunk by chunk, shard = index mod n_shards.
             for c, a in enumerate(range(0, n, CHUNK)):
                 b = min(n, a + CHUNK)
@@ -354,6 +396,7 @@ def _write_shards(
                     owner = np.repeat(np.arange(b - a), n_out[a:b])
                     pf_refs_2019 += int(np.sum(q[owner] & passes[out_cited]))
                 rnd = py_rng_for(cfg.seed, "records", c)
+                s2ag_rnd = py_rng_for(cfg.seed, "s2ag", c)
                 n_sent = _n_sentences(cfg, rng_for(cfg.seed, "sentences", c), b - a).tolist()
                 kinds = lat.abstract_kind[a:b]
                 texts = _render_texts(gen, lat, a, b, out_cited, out_off, rnd, n_sent, kinds == 0)
@@ -393,7 +436,10 @@ def _write_shards(
                         out_ids[offs_o[j] : offs_o[j + 1]],
                         in_ids[offs_i[j] : offs_i[j + 1]],
                     )
-                    lines[(a + j) % cfg.n_shards].append(json.dumps(rec).encode())
+                    if s2ag is not None:
+                        _write_s2ag(s2ag, (a + j) % cfg.n_shards, rec, field, s2ag_rnd)
+                    else:
+                        lines[(a + j) % cfg.n_shards].append(json.dumps(rec).encode())
                 for k, ls in enumerate(lines):
                     if ls:
                         writers[k].write(b"\n".join(ls) + b"\n")
@@ -405,7 +451,10 @@ def _write_shards(
     summary["mean_prefiltered_refs_per_prefiltered_2019"] = round(
         pf_refs_2019 / n_pf_2019 if n_pf_2019 else 0.0, 3
     )
-    summary["shards"] = {f"metadata_{s}.jsonl.gz": rows[s] for s in range(cfg.n_shards)}
+    if s2ag is not None:
+        summary["shards"] = dict(s2ag.rows)
+    else:
+        summary["shards"] = {f"metadata_{s}.jsonl.gz": rows[s] for s in range(cfg.n_shards)}
     summary["config"] = asdict(cfg)
     return summary
 
@@ -553,7 +602,12 @@ def plan_synth(
 ) -> StagePlan:
     return StagePlan(
         f"generate {cfg.n_papers:,} synthetic S2ORC records ({cfg.first_year}-{cfg.last_year}, "
-        f"seed {cfg.seed}) into {cfg.n_shards} metadata_*.jsonl.gz shards"
+        f"seed {cfg.seed}) into {cfg.n_shards} "
+        + (
+            "metadata_*.jsonl.gz shards"
+            if cfg.format == "s2orc"
+            else "shards each of S2AG papers/, abstracts/ and citations/"
+        )
     )
 
 
@@ -563,7 +617,7 @@ SPEC = register(
         version="1",
         config=SynthConfig,
         run=run_synth,
-        help="write a synthetic S2ORC corpus (metadata shards in the real schema)",
+        help="write a synthetic corpus (S2ORC metadata shards or an S2AG release)",
         plan=plan_synth,
     )
 )

@@ -5,7 +5,7 @@ latent structure and citations)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Literal
 
 from mdcr.config import param
 from mdcr.errors import ConfigError
@@ -16,7 +16,11 @@ class SynthConfig:
     """Config of the `synth` stage: size, seed and the knobs of the synthetic corpus."""
 
     n_papers: int = param(20_000, help="number of papers (records) to generate")
-    n_shards: int = param(4, help="number of metadata_{i}.jsonl.gz shards")
+    n_shards: int = param(4, help="number of shards (files per dataset)")
+    format: Literal["s2orc", "s2ag"] = param(
+        "s2orc",
+        help="layout: s2orc (metadata_{i}.jsonl.gz) or s2ag (papers/, abstracts/, citations/)",
+    )
     seed: int = param(0, help="random seed; the same config gives byte-identical shards")
     first_year: int = param(1970, help="earliest publication year")
     last_year: int = param(2020, help="latest publication year (covered in part, as S2ORC)")

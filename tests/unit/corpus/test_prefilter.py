@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from mdcr.corpus import prefilter_output, s2orc
+from mdcr.corpus import jsonl, prefilter_output, s2orc
 from mdcr.corpus.prefilter import SPEC, PrefilterConfig, prefilter_corpus
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.stage import StageContext
@@ -211,7 +211,7 @@ def test_title_whitespace_matches_python_isspace() -> None:
     rows = con.execute(
         "SELECT i FROM (SELECT range AS i FROM range(0, 55296) "
         "UNION ALL SELECT range FROM range(57344, 1114112)) "
-        f"WHERE regexp_full_match(chr(i::INTEGER), '{s2orc.WHITESPACE_CLASS}')"
+        f"WHERE regexp_full_match(chr(i::INTEGER), '{jsonl.WHITESPACE_CLASS}')"
     ).fetchall()
     assert {r[0] for r in rows} == {i for i in range(0x110000) if chr(i).isspace()}
 
@@ -358,7 +358,7 @@ def test_report_limit_and_truncated_gzip(tmp_path: Path) -> None:
     assert 0 < complete < 5000
     assert f["records_read"] == 1 + 3 + complete + 1
     assert f["malformed_skipped"] == 4
-    assert f["malformed_by_reason"][s2orc.TRUNCATED] == 1
+    assert f["malformed_by_reason"][jsonl.TRUNCATED] == 1
     assert f["malformed_by_reason"][s2orc.UNREADABLE] == 3
     assert f["malformed_examples"] == [
         f"{folder / 'metadata_0.jsonl'}:2: invalid JSON",
@@ -368,7 +368,7 @@ def test_report_limit_and_truncated_gzip(tmp_path: Path) -> None:
     # All examples: the truncation is reported on the line after the last complete one.
     res = run(folder, tmp_path / "out2", max_reported_errors=10)
     assert res.funnel["malformed_examples"][-1] == (
-        f"{folder / 'metadata_1.jsonl.gz'}:{complete + 1}: {s2orc.TRUNCATED}"
+        f"{folder / 'metadata_1.jsonl.gz'}:{complete + 1}: {jsonl.TRUNCATED}"
     )
 
 
@@ -376,13 +376,13 @@ def test_clean_shards_take_the_fast_read_and_bad_ones_fall_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[tuple[str, bool]] = []
-    real = s2orc.shard_sql
+    real = jsonl.shard_sql
 
-    def spy(path: Path, *, skip_bad_lines: bool = True) -> str:
+    def spy(schema: jsonl.RecordSchema, path: Path, *, skip_bad_lines: bool = True) -> str:
         calls.append((Path(path).name, skip_bad_lines))
-        return real(path, skip_bad_lines=skip_bad_lines)
+        return real(schema, path, skip_bad_lines=skip_bad_lines)
 
-    monkeypatch.setattr(s2orc, "shard_sql", spy)
+    monkeypatch.setattr(jsonl, "shard_sql", spy)
     monkeypatch.setenv("MDCR_THREADS", "1")
     good = [rec(f"g{i}", out=["a", "b", "c"]) for i in range(50)]
     folder = tmp_path / "in"
@@ -397,10 +397,10 @@ def test_clean_shards_take_the_fast_read_and_bad_ones_fall_back(
         ("metadata_1.jsonl.gz", True),
         ("metadata_2.jsonl.gz", False),  # truncated: both reads fail, the copy is read
         ("metadata_2.jsonl.gz", True),
-        ("recovered_2.jsonl", True),
+        ("recovered_metadata_2.jsonl", True),
     ]
     assert res.funnel["malformed_by_reason"][s2orc.UNREADABLE] == 1
-    assert res.funnel["malformed_by_reason"][s2orc.TRUNCATED] == 1
+    assert res.funnel["malformed_by_reason"][jsonl.TRUNCATED] == 1
     assert res.n_papers == 51
 
 
@@ -580,13 +580,14 @@ def test_scan_and_reread_agree_on_odd_lines(tmp_path: Path) -> None:
         b'{"paper_id": "ok"}',
     ]
     folder = tmp_path / "in"
-    write_jsonl(folder / "metadata_0.jsonl", lines)
+    path = write_jsonl(folder / "metadata_0.jsonl", lines)
     f = run(folder, tmp_path / "out", max_reported_errors=100).funnel
     assert f["records_read"] == len(lines)
     assert f["malformed_skipped"] == len(f["malformed_examples"]) > 5
     bad = {int(e.split(":")[-2]) for e in f["malformed_examples"]}
-    assert {1, 3, 4, 9, 13} <= bad  # BOM, NaN year, two objects, single quotes, raw tab
-    assert not {10, 14} & bad  # leading whitespace is fine
+    assert {3, 4, 9, 13} <= bad  # NaN year, two objects, single quotes, raw tab
+    assert not {1, 10, 14} & bad  # a leading byte-order mark or whitespace is fine
+    assert f["file_problems"] == [f"{path}: {jsonl.BOM_FINDING}"]
 
 
 def test_bad_memory_setting_is_a_one_line_error(
@@ -600,14 +601,14 @@ def test_bad_memory_setting_is_a_one_line_error(
 
 def test_overlong_line_is_malformed_and_the_rest_is_read(tmp_path: Path) -> None:
     # DuckDB fails a whole file on a line over ~32 MiB; the file is then read from a copy.
-    long_rec = rec("long", title="a" * (s2orc.MAX_LINE_BYTES + 2048))
+    long_rec = rec("long", title="a" * (jsonl.MAX_LINE_BYTES + 2048))
     folder = tmp_path / "in"
     path = write_jsonl(folder / "metadata_0.jsonl.gz", [GOOD, long_rec, rec("after")], gz=True)
     f = run(folder, tmp_path / "out").funnel
     assert f["records_read"] == 3
     assert f["malformed_skipped"] == 1
-    assert f["malformed_by_reason"] == {s2orc.TOO_LONG: 1}
-    assert f["malformed_examples"] == [f"{path}:2: {s2orc.TOO_LONG}"]
+    assert f["malformed_by_reason"] == {jsonl.TOO_LONG: 1}
+    assert f["malformed_examples"] == [f"{path}:2: {jsonl.TOO_LONG}"]
     assert f["unique_papers"] == 2
 
 

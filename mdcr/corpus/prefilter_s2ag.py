@@ -1,0 +1,304 @@
+"""The prefilter on an S2AG release: papers, abstracts and citation edges, joined by id.
+
+The rules are those of the S2ORC path (:mod:`mdcr.corpus.prefilter`); only the sources
+differ. Steps, all in DuckDB, which spills to disk, so that memory stays bounded by
+``MDCR_MEMORY_LIMIT`` however large the release:
+
+1. Scan each dataset file by file (:mod:`mdcr.corpus.prefilter_scan`) into narrow
+   tables: papers (id, year and title rules; title, year and fields kept only for papers
+   that pass both), abstracts (id, the abstract rule; the text kept only if it passes),
+   edges (two ids).
+2. Duplicates: the first record of a repeated paper id, and of a repeated abstract id,
+   is kept (file order, then line order).
+3. Edges: a row with a null id is an unresolved reference, and so is a row naming an id
+   that is not among the papers; neither counts as a citation, as S2ORC's lists hold only
+   resolved ids. Repeated edges count once. A paper's citation counts are its distinct
+   cited ids (out) and citing ids (in) over the resolved edges.
+4. Flags: one row per paper with the four rule flags, for the funnel. Survivors: a table
+   of the papers that pass all four, with their texts, sorted into file order once.
+5. Outputs as for S2ORC (:func:`mdcr.corpus.prefilter_output.write_outputs`): edges
+   between survivors, self-citations dropped.
+
+Memory outside DuckDB: the output step holds 8 bytes per edge between survivors in numpy
+(see :mod:`mdcr.corpus.prefilter_output`), plus 16 bytes per survivor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mdcr.corpus import jsonl, s2ag
+from mdcr.corpus.prefilter_output import KEEP, SEQ_SHIFT, sorted_unique_keys
+from mdcr.corpus.prefilter_rules import (
+    PrefilterConfig,
+    abstract_rule_sql,
+    citation_test,
+    title_rule_sql,
+)
+from mdcr.corpus.prefilter_scan import (
+    Dataset,
+    DatasetScan,
+    drop_duplicates,
+    no_usable_record,
+    one,
+    scan_dataset,
+    stop_if_strict,
+    summarize_malformed,
+)
+
+if TYPE_CHECKING:
+    import duckdb
+
+PAPERS_DDL = """CREATE TABLE s2_papers (
+  seq BIGINT, reason VARCHAR, cid BIGINT, ok_year BOOLEAN, ok_title BOOLEAN,
+  title VARCHAR, year BIGINT, fields VARCHAR[])"""
+ABSTRACTS_DDL = """CREATE TABLE s2_abstracts (
+  seq BIGINT, reason VARCHAR, cid BIGINT, ok_abstract BOOLEAN, abstract VARCHAR)"""
+EDGES_DDL = "CREATE TABLE s2_edges (seq BIGINT, reason VARCHAR, citing BIGINT, cited BIGINT)"
+EXAMPLES = 5
+
+
+def papers_sql(cfg: PrefilterConfig, source: str, file_idx: int) -> str:
+    """SQL of one papers file's rows (``source``: :func:`jsonl.shard_sql`)."""
+    ok = "reason IS NULL AND ok_year AND ok_title"
+    return f"""
+WITH _r AS (SELECT *, {s2ag.PAPERS.reason_sql()} AS reason FROM {source}),
+_f AS (
+  SELECT rn, reason, _ti, _yr, _fos,
+    CASE WHEN reason IS NULL THEN {s2ag.id_value("_cid")} END AS cid,
+    NOT {jsonl.is_null("_yr")} AS ok_year,
+    {title_rule_sql("_ti")} AS ok_title
+  FROM _r
+),
+_c AS (
+  SELECT *, CASE WHEN {ok} THEN {s2ag.categories_sql("_fos", cfg.field_sources)} END AS _cats
+  FROM _f
+)
+SELECT ({file_idx}::BIGINT << {SEQ_SHIFT}) + rn AS seq, reason, cid, ok_year, ok_title,
+  CASE WHEN {ok} THEN {jsonl.string_value("_ti")} END AS title,
+  CASE WHEN {ok} THEN _yr::BIGINT END AS year,
+  {s2ag.distinct_in_order("_cats")} AS fields
+FROM _c"""
+
+
+def abstracts_sql(cfg: PrefilterConfig, source: str, file_idx: int) -> str:
+    """SQL of one abstracts file's rows: the text is kept only when it passes rule 3."""
+    return f"""
+WITH _r AS (SELECT *, {s2ag.ABSTRACTS.reason_sql()} AS reason FROM {source}),
+_f AS (SELECT rn, reason, _ab, CASE WHEN reason IS NULL THEN {s2ag.id_value("_cid")} END AS cid,
+  {abstract_rule_sql(cfg, "_ab")} AS ok_abstract FROM _r)
+SELECT ({file_idx}::BIGINT << {SEQ_SHIFT}) + rn AS seq, reason, cid, ok_abstract,
+  CASE WHEN reason IS NULL AND ok_abstract THEN {jsonl.string_value("_ab")} END AS abstract
+FROM _f"""
+
+
+def citations_sql(source: str, file_idx: int) -> str:
+    """SQL of one citations file's rows (a null id stays NULL: an unresolved reference)."""
+    return f"""
+WITH _r AS (SELECT *, {s2ag.CITATIONS.reason_sql()} AS reason FROM {source})
+SELECT ({file_idx}::BIGINT << {SEQ_SHIFT}) + rn AS seq, reason,
+  CASE WHEN reason IS NULL THEN {s2ag.id_value("_citing")} END AS citing,
+  CASE WHEN reason IS NULL THEN {s2ag.id_value("_cited")} END AS cited
+FROM _r"""
+
+
+def datasets(cfg: PrefilterConfig, release: s2ag.Release) -> list[Dataset]:
+    """The three datasets of a release, in scan order."""
+    return [
+        Dataset(
+            "papers",
+            s2ag.PAPERS,
+            release.papers,
+            "s2_papers",
+            PAPERS_DDL,
+            lambda src, i: papers_sql(cfg, src, i),
+        ),
+        Dataset(
+            "abstracts",
+            s2ag.ABSTRACTS,
+            release.abstracts,
+            "s2_abstracts",
+            ABSTRACTS_DDL,
+            lambda src, i: abstracts_sql(cfg, src, i),
+        ),
+        Dataset(
+            "citations", s2ag.CITATIONS, release.citations, "s2_edges", EDGES_DDL, citations_sql
+        ),
+    ]
+
+
+@dataclass
+class S2agScan:
+    """What :func:`scan_release` found: the scans, and the counts for the funnel."""
+
+    scans: list[DatasetScan]
+    reasons: dict[str, int]
+    reported: list[jsonl.MalformedLine]
+    papers_read: int
+    papers_valid: int
+    duplicates: tuple[int, list[str]]
+    details: dict[str, Any]
+
+
+def scan_release(
+    con: duckdb.DuckDBPyConnection,
+    cfg: PrefilterConfig,
+    release: s2ag.Release,
+    temp_dir: Path,
+    threads: int,
+    progress: Callable[[int], Any] | None,
+) -> S2agScan:
+    """Scan the three datasets and build ``_flags`` (every paper) and ``recs`` (survivors).
+
+    ``recs`` has the columns :func:`write_outputs` reads, in file order.
+    """
+    scans: list[DatasetScan] = []
+    counts: dict[str, tuple[int, int]] = {}  # dataset -> (records read, malformed)
+    for ds in datasets(cfg, release):
+        result = scan_dataset(con, ds, temp_dir, threads, strict=cfg.strict, progress=progress)
+        stop_if_strict(con, result, cfg.strict)
+        read = one(con, f"SELECT count(*) FROM {ds.table}") + sum(
+            s.extra_malformed for s in result.files
+        )
+        if read == result.malformed:
+            raise no_usable_record(result, read, str(release.folder / ds.name))
+        counts[ds.name] = (read, result.malformed)
+        scans.append(result)
+    reasons, reported = summarize_malformed(con, scans, cfg.max_reported_errors)
+    paper_dups = drop_duplicates(con, "s2_papers", "cid")
+    abstract_dups = drop_duplicates(con, "s2_abstracts", "cid")
+    details: dict[str, Any] = {"field_sources": list(cfg.field_sources)}
+    details["abstracts"] = _abstract_counts(con, counts["abstracts"], abstract_dups)
+    details["papers_without_abstract"] = one(
+        con,
+        "SELECT count(*) FROM s2_papers p WHERE p.reason IS NULL AND NOT EXISTS "
+        "(SELECT 1 FROM s2_abstracts a WHERE a.reason IS NULL AND a.cid = p.cid)",
+    )
+    details["citations"] = _resolve_edges(con, counts["citations"])
+    _build_flags(con, cfg)
+    return S2agScan(
+        scans=scans,
+        reasons=reasons,
+        reported=reported,
+        papers_read=counts["papers"][0],
+        papers_valid=counts["papers"][0] - counts["papers"][1],
+        duplicates=paper_dups,
+        details=details,
+    )
+
+
+def _abstract_counts(
+    con: duckdb.DuckDBPyConnection, counts: tuple[int, int], dups: tuple[int, list[str]]
+) -> dict[str, Any]:
+    """Abstract records: read, malformed, duplicates, and those whose id has no paper."""
+    orphans = (
+        "FROM s2_abstracts a WHERE a.reason IS NULL AND NOT EXISTS "
+        "(SELECT 1 FROM s2_papers p WHERE p.reason IS NULL AND p.cid = a.cid)"
+    )
+    examples = con.execute(f"SELECT a.cid {orphans} ORDER BY a.seq LIMIT {EXAMPLES}").fetchall()
+    return {
+        "records_read": counts[0],
+        "malformed_skipped": counts[1],
+        "duplicates_dropped": dups[0],
+        "duplicate_examples": dups[1],
+        "without_paper": one(con, f"SELECT count(*) {orphans}"),
+        "without_paper_examples": [str(r[0]) for r in examples],
+    }
+
+
+def _resolve_edges(con: duckdb.DuckDBPyConnection, counts: tuple[int, int]) -> dict[str, Any]:
+    """Build ``_edges`` (distinct resolved edges) and ``_degrees``; return the edge counts.
+
+    Every well-formed row is exactly one of: unresolved (a null id), unknown (an id not
+    among the papers), a repeat of an earlier resolved edge, or a resolved edge.
+    """
+    con.execute("CREATE TEMP TABLE _known AS SELECT cid FROM s2_papers WHERE reason IS NULL")
+    read, malformed = counts
+    null_ids = one(
+        con,
+        "SELECT count(*) FROM s2_edges WHERE reason IS NULL AND (citing IS NULL OR cited IS NULL)",
+    )
+    con.execute(
+        "CREATE TEMP TABLE _known_rows AS SELECT e.seq, e.citing, e.cited FROM s2_edges e "
+        "SEMI JOIN _known c ON e.citing = c.cid SEMI JOIN _known d ON e.cited = d.cid "
+        "WHERE e.reason IS NULL"
+    )
+    known_rows = one(con, "SELECT count(*) FROM _known_rows")
+    unknown = read - malformed - null_ids - known_rows
+    examples: list[str] = []
+    if unknown:
+        rows = con.execute(
+            "SELECT citing, cited FROM s2_edges e WHERE reason IS NULL AND citing IS NOT NULL "
+            "AND cited IS NOT NULL AND NOT (EXISTS (SELECT 1 FROM _known k WHERE k.cid = "
+            "e.citing) AND EXISTS (SELECT 1 FROM _known k WHERE k.cid = e.cited)) "
+            f"ORDER BY seq LIMIT {EXAMPLES}"
+        ).fetchall()
+        examples = [f"{a} -> {b}" for a, b in rows]
+    con.execute("DROP TABLE _known")
+    con.execute("CREATE TEMP TABLE _edges AS SELECT DISTINCT citing, cited FROM _known_rows")
+    con.execute("DROP TABLE _known_rows")
+    resolved = one(con, "SELECT count(*) FROM _edges")
+    con.execute(
+        """CREATE TEMP TABLE _degrees AS
+        SELECT coalesce(o.cid, i.cid) AS cid, coalesce(o.n, 0) AS n_out, coalesce(i.n, 0) AS n_in
+        FROM (SELECT citing AS cid, count(*) AS n FROM _edges GROUP BY 1) o
+        FULL JOIN (SELECT cited AS cid, count(*) AS n FROM _edges GROUP BY 1) i ON o.cid = i.cid"""
+    )
+    return {
+        "records_read": read,
+        "malformed_skipped": malformed,
+        "unresolved_null_id": null_ids,
+        "unresolved_unknown_id": unknown,
+        "unknown_id_examples": examples,
+        "duplicates_dropped": known_rows - resolved,
+        "resolved": resolved,
+    }
+
+
+def _build_flags(con: duckdb.DuckDBPyConnection, cfg: PrefilterConfig) -> None:
+    """``_flags``: every paper record with its rule flags; ``recs``: the survivors, with
+    their texts, in file order (the only sort of texts, over survivors alone)."""
+    k_abs = cfg.min_abstract_chars
+    ok_cit = citation_test(cfg, "coalesce(d.n_in, 0)", "coalesce(d.n_out, 0)")
+    con.execute(
+        f"""CREATE TEMP TABLE _flags AS
+        SELECT p.seq, p.reason, p.cid, p.ok_year, p.ok_title,
+          coalesce(a.ok_abstract, {k_abs <= 0}) AS ok_abstract, {ok_cit} AS ok_cit
+        FROM s2_papers p
+        LEFT JOIN (SELECT cid, ok_abstract FROM s2_abstracts WHERE reason IS NULL) a
+          ON p.reason IS NULL AND a.cid = p.cid
+        LEFT JOIN _degrees d ON p.reason IS NULL AND d.cid = p.cid"""
+    )
+    con.execute("DROP TABLE _degrees")
+    con.execute(
+        f"""CREATE TABLE recs AS
+        SELECT f.seq, f.reason, f.cid::VARCHAR AS paper_id, f.cid,
+          f.ok_year, f.ok_title, f.ok_abstract, f.ok_cit,
+          p.title, a.abstract, p.year, p.fields
+        FROM (SELECT * FROM _flags WHERE {KEEP}) f
+        JOIN s2_papers p ON p.seq = f.seq
+        LEFT JOIN (SELECT cid, abstract FROM s2_abstracts WHERE reason IS NULL) a
+          ON a.cid = f.cid
+        ORDER BY f.seq"""
+    )
+    con.execute("DROP TABLE s2_papers")
+    con.execute("DROP TABLE s2_abstracts")
+
+
+def edge_keys(con: duckdb.DuckDBPyConnection) -> Any:
+    """The resolved edges between survivors as sorted keys ``citing_idx << 32 | cited_idx``
+    (indexes into ``_ids``, the survivors in file order), self-citations dropped."""
+    con.execute(
+        "CREATE TEMP TABLE _cid_idx AS SELECT r.cid, i.idx FROM _ids i JOIN recs r USING (seq)"
+    )
+    reader = con.sql(
+        """SELECT (c.idx::BIGINT << 32) | d.idx::BIGINT AS k
+        FROM _edges e JOIN _cid_idx c ON e.citing = c.cid JOIN _cid_idx d ON e.cited = d.cid
+        WHERE c.idx <> d.idx"""
+    ).to_arrow_reader(1 << 20)
+    keys = sorted_unique_keys(reader)
+    con.execute("DROP TABLE _cid_idx")
+    return keys
