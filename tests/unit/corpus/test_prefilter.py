@@ -626,6 +626,11 @@ def test_empty_and_crlf_shards(tmp_path: Path) -> None:
     assert f["records_read"] == 4
     assert f["survivors"] == 3
     assert f["malformed_examples"] == [f"{folder / 'metadata_3.jsonl'}:5: paper_id is not a string"]
+    # 0-byte files are whole-file findings; a gzip stream of no lines is just empty.
+    assert f["file_problems"] == [
+        f"{folder / name}: is empty (0 bytes)"
+        for name in ("metadata_0.jsonl.gz", "metadata_1.jsonl")
+    ]
 
 
 def test_prefetch_keeps_order_raises_errors_and_stops_early() -> None:

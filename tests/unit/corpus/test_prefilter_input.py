@@ -1,0 +1,170 @@
+"""Bad input, for both layouts (S2ORC shards and an S2AG release), tried as a new user would.
+
+Each case is a counted, reported finding (fatal under ``strict``); an input without a
+usable record is an error naming it; nothing is silently accepted or dropped.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mdcr.cli import main
+from mdcr.corpus import jsonl
+from mdcr.corpus.prefilter import PrefilterConfig, prefilter_corpus
+from mdcr.errors import InputDataError
+
+LAYOUTS = ("s2orc", "s2ag")
+ABSTRACT = "An abstract that is long enough to pass the thirty character rule."
+IDS = (1, 2, 3, 4)
+
+
+def record(layout: str, cid: int, **kw: Any) -> dict[str, Any]:
+    """A record of the primary dataset that passes the text rules."""
+    if layout == "s2orc":
+        others = [str(i) for i in IDS if i != cid]
+        rec = {
+            "paper_id": str(cid),
+            "title": f"Title {cid}",
+            "abstract": ABSTRACT,
+            "year": 2001,
+            "mag_field_of_study": ["Biology"],
+            "outbound_citations": others,
+            "inbound_citations": [],
+        }
+    else:
+        rec = {"corpusid": cid, "title": f"Title {cid}", "year": 2001, "s2fieldsofstudy": None}
+    rec.update(kw)
+    return rec
+
+
+def lines(records: list[Any]) -> bytes:
+    return b"".join(
+        (r if isinstance(r, bytes) else json.dumps(r).encode()) + b"\n" for r in records
+    )
+
+
+def make_input(layout: str, folder: Path, files: dict[str, bytes | None]) -> Path:
+    """An input whose primary dataset (S2ORC shards, or S2AG papers/) holds ``files``
+    (name -> bytes; None makes a folder of that name); the S2AG abstracts and citations
+    are valid."""
+    shards = folder if layout == "s2orc" else folder / "papers"
+    shards.mkdir(parents=True)
+    for name, data in files.items():
+        if data is None:
+            (shards / name).mkdir()
+        else:
+            (shards / name).write_bytes(data)
+    if layout == "s2ag":
+        (folder / "abstracts").mkdir()
+        abstracts = [{"corpusid": i, "abstract": ABSTRACT} for i in IDS]
+        (folder / "abstracts" / "a-0.jsonl.gz").write_bytes(gzip.compress(lines(abstracts)))
+        (folder / "citations").mkdir()
+        edges = [{"citingcorpusid": i, "citedcorpusid": j} for i in IDS for j in IDS if i != j]
+        (folder / "citations" / "c-0.jsonl.gz").write_bytes(gzip.compress(lines(edges)))
+    return folder
+
+
+def name(layout: str, i: int) -> str:
+    return f"metadata_{i}.jsonl" if layout == "s2orc" else f"papers-{i}.jsonl"
+
+
+def shard_dir(layout: str, folder: Path) -> Path:
+    return folder if layout == "s2orc" else folder / "papers"
+
+
+def run(folder: Path, out: Path, **cfg: Any) -> Any:
+    return prefilter_corpus(folder, out, PrefilterConfig(input=str(folder), **cfg))
+
+
+def good(layout: str) -> bytes:
+    return lines([record(layout, i) for i in IDS])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize(
+    ("what", "data", "problem"),
+    [
+        ("empty", b"", "is empty (0 bytes)"),
+        ("folder", None, "is a folder, not a shard file"),
+        ("not gzip", b'{"a": 1}\n', "is not gzip data, though its name ends in .gz"),
+        ("gzip as plain", gzip.compress(b'{"a": 1}\n'), "holds gzip data, though its name"),
+    ],
+)
+def test_whole_file_problems_are_reported_and_fatal_under_strict(
+    tmp_path: Path, layout: str, what: str, data: bytes | None, problem: str
+) -> None:
+    bad = name(layout, 1) + (".gz" if what in ("empty", "not gzip", "folder") else "")
+    folder = make_input(layout, tmp_path / "in", {name(layout, 0): good(layout), bad: data})
+    bad_path = shard_dir(layout, folder) / bad
+    f = run(folder, tmp_path / "out").funnel
+    assert len(f["file_problems"]) == 1
+    assert f["file_problems"][0].startswith(f"{bad_path}: {problem}")
+    assert f["malformed_skipped"] == 0  # a whole-file problem, not a malformed line
+    assert f["records_read"] == len(IDS) and f["survivors"] == len(IDS)
+    with pytest.raises(InputDataError) as err:
+        run(folder, tmp_path / "strict", strict=True)
+    assert str(err.value).startswith(f"{bad_path}: {problem}")
+    assert str(err.value).endswith("fix the file or run without --strict")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_only_a_zero_byte_shard_is_an_error_naming_the_input(
+    tmp_path: Path, layout: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = make_input(layout, tmp_path / "in", {name(layout, 0) + ".gz": b""})
+    where = str(shard_dir(layout, folder))
+    with pytest.raises(InputDataError) as err:
+        run(folder, tmp_path / "out")
+    assert f"no usable record in '{where}'" in str(err.value)
+    assert "is empty (0 bytes)" in str(err.value)
+    # On the command line: a one-line error and a failing exit code, no traceback.
+    code = main(["prefilter", "--input", str(folder), "--home", str(tmp_path / "home")])
+    err_text = capsys.readouterr().err.strip()
+    assert code != 0
+    assert "no usable record" in err_text and "Traceback" not in err_text
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_file_of_only_malformed_lines_is_an_error(tmp_path: Path, layout: str) -> None:
+    folder = make_input(layout, tmp_path / "in", {name(layout, 0): b"{bad\n[1]\n"})
+    with pytest.raises(InputDataError, match="2 record.s. of which 2 malformed"):
+        run(folder, tmp_path / "out")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_byte_order_mark_keeps_the_first_line(tmp_path: Path, layout: str) -> None:
+    data = jsonl.BOM + good(layout)
+    folder = make_input(
+        layout,
+        tmp_path / "in",
+        {name(layout, 0): data, name(layout, 1) + ".gz": gzip.compress(data)},
+    )
+    f = run(folder, tmp_path / "out").funnel
+    assert f["records_read"] == 2 * len(IDS)
+    assert f["malformed_skipped"] == 0
+    assert f["duplicates_dropped"] == len(IDS)
+    assert [p.split(": ", 1)[1] for p in f["file_problems"]] == [jsonl.BOM_FINDING] * 2
+    with pytest.raises(InputDataError, match="byte-order mark"):
+        run(folder, tmp_path / "strict", strict=True)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_empty_id_and_negative_year_are_malformed(tmp_path: Path, layout: str) -> None:
+    key = "paper_id" if layout == "s2orc" else "corpusid"
+    recs = [record(layout, i) for i in IDS]
+    recs.append(record(layout, 7, year=-1990))
+    recs.append({**record(layout, 8), key: ""})
+    folder = make_input(layout, tmp_path / "in", {name(layout, 0): lines(recs)})
+    f = run(folder, tmp_path / "out", max_reported_errors=10).funnel
+    reasons = {k.removeprefix("papers: "): v for k, v in f["malformed_by_reason"].items()}
+    assert reasons == {"year is negative": 1, f"{key} is empty": 1}
+    assert f["survivors"] == len(IDS)
+    assert [e.rsplit(":", 2)[1:] for e in f["malformed_examples"]] == [
+        ["5", " year is negative"],
+        ["6", f" {key} is empty"],
+    ]
