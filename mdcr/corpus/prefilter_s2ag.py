@@ -284,8 +284,6 @@ def _build_flags(con: duckdb.DuckDBPyConnection, cfg: PrefilterConfig) -> None:
           ON a.cid = f.cid
         ORDER BY f.seq"""
     )
-    con.execute("DROP TABLE s2_papers")
-    con.execute("DROP TABLE s2_abstracts")
 
 
 def edge_keys(con: duckdb.DuckDBPyConnection) -> Any:
