@@ -200,6 +200,45 @@ def _prefetch(items: Iterator[Any], depth: int) -> Generator[Any, None, None]:
         thread.join()
 
 
+def _write_citations_streamed(path: Path, ids: Any, reader: Any) -> tuple[Any, Any, int]:
+    """citations.parquet from a reader of sorted, distinct edge keys, in fixed row groups.
+
+    Returns (n_out, n_in, edges). Memory holds one batch of edges and the per-paper
+    counts, never the whole edge list.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n_out = np.zeros(len(ids), dtype=np.int64)
+    n_in = np.zeros(len(ids), dtype=np.int64)
+    schema = pa.schema([("citing_id", pa.string()), ("cited_id", pa.string())])
+    empty = np.empty(0, dtype=np.int64)
+    citing_left, cited_left = empty, empty
+    total = 0
+    with pq.ParquetWriter(path, schema, compression=COMPRESSION, use_dictionary=False) as w:
+
+        def write(citing: Any, cited: Any) -> None:
+            table = pa.table({"citing_id": ids.take(citing), "cited_id": ids.take(cited)})
+            w.write_table(table, row_group_size=ROW_GROUP)
+
+        for batch in reader:
+            keys = batch.column(0).to_numpy()
+            citing = np.concatenate([citing_left, keys >> 32])
+            cited = np.concatenate([cited_left, keys & 0xFFFFFFFF])
+            for values, counts in ((keys >> 32, n_out), (keys & 0xFFFFFFFF, n_in)):
+                unique, times = np.unique(values, return_counts=True)
+                counts[unique] += times
+            total += len(keys)
+            full = len(citing) // ROW_GROUP * ROW_GROUP
+            for lo in range(0, full, ROW_GROUP):
+                write(citing[lo : lo + ROW_GROUP], cited[lo : lo + ROW_GROUP])
+            citing_left, cited_left = citing[full:], cited[full:]
+        if len(citing_left):
+            write(citing_left, cited_left)
+    return n_out, n_in, total
+
+
 def write_outputs(
     con: duckdb.DuckDBPyConnection,
     out_dir: Path,
@@ -210,10 +249,12 @@ def write_outputs(
 
     Papers keep the order of the shards (file, then line: the first record of each
     paper_id); edges are ordered by (citing paper, cited paper) in that order.
-    ``edge_keys`` gives the edges as keys over ``_ids`` (the survivors' indexes): by
-    default from the survivors' outbound lists, kept when the cited paper survived too,
-    self-citations and repeats dropped. The two files are written at the same time (the
-    Parquet writers run outside Python's lock).
+    ``edge_keys`` gives the edges as keys over ``_ids`` (the survivors' indexes), either
+    as a numpy array (sorted here; by default from the survivors' outbound lists, kept
+    when the cited paper survived too, self-citations and repeats dropped), or as an
+    Arrow reader of keys already sorted and distinct, which is streamed into
+    citations.parquet (memory per survivor, not per edge). From an array, the two files
+    are written at the same time (the Parquet writers run outside Python's lock).
     """
     import numpy as np
 
@@ -222,24 +263,33 @@ def write_outputs(
         "CREATE TEMP TABLE _ids AS SELECT seq, paper_id, "
         f"(row_number() OVER (ORDER BY seq) - 1)::INTEGER AS idx FROM recs WHERE {KEEP}"
     )
-    keys = edge_keys(con)
-    con.execute("SET preserve_insertion_order = true")
     table = con.sql("SELECT seq, paper_id FROM _ids ORDER BY idx").to_arrow_table()
-    con.execute("DROP TABLE _ids")
     seqs = table.column("seq").to_numpy()
     ids = table.column("paper_id").combine_chunks()
     del table
-    citing = (keys >> 32).astype(np.int32)
-    cited = (keys & 0xFFFFFFFF).astype(np.int32)
-    del keys
-    n_out = np.bincount(citing, minlength=len(ids)).astype(np.int64)
-    n_in = np.bincount(cited, minlength=len(ids)).astype(np.int64)
+    keys = edge_keys(con)
+    streamed = not isinstance(keys, np.ndarray)
+    if streamed:
+        n_out, n_in, n_edges = _write_citations_streamed(CITATIONS.path(out_dir), ids, keys)
+    con.execute("SET preserve_insertion_order = true")
+    con.execute("DROP TABLE _ids")
+    if not streamed:
+        citing = (keys >> 32).astype(np.int32)
+        cited = (keys & 0xFFFFFFFF).astype(np.int32)
+        del keys
+        n_out = np.bincount(citing, minlength=len(ids)).astype(np.int64)
+        n_in = np.bincount(cited, minlength=len(ids)).astype(np.int64)
+        n_edges = len(citing)
     schema = con.sql(f"SELECT {PAPER_COLUMNS} FROM recs LIMIT 0").to_arrow_table().schema
     cur = con.cursor()
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
-            # The edges are written while the papers are.
-            job = pool.submit(_write_citations, CITATIONS.path(out_dir), ids, citing, cited)
+            # From an array, the edges are written while the papers are.
+            job = (
+                None
+                if streamed
+                else pool.submit(_write_citations, CITATIONS.path(out_dir), ids, citing, cited)
+            )
             # A helper thread fetches the papers and forms the row groups while the
             # previous one is compressed.
             groups = _prefetch(_row_groups(_papers_in_file_order(cur, n_files), schema), 1)
@@ -247,7 +297,8 @@ def write_outputs(
                 _write_papers(CORPUS_PAPERS.path(out_dir), schema, groups, seqs, n_out, n_in)
             finally:
                 groups.close()  # stops the helper thread before the cursor closes
-            job.result()
+            if job is not None:
+                job.result()
     finally:
         cur.close()
-    return len(ids), len(citing)
+    return len(ids), n_edges

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdcr.corpus import jsonl, s2ag
-from mdcr.corpus.prefilter_output import KEEP, SEQ_SHIFT, sorted_unique_keys
+from mdcr.corpus.prefilter_output import EDGE_BATCH, KEEP, SEQ_SHIFT
 from mdcr.corpus.prefilter_rules import (
     PrefilterConfig,
     abstract_rule_sql,
@@ -287,16 +287,16 @@ def _build_flags(con: duckdb.DuckDBPyConnection, cfg: PrefilterConfig) -> None:
 
 
 def edge_keys(con: duckdb.DuckDBPyConnection) -> Any:
-    """The resolved edges between survivors as sorted keys ``citing_idx << 32 | cited_idx``
-    (indexes into ``_ids``, the survivors in file order), self-citations dropped."""
+    """A reader of the resolved edges between survivors as keys ``citing_idx << 32 |
+    cited_idx`` (indexes into ``_ids``, the survivors in file order), sorted by DuckDB
+    (which spills), self-citations dropped. ``_edges`` is distinct and ids map to indexes
+    one to one, so the keys are too. Streamed, so that the edges of a full release never
+    sit in memory outside DuckDB."""
     con.execute(
         "CREATE TEMP TABLE _cid_idx AS SELECT r.cid, i.idx FROM _ids i JOIN recs r USING (seq)"
     )
-    reader = con.sql(
+    return con.sql(
         """SELECT (c.idx::BIGINT << 32) | d.idx::BIGINT AS k
         FROM _edges e JOIN _cid_idx c ON e.citing = c.cid JOIN _cid_idx d ON e.cited = d.cid
-        WHERE c.idx <> d.idx"""
-    ).to_arrow_reader(1 << 20)
-    keys = sorted_unique_keys(reader)
-    con.execute("DROP TABLE _cid_idx")
-    return keys
+        WHERE c.idx <> d.idx ORDER BY k"""
+    ).to_arrow_reader(EDGE_BATCH)

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from mdcr.corpus import prefilter_output, prefilter_s2ag
 from mdcr.corpus.prefilter import PrefilterConfig, prefilter_corpus
 from mdcr.corpus.s2ag_write import rewrite_s2orc
 from mdcr.corpus.synth import write_shards
@@ -69,7 +70,13 @@ def tables(out: Path) -> tuple[Any, Any]:
 # --------------------------------------------------------------------------- both layouts
 
 
-def test_synthetic_corpus_gives_identical_outputs_from_both_layouts(tmp_path: Path) -> None:
+def test_synthetic_corpus_gives_identical_outputs_from_both_layouts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small row groups and edge batches, so that the S2AG path streams its sorted edges
+    # over many batches, each cut across row groups.
+    monkeypatch.setattr(prefilter_output, "ROW_GROUP", 1000)
+    monkeypatch.setattr(prefilter_s2ag, "EDGE_BATCH", 777)
     write_shards(tmp_path / "s2orc", n_papers=3000, n_shards=3, seed=4)
     summary = write_shards(tmp_path / "s2ag", n_papers=3000, n_shards=3, seed=4, format="s2ag")
     assert sorted(summary["shards"])[0] == "abstracts/abstracts-0.jsonl.gz"
@@ -81,6 +88,10 @@ def test_synthetic_corpus_gives_identical_outputs_from_both_layouts(tmp_path: Pa
     assert papers_a.num_rows > 1000 and edges_a.num_rows > 5000
     assert papers_a.equals(papers_b)
     assert edges_a.equals(edges_b)
+    for out in ("out-a", "out-b"):
+        meta = pq.ParquetFile(tmp_path / out / "citations.parquet").metadata
+        sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+        assert set(sizes[:-1]) == {1000} and 0 < sizes[-1] <= 1000
     for key in ("records_read", "unique_papers", "removed_by_rule", "survivors"):
         assert a.funnel[key] == b.funnel[key]
     cites = b.funnel["s2ag"]["citations"]
