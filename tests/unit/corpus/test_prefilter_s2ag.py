@@ -227,7 +227,16 @@ def test_malformed_s2ag_records_are_counted_by_reason(tmp_path: Path) -> None:
         paper(99999999999999999999),
         {"title": "no id"},
     ]
-    citations = [edge(1, 1), edge("x", 1), edge(1, 2.5), {"cites": 1}]
+    citations = [
+        edge(1, 1),
+        edge("x", 1),
+        edge(1, 2.5),
+        {"cites": 1},
+        b'{"citingcorpusid": -0, "citedcorpusid": 1}',  # read as 0
+        b'{"citingcorpusid": 1E2, "citedcorpusid": 1}',
+        b'{"citingcorpusid": 1, "citedcorpusid": 1.0}',
+        edge("0", 0),  # valid ids, paper 0 unknown
+    ]
     rel = release(
         tmp_path / "rel", papers, [abstract(1), {"corpusid": 1, "abstract": 7}], citations
     )
@@ -243,17 +252,15 @@ def test_malformed_s2ag_records_are_counted_by_reason(tmp_path: Path) -> None:
     reasons = f["malformed_by_reason"]
     assert {k: v for k, v in reasons.items() if k.startswith("papers:")} == want_papers
     assert reasons["abstracts: abstract is not a string or null"] == 1
-    assert (
-        reasons["citations: citingcorpusid is not an integer id (a number or a string of digits)"]
-        == 1
-    )
-    assert (
-        reasons["citations: citedcorpusid is not an integer id (a number or a string of digits)"]
-        == 1
-    )
+    # The scan's fast path for plain integers and the full checks agree: "x", 1E2 (read as
+    # 100.0), 2.5 and 1.0 are not integer ids; DuckDB reads -0 as 0, a valid id.
+    not_id = "is not an integer id (a number or a string of digits)"
+    assert reasons[f"citations: citingcorpusid {not_id}"] == 2
+    assert reasons[f"citations: citedcorpusid {not_id}"] == 2
     assert f["malformed_skipped"] == 9  # the papers dataset's
-    assert f["s2ag"]["citations"]["malformed_skipped"] == 3
-    assert len(f["malformed_examples"]) == 9 + 1 + 3
+    assert f["s2ag"]["citations"]["malformed_skipped"] == 5
+    assert f["s2ag"]["citations"]["unresolved_unknown_id"] == 2  # 0 -> 1 twice
+    assert len(f["malformed_examples"]) == 9 + 1 + 5
     assert f["malformed_examples"][0].endswith("papers-0.jsonl.gz:2: corpusid is empty")
 
 
