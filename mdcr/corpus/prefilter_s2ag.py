@@ -48,6 +48,7 @@ from mdcr.corpus.prefilter_scan import (
     stop_if_strict,
     summarize_malformed,
 )
+from mdcr.errors import InputDataError
 
 if TYPE_CHECKING:
     import duckdb
@@ -59,6 +60,7 @@ ABSTRACTS_DDL = """CREATE TABLE s2_abstracts (
   seq BIGINT, reason VARCHAR, cid BIGINT, ok_abstract BOOLEAN, abstract VARCHAR)"""
 EDGES_DDL = "CREATE TABLE s2_edges (seq BIGINT, reason VARCHAR, citing BIGINT, cited BIGINT)"
 EXAMPLES = 5
+MASK = 0xFFFFFFFF  # the low 32 bits of an edge key
 
 
 def papers_sql(cfg: PrefilterConfig, source: str, file_idx: int) -> str:
@@ -220,20 +222,29 @@ def _abstract_counts(
 
 
 def _resolve_edges(con: duckdb.DuckDBPyConnection, counts: tuple[int, int]) -> dict[str, Any]:
-    """Build ``_edges`` (distinct resolved edges) and ``_degrees``; return the edge counts.
+    """Build ``_known`` (paper id -> dense number k), ``_edges`` (distinct resolved edges as
+    one key ``k_citing << 32 | k_cited``) and ``_degrees``; return the edge counts.
 
-    Every well-formed row is exactly one of: unresolved (a null id), unknown (an id not
-    among the papers), a repeat of an earlier resolved edge, or a resolved edge.
+    One 64-bit key per edge makes the DISTINCT over the 2.5B rows of a full release hash
+    8 bytes per edge instead of two 8-byte ids (at 1M papers: 1.0 s against 1.2 s; the
+    gain that matters is the halved hash table when DuckDB spills). Every well-formed row
+    is exactly one of: unresolved (a null id), unknown (an id not among the papers), a
+    repeat of an earlier resolved edge, or a resolved edge.
     """
-    con.execute("CREATE TEMP TABLE _known AS SELECT cid FROM s2_papers WHERE reason IS NULL")
+    con.execute(
+        "CREATE TEMP TABLE _known AS SELECT cid, (row_number() OVER () - 1)::BIGINT AS k "
+        "FROM s2_papers WHERE reason IS NULL"
+    )
+    if one(con, "SELECT count(*) FROM _known") >= 1 << 32:
+        raise InputDataError("more than 2^32 papers: mdcr numbers papers with 32 bits")
     read, malformed = counts
     null_ids = one(
         con,
         "SELECT count(*) FROM s2_edges WHERE reason IS NULL AND (citing IS NULL OR cited IS NULL)",
     )
     con.execute(
-        "CREATE TEMP TABLE _known_rows AS SELECT e.seq, e.citing, e.cited FROM s2_edges e "
-        "SEMI JOIN _known c ON e.citing = c.cid SEMI JOIN _known d ON e.cited = d.cid "
+        "CREATE TEMP TABLE _known_rows AS SELECT (c.k << 32) | d.k AS key FROM s2_edges e "
+        "JOIN _known c ON e.citing = c.cid JOIN _known d ON e.cited = d.cid "
         "WHERE e.reason IS NULL"
     )
     known_rows = one(con, "SELECT count(*) FROM _known_rows")
@@ -247,15 +258,15 @@ def _resolve_edges(con: duckdb.DuckDBPyConnection, counts: tuple[int, int]) -> d
             f"ORDER BY seq LIMIT {EXAMPLES}"
         ).fetchall()
         examples = [f"{a} -> {b}" for a, b in rows]
-    con.execute("DROP TABLE _known")
-    con.execute("CREATE TEMP TABLE _edges AS SELECT DISTINCT citing, cited FROM _known_rows")
+    con.execute("CREATE TEMP TABLE _edges AS SELECT DISTINCT key FROM _known_rows")
     con.execute("DROP TABLE _known_rows")
     resolved = one(con, "SELECT count(*) FROM _edges")
     con.execute(
-        """CREATE TEMP TABLE _degrees AS
-        SELECT coalesce(o.cid, i.cid) AS cid, coalesce(o.n, 0) AS n_out, coalesce(i.n, 0) AS n_in
-        FROM (SELECT citing AS cid, count(*) AS n FROM _edges GROUP BY 1) o
-        FULL JOIN (SELECT cited AS cid, count(*) AS n FROM _edges GROUP BY 1) i ON o.cid = i.cid"""
+        f"""CREATE TEMP TABLE _degrees AS
+        SELECT coalesce(o.k, i.k) AS k, coalesce(o.n, 0) AS n_out, coalesce(i.n, 0) AS n_in
+        FROM (SELECT key >> 32 AS k, count(*) AS n FROM _edges GROUP BY 1) o
+        FULL JOIN (SELECT key & {MASK} AS k, count(*) AS n FROM _edges GROUP BY 1) i
+          ON o.k = i.k"""
     )
     return {
         "records_read": read,
@@ -280,7 +291,8 @@ def _build_flags(con: duckdb.DuckDBPyConnection, cfg: PrefilterConfig) -> None:
         FROM s2_papers p
         LEFT JOIN (SELECT cid, ok_abstract FROM s2_abstracts WHERE reason IS NULL) a
           ON p.reason IS NULL AND a.cid = p.cid
-        LEFT JOIN _degrees d ON p.reason IS NULL AND d.cid = p.cid"""
+        LEFT JOIN (SELECT kn.cid, d.n_in, d.n_out FROM _degrees d JOIN _known kn USING (k)) d
+          ON p.reason IS NULL AND d.cid = p.cid"""
     )
     con.execute("DROP TABLE _degrees")
     con.execute(
@@ -299,14 +311,15 @@ def _build_flags(con: duckdb.DuckDBPyConnection, cfg: PrefilterConfig) -> None:
 def edge_keys(con: duckdb.DuckDBPyConnection) -> Any:
     """A reader of the resolved edges between survivors as keys ``citing_idx << 32 |
     cited_idx`` (indexes into ``_ids``, the survivors in file order), sorted by DuckDB
-    (which spills), self-citations dropped. ``_edges`` is distinct and ids map to indexes
-    one to one, so the keys are too. Streamed, so that the edges of a full release never
+    (which spills), self-citations dropped. ``_edges`` is distinct and paper numbers map
+    to indexes one to one, so the keys are too. Streamed, so that the edges of a full release never
     sit in memory outside DuckDB."""
     con.execute(
-        "CREATE TEMP TABLE _cid_idx AS SELECT r.cid, i.idx FROM _ids i JOIN recs r USING (seq)"
+        "CREATE TEMP TABLE _k_idx AS SELECT kn.k, i.idx FROM _ids i JOIN recs r USING (seq) "
+        "JOIN _known kn ON kn.cid = r.cid"
     )
     return con.sql(
-        """SELECT (c.idx::BIGINT << 32) | d.idx::BIGINT AS k
-        FROM _edges e JOIN _cid_idx c ON e.citing = c.cid JOIN _cid_idx d ON e.cited = d.cid
+        f"""SELECT (c.idx::BIGINT << 32) | d.idx::BIGINT AS k
+        FROM _edges e JOIN _k_idx c ON e.key >> 32 = c.k JOIN _k_idx d ON e.key & {MASK} = d.k
         WHERE c.idx <> d.idx ORDER BY k"""
     ).to_arrow_reader(EDGE_BATCH)
