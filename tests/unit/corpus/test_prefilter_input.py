@@ -132,7 +132,7 @@ def test_only_a_zero_byte_shard_is_an_error_naming_the_input(
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_file_of_only_malformed_lines_is_an_error(tmp_path: Path, layout: str) -> None:
     folder = make_input(layout, tmp_path / "in", {name(layout, 0): b"{bad\n[1]\n"})
-    with pytest.raises(InputDataError, match="2 record.s. of which 2 malformed"):
+    with pytest.raises(InputDataError, match=r"2 record\(s\) of which 2 malformed"):
         run(folder, tmp_path / "out")
 
 

@@ -108,8 +108,9 @@ def test_synthetic_s2_model_fields_add_categories(tmp_path: Path) -> None:
     both = pq.read_table(tmp_path / "both" / "papers.parquet").to_pylist()
     assert [p["paper_id"] for p in ext] == [p["paper_id"] for p in both]
     # The S2 model's labels extend, never reorder, the MAG ones; some are S2-only.
-    assert all(b["fields"][: len(e["fields"])] == e["fields"] for e, b in zip(ext, both))
-    assert any(len(b["fields"]) > len(e["fields"]) for e, b in zip(ext, both))
+    pairs = list(zip(ext, both, strict=True))
+    assert all(b["fields"][: len(e["fields"])] == e["fields"] for e, b in pairs)
+    assert any(len(b["fields"]) > len(e["fields"]) for e, b in pairs)
     assert any("Education" in b["fields"] or "Law" in b["fields"] for b in both)
 
 

@@ -125,6 +125,37 @@ def test_deterministic_bytes_and_seed_changes_output(
     ).read_bytes()
 
 
+def test_s2ag_layout_is_deterministic_and_carries_the_same_records(
+    records: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    for name in ("a", "b"):
+        summary = write_shards(tmp_path / name, n_papers=N, n_shards=2, seed=SEED, format="s2ag")
+    assert set(summary["shards"]) == {
+        f"{d}/{d}-{i}.jsonl.gz" for d in ("papers", "abstracts", "citations") for i in (0, 1)
+    }
+    for rel in summary["shards"]:
+        assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
+    papers = [
+        json.loads(line)
+        for i in (0, 1)
+        for line in gzip.decompress(
+            (tmp_path / "a" / "papers" / f"papers-{i}.jsonl.gz").read_bytes()
+        ).splitlines()
+    ]
+    assert summary["shards"]["papers/papers-0.jsonl.gz"] + summary["shards"][
+        "papers/papers-1.jsonl.gz"
+    ] == len(records)
+    by_id = {str(p["corpusid"]): p for p in papers}
+    assert set(by_id) == {r["paper_id"] for r in records}
+    for rec in records[:200]:
+        paper = by_id[rec["paper_id"]]
+        assert paper["title"] == rec["title"] and paper["year"] == rec["year"]
+        external = [
+            f["category"] for f in paper["s2fieldsofstudy"] or [] if f["source"] == "external"
+        ]
+        assert external == (rec["mag_field_of_study"] or [])
+
+
 def test_shard_count_does_not_change_records(records: list[dict[str, Any]], tmp_path: Path) -> None:
     write_shards(tmp_path, n_papers=N, n_shards=1, seed=SEED)
     one = read_records(tmp_path)
