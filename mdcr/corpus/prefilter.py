@@ -67,10 +67,7 @@ from mdcr.corpus.prefilter_scan import (
     DatasetScan,
     drop_duplicates,
     first_line,
-    no_usable_record,
-    one,
-    scan_dataset,
-    stop_if_strict,
+    scan_usable,
     summarize_malformed,
 )
 from mdcr.errors import ConfigError
@@ -239,11 +236,9 @@ def _scan_s2orc(
     ds = Dataset(
         "metadata", s2orc.SCHEMA, shards, "recs", RECS_DDL, lambda src, i: scan_sql(cfg, src, i)
     )
-    result = scan_dataset(con, ds, temp_dir, threads, strict=cfg.strict, progress=progress)
-    stop_if_strict(con, result, cfg.strict)
-    read = one(con, "SELECT count(*) FROM recs") + sum(s.extra_malformed for s in result.files)
-    if read == result.malformed:
-        raise no_usable_record(result, read, str(folder))
+    result, read = scan_usable(
+        con, ds, temp_dir, threads, strict=cfg.strict, progress=progress, where=str(folder)
+    )
     reasons, reported = summarize_malformed(con, [result], cfg.max_reported_errors)
     return Scanned(
         scans=[result],

@@ -42,10 +42,8 @@ from mdcr.corpus.prefilter_scan import (
     Dataset,
     DatasetScan,
     drop_duplicates,
-    no_usable_record,
     one,
-    scan_dataset,
-    stop_if_strict,
+    scan_usable,
     summarize_malformed,
 )
 from mdcr.errors import InputDataError
@@ -170,13 +168,10 @@ def scan_release(
     scans: list[DatasetScan] = []
     counts: dict[str, tuple[int, int]] = {}  # dataset -> (records read, malformed)
     for ds in datasets(cfg, release):
-        result = scan_dataset(con, ds, temp_dir, threads, strict=cfg.strict, progress=progress)
-        stop_if_strict(con, result, cfg.strict)
-        read = one(con, f"SELECT count(*) FROM {ds.table}") + sum(
-            s.extra_malformed for s in result.files
+        where = str(release.folder / ds.name)
+        result, read = scan_usable(
+            con, ds, temp_dir, threads, strict=cfg.strict, progress=progress, where=where
         )
-        if read == result.malformed:
-            raise no_usable_record(result, read, str(release.folder / ds.name))
         counts[ds.name] = (read, result.malformed)
         scans.append(result)
     reasons, reported = summarize_malformed(con, scans, cfg.max_reported_errors)

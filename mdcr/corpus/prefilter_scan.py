@@ -316,3 +316,26 @@ def summarize_malformed(
         for reason, n in malformed_reasons(con, result).items():
             reasons[reason if len(scans) == 1 else f"{result.dataset.name}: {reason}"] = n
     return dict(sorted(reasons.items())), reported
+
+
+def scan_usable(
+    con: duckdb.DuckDBPyConnection,
+    ds: Dataset,
+    temp_dir: Path,
+    threads: int,
+    *,
+    strict: bool,
+    progress: Callable[[int], Any] | None,
+    where: str,
+) -> tuple[DatasetScan, int]:
+    """:func:`scan_dataset`, then the ``strict`` stop, then the error for a dataset
+    without one usable record (named by ``where``). Returns the scan and the number of
+    records read, malformed ones included."""
+    result = scan_dataset(con, ds, temp_dir, threads, strict=strict, progress=progress)
+    stop_if_strict(con, result, strict)
+    read = one(con, f"SELECT count(*) FROM {ds.table}") + sum(
+        s.extra_malformed for s in result.files
+    )
+    if read == result.malformed:
+        raise no_usable_record(result, read, where)
+    return result, read
