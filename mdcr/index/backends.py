@@ -129,9 +129,19 @@ class FaissBackend:
         else:
             self.index = cpu_index
             self.name = "faiss-cpu"
+        self.max_norm = 0.0  # the largest L2 norm, as mdcr.index.exact.max_norm computes it
         for start in range(0, self.n, _ADD_CHUNK):
             chunk = np.ascontiguousarray(vectors[start : start + _ADD_CHUNK], dtype=np.float32)
+            if len(chunk):
+                self.max_norm = max(
+                    self.max_norm, float(np.sqrt((chunk * chunk).sum(axis=1).max()))
+                )
             self.index.add(chunk)
+        # The CPU index's own float32 rows (no copy): the exact re-scoring gathers from them.
+        self.vectors32: np.ndarray | None = None
+        if not self.gpu and self.n:
+            ptr = faiss.rev_swig_ptr(self.index.get_xb(), self.n * self.dim)
+            self.vectors32 = np.asarray(ptr).reshape(self.n, self.dim)
 
     def _wide_backend(self) -> Backend:
         """Where searches with k above Faiss's GPU limit go."""

@@ -156,7 +156,7 @@ def search_pool(
             search_metric,  # type: ignore[arg-type]
             margin=margin,
             batch=max(1, query_batch // 8),
-            db_max_norm=max_norm(db),
+            db_max_norm=getattr(index, "max_norm", None) or max_norm(db),
             stats=stats,
         )
     else:
@@ -176,7 +176,7 @@ def search_pool(
             search_metric,  # type: ignore[arg-type]
             margin=margin,
             batch=query_batch,
-            db_max_norm=max_norm(db),
+            db_max_norm=getattr(index, "max_norm", None) or max_norm(db),
             stats=stats,
         )
     ids_np = np.asarray(pool_ids.to_numpy(zero_copy_only=False), dtype=str)
