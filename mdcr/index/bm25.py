@@ -20,7 +20,7 @@ import json
 import math
 import shutil
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-    from mdcr.index.lucene import LuceneIndex
 
 GRID_FILE = "grid.parquet"
 CHOSEN_FILE = "chosen.json"
@@ -89,6 +88,11 @@ class TuneConfig:
     )
     depth: int = param(DEPTH, help="ranking depth searched and scored (MAP and nDCG cut-off)")
     threads: int = setting(0, help="threads for indexing and search (0: all cores)")
+    engine: Literal["sweep", "lucene"] = setting(
+        "sweep",
+        help="sweep: the whole grid from one pass over each query's postings (exact: equal "
+        "to Lucene's rankings and scores, tested); lucene: one Lucene search per grid point",
+    )
 
     def validate(self) -> None:
         if not self.k1 or not self.b:
@@ -116,6 +120,9 @@ class BM25Config:
     k: int = param(DEPTH, help="candidates kept per query (top-k)")
     splits: tuple[Literal["val", "test"], ...] = param(("test",), help="pool splits to search")
     threads: int = setting(0, help="threads for indexing and search (0: all cores)")
+    engine: Literal["lucene", "sweep"] = setting(
+        "lucene", help="lucene (the reference) or sweep (mdcr's exact BM25, equal to Lucene's)"
+    )
 
     def validate(self) -> None:
         _check_k1_b("bm25", [self.k1], [self.b])
@@ -206,6 +213,18 @@ class PoolData:
         fetch = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader
         for batch in fetch(_BATCH):
             yield batch.column(0).to_pylist(), batch.column(1).to_pylist()
+
+    def pool_texts_sorted(self, pool_id: str) -> tuple[np.ndarray, list[str]]:
+        """The pool's paper ids sorted (Lucene's document order) and their texts in that order."""
+        import numpy as np
+
+        ids = np.asarray(self.pool_ids(pool_id), dtype=object)
+        position = {pid: i for i, pid in enumerate(ids.tolist())}
+        texts: list[str] = [""] * len(ids)
+        for batch_ids, batch_texts in self.pool_texts(pool_id):
+            for pid, text in zip(batch_ids, batch_texts, strict=True):
+                texts[position[pid]] = text
+        return ids, texts
 
     def queries(self, pool_id: str) -> tuple[list[str], list[str]]:
         """(query ids sorted, their title + newline + abstract) of a pool's queries."""
@@ -321,7 +340,7 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
 
     from mdcr.artifacts import RUNS, RunInfo
     from mdcr.encoders.registry import BM25
-    from mdcr.index.lucene import open_index
+    from mdcr.index.lucene import index_fingerprint
     from mdcr.index.runs import RUN_SCHEMA, RunWriter
     from mdcr.store import atomic_write_text
 
@@ -349,13 +368,12 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
                 continue
             qids, texts = data.queries(pool.pool_id)
             with ctx.timed(f"pool {pool.pool_id}"):
-                path = ensure_index(data, pool, cfg.threads, ctx)
-                with open_index(path) as index:
-                    queries, stats = index.build_queries(qids, texts)
-                    ranked = index.search(
-                        queries, cfg.k, k1=k1, b=b, exclude=qids, threads=cfg.threads
-                    )
-            side = {"index": path.name, "n_terms": stats.n_terms.tolist()}
+                ((_, ranked),) = grid_rankings(
+                    data, pool, qids, texts, [(k1, b)], cfg.k, cfg.threads, cfg.engine, ctx
+                )
+            side = {"engine": cfg.engine, "n_terms": query_terms(texts).tolist()}
+            if cfg.engine == "lucene":
+                side["index"] = index_fingerprint(data.pool_ids(pool.pool_id), data.corpus_fp)
             atomic_write_text(part.with_suffix(".json"), json.dumps(side))
             _write_part(part, _pool_run(pool.pool_id, qids, ranked))  # last: marks it done
             ctx.log(f"[bm25] {pool.pool_id}: {len(qids)} queries searched")
@@ -364,7 +382,8 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
                 part = ctx.out / PARTS / part_name(pool.pool_id)
                 writer.write(pq.read_table(part).cast(RUN_SCHEMA))
                 side = json.loads(part.with_suffix(".json").read_text())
-                indexes[pool.pool_id] = side["index"]
+                if "index" in side:
+                    indexes[pool.pool_id] = side["index"]
                 terms.append(np.asarray(side["n_terms"], dtype=np.int64))
         ctx.outputs[RUNS.file] = writer.rows
         shutil.rmtree(ctx.out / PARTS, ignore_errors=True)
@@ -380,6 +399,16 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
         ctx.record("engine", _engine_info())
     finally:
         data.close()
+
+
+def query_terms(texts: Sequence[str]) -> np.ndarray:
+    """Distinct analysed terms of each query text (the Boolean clauses Lucene searches)."""
+    import numpy as np
+
+    from mdcr.index.lucene import Analyzer
+
+    analyzer = Analyzer()
+    return np.array([len(set(analyzer.analyze(t))) for t in texts], dtype=np.int64)
 
 
 def _terms_summary(terms: list[np.ndarray]) -> dict[str, Any]:
@@ -444,26 +473,54 @@ def choose(grid: pd.DataFrame, metric: str) -> dict[str, Any]:
     return out
 
 
-def tune_pool(
-    index: LuceneIndex,
+def grid_rankings(
+    data: PoolData,
     pool: PoolInfo,
     qids: Sequence[str],
     texts: Sequence[str],
-    qrels: pd.DataFrame,
     grid: Sequence[tuple[float, float]],
-    metrics: Sequence[str],
     depth: int,
     threads: int,
+    engine: str,
+    ctx: StageContext,
+) -> Iterator[tuple[tuple[float, float], list[tuple[np.ndarray, np.ndarray]]]]:
+    """((k1, b), the pool's ranked papers per query) at every grid point, by either engine."""
+    if engine == "sweep":
+        from mdcr.index.lucene import default_threads
+        from mdcr.index.sweep import sweep_pool
+
+        ids, docs = data.pool_texts_sorted(pool.pool_id)
+        if not len(ids):
+            raise InputDataError(f"pool '{pool.pool_id}' has no papers in pools.parquet")
+        per_grid = sweep_pool(
+            ids, docs, qids, texts, grid, depth, threads=threads or default_threads()
+        )
+        yield from zip(grid, per_grid, strict=True)
+        return
+    from mdcr.index.lucene import open_index
+
+    path = ensure_index(data, pool, threads, ctx)
+    with open_index(path) as index:
+        queries, _ = index.build_queries(qids, texts)
+        for k1, b in grid:
+            yield (k1, b), index.search(queries, depth, k1=k1, b=b, exclude=qids, threads=threads)
+
+
+def tune_pool(
+    pool: PoolInfo,
+    qids: Sequence[str],
+    rankings: Iterable[tuple[tuple[float, float], list[tuple[np.ndarray, np.ndarray]]]],
+    qrels: pd.DataFrame,
+    metrics: Sequence[str],
+    depth: int,
 ) -> pd.DataFrame:
-    """Mean metrics of one pool at every grid point (queries analysed once)."""
+    """Mean metrics of one pool at every grid point of ``rankings``."""
     import pandas as pd
 
     from mdcr.eval.metrics import score_pool
 
-    queries, _ = index.build_queries(qids, texts)
     rows = []
-    for k1, b in grid:
-        ranked = index.search(queries, depth, k1=k1, b=b, exclude=qids, threads=threads)
+    for (k1, b), ranked in rankings:
         run = _pool_run(pool.pool_id, qids, ranked).to_pandas()
         per_query = score_pool(qrels, run, metrics, depth, where=f"pool {pool.pool_id}")
         means = per_query.groupby("metric")["value"].mean()
@@ -489,7 +546,6 @@ def run_bm25_tune(cfg: TuneConfig, ctx: StageContext) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from mdcr.index.lucene import open_index
     from mdcr.store import atomic_write_text
 
     metric = metric_name(cfg.metric, cfg.depth)
@@ -509,18 +565,12 @@ def run_bm25_tune(cfg: TuneConfig, ctx: StageContext) -> None:
             part = ctx.out / PARTS / part_name(pool.pool_id)
             if not part.is_file():
                 qids, texts = data.queries(pool.pool_id)
-                path = ensure_index(data, pool, cfg.threads, ctx)
-                with ctx.timed(f"pool {pool.pool_id}"), open_index(path) as index:
+                with ctx.timed(f"pool {pool.pool_id}"):
+                    rankings = grid_rankings(
+                        data, pool, qids, texts, grid, cfg.depth, cfg.threads, cfg.engine, ctx
+                    )
                     df = tune_pool(
-                        index,
-                        pool,
-                        qids,
-                        texts,
-                        data.qrels(pool.pool_id),
-                        grid,
-                        metrics,
-                        cfg.depth,
-                        cfg.threads,
+                        pool, qids, rankings, data.qrels(pool.pool_id), metrics, cfg.depth
                     )
                 _write_part(part, pa.Table.from_pandas(df, preserve_index=False))
                 ctx.log(f"[bm25-tune] {pool.pool_id}: {len(qids)} queries x {len(grid)} points")

@@ -28,6 +28,7 @@ truncated, ever). Search time grows with the number of distinct terms.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -169,6 +170,38 @@ def analyze(text: str) -> list[str]:
     """The analysed terms of ``text``, in order, exactly as the index and the queries see them."""
     j = _Java.get()
     return [str(t) for t in j.AnalyzerUtils.analyze(j.analyzer(), text).toArray()]
+
+
+@functools.cache
+def _join_class() -> Any:
+    """``java.lang.String`` with ``join(CharSequence, Iterable)`` bound by its signature
+    (pyjnius cannot pick that overload from a Python str and a List)."""
+    from jnius import JavaClass, JavaStaticMethod, MetaJavaClass
+
+    class JString(JavaClass, metaclass=MetaJavaClass):  # type: ignore[misc]
+        __javaclass__ = "java/lang/String"
+        join = JavaStaticMethod("(Ljava/lang/CharSequence;Ljava/lang/Iterable;)Ljava/lang/String;")
+
+    return JString
+
+
+class Analyzer:
+    """The index's analyzer for many texts from many threads.
+
+    Only static methods are called (``AnalyzerUtils.analyze``, ``String.join``), never a
+    method on a Java object, which pyjnius cannot do safely from several threads (see
+    :func:`_add_documents`). Analysed terms never hold a space, so joining them with
+    spaces and splitting in Python gives them back.
+    """
+
+    def __init__(self) -> None:
+        self.j = _Java.get()
+        self.analyzer = self.j.analyzer()
+        self.analyze(".")  # pyjnius creates its class proxies lazily: once, in this thread
+
+    def analyze(self, text: str) -> list[str]:
+        joined = _join_class().join(" ", self.j.AnalyzerUtils.analyze(self.analyzer, text))
+        return str(joined).split(" ") if joined else []
 
 
 # ---------------------------------------------------------------------------------------

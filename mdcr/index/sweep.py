@@ -1,0 +1,232 @@
+"""An exact BM25 sweep: every (k1, b) of a grid from one pass over each query's postings.
+
+Lucene stays the reference; this is a fast path proven equal to it (tests compare every
+stored score and ranking). It reproduces Lucene's BM25 (``BM25Similarity``, Lucene >= 9)
+bit for bit:
+
+- documents are analysed by the index's own analyzer (Anserini's DefaultEnglishAnalyzer,
+  through the JVM), so terms, term frequencies and lengths are Lucene's;
+- a document's length is stored as Lucene's one-byte norm (``SmallFloat.intToByte4``) and
+  read back through ``SmallFloat.byte4ToInt``, the lossy encoding Lucene scores with;
+- per (k1, b), the 256-entry table ``1 / (k1 * ((1 - b) + b * length / avgdl))``, the
+  term weight ``count * idf`` and the term score ``weight - weight / (1 + tf * table)``
+  are computed in float32 with Lucene's operations in Lucene's order (``avgdl`` and
+  ``idf`` are computed in double and rounded to float, as Lucene does);
+- a document's score is the sum of its term scores accumulated in double and rounded to
+  float, as Lucene's disjunction scorers do. Term scores span far fewer than the 29 bits
+  between float and double precision, so the double sum is exact whatever the order.
+
+Ranking: the documents with a positive score (those that match a query term, as Lucene
+returns them), by (score desc, document number asc); document numbers are paper_id order.
+The query paper is left out after taking k + 1, as :meth:`LuceneIndex.search` does.
+
+Cost: analysing the pool once (the JVM's analyzer, on all cores), then per query one
+gather of the postings of its terms and, per grid point, a few vectorised float32 passes
+over them, one accumulation (``np.bincount``) and one partial sort.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from mdcr.errors import ManifestMismatchError
+
+
+def _small_float() -> tuple[Callable[[int], int], np.ndarray]:
+    """Lucene's ``SmallFloat.intToByte4`` (as an unsigned byte) and the 256 decoded lengths."""
+    from mdcr.index.java import autoclass
+
+    sf = autoclass("org.apache.lucene.util.SmallFloat")
+    table = np.array(
+        [sf.byte4ToInt(b if b < 128 else b - 256) for b in range(256)], dtype=np.float32
+    )
+    return (lambda n: int(sf.intToByte4(int(n))) & 0xFF), table
+
+
+def encode_lengths(lengths: np.ndarray) -> np.ndarray:
+    """Lucene's one-byte norms of token counts (``SmallFloat.intToByte4``), as uint8.
+
+    Encoded through the JVM once per distinct length.
+    """
+    to_byte, _ = _small_float()
+    distinct = np.unique(lengths)
+    codes = np.array([to_byte(int(n)) for n in distinct], dtype=np.uint8)
+    return codes[np.searchsorted(distinct, lengths)]
+
+
+@dataclass(frozen=True)
+class PoolTerms:
+    """A pool's analysed documents (in document-number order) as postings per term."""
+
+    vocab: dict[str, int]
+    indptr: np.ndarray  # int64, len(vocab) + 1: term t's postings are [indptr[t], indptr[t+1])
+    docs: np.ndarray  # int32 document numbers, ascending within a term
+    tfs: np.ndarray  # float32 term frequencies
+    norms: np.ndarray  # uint8 Lucene norm of each document
+    n_docs: int
+    sum_ttf: int  # total tokens (Lucene's sumTotalTermFreq)
+    doc_count: int  # documents with at least one token (Lucene's docCount)
+
+    @property
+    def df(self) -> np.ndarray:
+        return np.diff(self.indptr)
+
+    @property
+    def avgdl(self) -> np.float32:
+        """Lucene's average length: (float) (sumTotalTermFreq / (double) docCount)."""
+        return np.float32(self.sum_ttf / float(self.doc_count)) if self.doc_count else np.float32(1)
+
+    @classmethod
+    def build(
+        cls,
+        texts: Sequence[str],
+        analyze: Callable[[str], list[str]],
+        *,
+        threads: int = 1,
+    ) -> PoolTerms:
+        """Analyse ``texts`` (document i = text i) and index their terms."""
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            token_lists = list(pool.map(analyze, texts, chunksize=256))
+        vocab: dict[str, int] = {}
+        ids = [vocab.setdefault(t, len(vocab)) for tokens in token_lists for t in tokens]
+        lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(texts))
+        del token_lists
+        n = len(texts)
+        doc_of = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        keys = np.asarray(ids, dtype=np.int64) * max(n, 1) + doc_of
+        del ids, doc_of
+        keys, counts = np.unique(keys, return_counts=True)
+        terms = keys // max(n, 1)
+        indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(terms, minlength=len(vocab)), out=indptr[1:])
+        return cls(
+            vocab=vocab,
+            indptr=indptr,
+            docs=(keys % max(n, 1)).astype(np.int32),
+            tfs=counts.astype(np.float32),
+            norms=encode_lengths(lengths),
+            n_docs=n,
+            sum_ttf=int(lengths.sum()),
+            doc_count=int((lengths > 0).sum()),
+        )
+
+    def check(self, doc_count: int, sum_ttf: int, n_docs: int) -> None:
+        """Refuse an index whose statistics differ from these terms (a mismatch is a bug)."""
+        if (doc_count, sum_ttf, n_docs) != (self.doc_count, self.sum_ttf, self.n_docs):
+            raise ManifestMismatchError(
+                f"the BM25 sweep's terms ({self.n_docs} documents, {self.sum_ttf} tokens) do "
+                f"not match the Lucene index ({n_docs} documents, {sum_ttf} tokens); use "
+                "engine lucene and report this"
+            )
+
+
+def norm_tables(terms: PoolTerms, grid: Sequence[tuple[float, float]]) -> np.ndarray:
+    """Lucene's per-(k1, b) ``cache``: float32 (len(grid), 256)."""
+    _, lengths = _small_float()
+    avgdl = terms.avgdl
+    one = np.float32(1)
+    out = np.empty((len(grid), 256), dtype=np.float32)
+    with np.errstate(divide="ignore"):
+        for g, (k1, b) in enumerate(grid):
+            k1f, bf = np.float32(k1), np.float32(b)
+            out[g] = one / (k1f * ((one - bf) + bf * lengths / avgdl))
+    return out
+
+
+def idf(df: np.ndarray, doc_count: int) -> np.ndarray:
+    """Lucene's idf, (float) log(1 + (docCount - docFreq + 0.5) / (docFreq + 0.5))."""
+    return np.array(
+        [math.log(1 + (doc_count - d + 0.5) / (d + 0.5)) for d in df.tolist()], dtype=np.float64
+    ).astype(np.float32)
+
+
+def top_docs(scores: np.ndarray, k: int) -> np.ndarray:
+    """The document numbers of the top ``k`` positive scores by (score desc, number asc)."""
+    matched = np.flatnonzero(scores > 0)
+    if len(matched) > k:
+        part = scores[matched]
+        kth = np.partition(part, len(part) - k)[len(part) - k]
+        matched = matched[part >= kth]
+    order = np.lexsort((matched, -scores[matched]))
+    return matched[order[:k]]
+
+
+def sweep_query(
+    terms: PoolTerms,
+    query_terms: Sequence[str],
+    tables: np.ndarray,
+    k: int,
+    exclude: int = -1,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per grid point (a row of ``tables``): (document numbers, float32 scores) of the top
+    ``k``, document ``exclude`` left out after taking k + 1, as Lucene's search does."""
+    counts = Counter(query_terms)
+    found = [(terms.vocab[t], c) for t, c in counts.items() if t in terms.vocab]
+    if not found:
+        empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
+        return [empty] * len(tables)
+    tids = np.array([t for t, _ in found], dtype=np.int64)
+    boosts = np.array([c for _, c in found], dtype=np.float32)
+    weights = boosts * idf(terms.df[tids], terms.doc_count)
+    starts, ends = terms.indptr[tids], terms.indptr[tids + 1]
+    lens = ends - starts
+    pos = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+    docs = terms.docs[pos]
+    tfs = terms.tfs[pos]
+    w = np.repeat(weights, lens)
+    norm_of = terms.norms[docs]
+    one = np.float32(1)
+    out = []
+    for table in tables:
+        contrib = w - w / (one + tfs * table[norm_of])
+        scores = np.bincount(docs, weights=contrib, minlength=terms.n_docs).astype(np.float32)
+        top = top_docs(scores, k + 1)
+        top = top[top != exclude][:k]
+        out.append((top.astype(np.int64), scores[top]))
+    return out
+
+
+def sweep_pool(
+    paper_ids: np.ndarray,
+    texts: Sequence[str],
+    query_ids: Sequence[str],
+    query_texts: Sequence[str],
+    grid: Sequence[tuple[float, float]],
+    k: int,
+    *,
+    threads: int = 1,
+) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+    """BM25 runs of one pool at every grid point: ``[grid point][query] -> (paper ids,
+    float64 scores)``, exactly as :meth:`LuceneIndex.search` returns them.
+
+    ``paper_ids`` are the pool's papers sorted (Lucene's document order) and ``texts``
+    their title + newline + abstract in that order.
+    """
+    from mdcr.errors import InputDataError
+    from mdcr.index.lucene import MAX_QUERY_TERMS, Analyzer
+
+    analyzer = Analyzer()
+    workers = max(1, threads)
+    terms = PoolTerms.build(texts, analyzer.analyze, threads=workers)
+    tables = norm_tables(terms, grid)
+    position = {pid: i for i, pid in enumerate(paper_ids.tolist())}
+
+    def one(i: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        words = analyzer.analyze(query_texts[i])
+        if len(set(words)) > MAX_QUERY_TERMS:
+            raise InputDataError(
+                f"query {query_ids[i]!r} has more than {MAX_QUERY_TERMS} distinct terms; "
+                f"no query is ever truncated: shorten its text in the corpus"
+            )
+        ranked = sweep_query(terms, words, tables, k, position.get(query_ids[i], -1))
+        return [(paper_ids[d].astype(str), s.astype(np.float64)) for d, s in ranked]
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        per_query = list(pool.map(one, range(len(query_ids))))
+    return [[per_query[q][g] for q in range(len(query_ids))] for g in range(len(grid))]

@@ -1,0 +1,144 @@
+"""The exact BM25 sweep equals Lucene: every grid point's rankings, scores and stage outputs.
+
+Lucene is the reference: each comparison runs the same queries through Lucene's search
+(one per grid point) and through the sweep (the whole grid at once).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from mdcr.index import bm25
+from mdcr.index.bm25 import DEFAULT_B_GRID, DEFAULT_K1_GRID
+from tests.unit.encoders.fixtures import write_pools
+from tests.unit.index.test_bm25_stages import _execute, write_corpus
+
+GRID = list(itertools.product(DEFAULT_K1_GRID, DEFAULT_B_GRID))  # the default 7 x 6
+
+
+def assert_same_as_lucene(
+    index_path: Path, ids: list[str], texts: list[str], queries: list[int], grid: list, k: int
+) -> int:
+    """Compare Lucene and the sweep at every grid point; return the rankings compared."""
+    from mdcr.index.lucene import open_index
+    from mdcr.index.sweep import sweep_pool
+
+    qids = [ids[i] for i in queries]
+    qtexts = [texts[i] for i in queries]
+    swept = sweep_pool(np.array(ids, dtype=object), texts, qids, qtexts, grid, k, threads=2)
+    compared = 0
+    with open_index(index_path) as index:
+        built, _ = index.build_queries(qids, qtexts)
+        for g, (k1, b) in enumerate(grid):
+            lucene = index.search(built, k, k1=k1, b=b, exclude=qids, threads=2)
+            for q, ((l_ids, l_sc), (s_ids, s_sc)) in enumerate(zip(lucene, swept[g], strict=True)):
+                where = f"k1={k1} b={b} query {qids[q]}"
+                assert l_ids.tolist() == s_ids.tolist(), where
+                assert np.array_equal(l_sc, s_sc), where  # the same float32 values, bit for bit
+                compared += 1
+    return compared
+
+
+def test_real_text_every_grid_point(sample_index: Path, s2orc_papers: list) -> None:  # type: ignore[type-arg]
+    ids = [p.paper_id for p in s2orc_papers]
+    texts = [p.text for p in s2orc_papers]
+    queries = list(range(0, len(ids), 4))  # 122 real title + abstract queries
+    # Top 500 > 488 papers: every matching paper is ranked, the whole list compared.
+    assert assert_same_as_lucene(sample_index, ids, texts, queries, GRID, 500) == 42 * 122
+
+
+def test_synthetic_pool_with_long_queries(lucene_jvm: object, tmp_path: Path) -> None:
+    from mdcr.corpus.synth_text import TOPICS, TextGenerator
+    from mdcr.index.lucene import Doc, build_index
+
+    rnd = random.Random(7)
+    gen = TextGenerator()
+    n = 1500
+    ids = [f"{i:06d}" for i in range(n)]
+    texts = []
+    for _ in range(n):
+        topic = rnd.randrange(len(TOPICS))
+        title, abstract = gen.render(rnd, topic, None, rnd.randrange(50), rnd.randint(4, 14))
+        texts.append(f"{title}\n{abstract}")
+    # Long queries: a paper's text plus those of three others (about 4x an abstract).
+    q_texts = [" ".join(texts[i + j] for j in range(4)) for i in range(0, 240, 4)]
+    build_index(tmp_path / "idx", ids, [Doc(ids, texts)], meta={}, threads=2)
+    # Query ids are pool papers: the sweep and Lucene leave the same paper out.
+    from mdcr.index.lucene import open_index
+    from mdcr.index.sweep import sweep_pool
+
+    qids = [ids[i] for i in range(0, 240, 4)]
+    grid = GRID[::5]
+    swept = sweep_pool(np.array(ids, dtype=object), texts, qids, q_texts, grid, 500, threads=2)
+    with open_index(tmp_path / "idx") as index:
+        built, stats = index.build_queries(qids, q_texts)
+        assert stats.n_terms.mean() > 100  # long queries
+        for g, (k1, b) in enumerate(grid):
+            lucene = index.search(built, 500, k1=k1, b=b, exclude=qids, threads=2)
+            for (l_ids, l_sc), (s_ids, s_sc) in zip(lucene, swept[g], strict=True):
+                assert l_ids.tolist() == s_ids.tolist()
+                assert np.array_equal(l_sc, s_sc)
+
+
+def test_lengths_encode_as_lucene_does(lucene_jvm: object) -> None:
+    from mdcr.index.java import autoclass
+    from mdcr.index.sweep import encode_lengths
+
+    sf = autoclass("org.apache.lucene.util.SmallFloat")
+    lengths = np.array([0, 1, 5, 23, 24, 25, 40, 41, 100, 1000, 5000, 70000, 2**20], np.int64)
+    want = [int(sf.intToByte4(int(n))) & 0xFF for n in lengths]
+    assert encode_lengths(lengths).tolist() == want
+
+
+@pytest.fixture()
+def stage_inputs(
+    tmp_path: Path, s2orc_papers: list, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:  # type: ignore[type-arg]
+    monkeypatch.setenv("MDCR_INDEX_DIR", str(tmp_path / "indexes"))
+    papers = [(p.paper_id, p.title, p.abstract) for p in s2orc_papers]
+    ids = [p[0] for p in papers]
+    pools = {
+        "dataset/val/300/r0": ids[:300],
+        "field/val/Medicine/r0": ids[150:],
+        "dataset/test/300/r0": ids[100:400],
+    }
+    qrels = {
+        "dataset/val/300/r0": {ids[i]: ids[i + 1 : i + 4] for i in range(0, 280, 9)},
+        "field/val/Medicine/r0": {ids[i]: ids[i + 2 : i + 5] for i in range(160, 480, 11)},
+        "dataset/test/300/r0": {ids[i]: ids[i + 1 : i + 3] for i in range(100, 390, 13)},
+    }
+    return {
+        "corpus": write_corpus(tmp_path / "corpus", papers),
+        "pools": write_pools(tmp_path / "pools", pools, qrels),
+        "home": tmp_path / "home",
+    }
+
+
+def test_stages_give_the_same_outputs_with_either_engine(stage_inputs: dict[str, Any]) -> None:
+    corpus, pools, home = (str(stage_inputs[k]) for k in ("corpus", "pools", "home"))
+    outs = {}
+    engines: tuple[Literal["lucene", "sweep"], ...] = ("lucene", "sweep")
+    for engine in engines:
+        tune = bm25.TuneConfig(corpus=corpus, pools=pools, engine=engine, threads=2)
+        outs[engine] = _execute(Path(home) / engine, bm25.TUNE_SPEC, tune)
+    grids = {e: pq.read_table(Path(o.path) / bm25.GRID_FILE) for e, o in outs.items()}
+    assert grids["lucene"].num_rows == 2 * 42 * 3  # pools x grid points x metrics
+    assert grids["lucene"].equals(grids["sweep"])
+    chosen = {e: (Path(o.path) / bm25.CHOSEN_FILE).read_text() for e, o in outs.items()}
+    assert chosen["lucene"] == chosen["sweep"]
+    # The engine is a setting: the same fingerprint.
+    assert outs["lucene"].fingerprint == outs["sweep"].fingerprint
+    runs = {}
+    for engine in engines:
+        cfg = bm25.BM25Config(corpus=corpus, pools=pools, k1=1.2, b=0.75, engine=engine)
+        out = _execute(Path(home) / engine, bm25.SPEC, cfg)
+        runs[engine] = pq.read_table(Path(out.path) / "runs.parquet")
+    assert runs["lucene"].num_rows > 1000
+    assert runs["lucene"].equals(runs["sweep"])
