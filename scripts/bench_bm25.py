@@ -1,4 +1,4 @@
-"""Benchmark BM25 on one large pool: Lucene (mdcr's index and search) against bm25s.
+"""Benchmark BM25 on one large pool: Lucene, mdcr's exact grid sweep, and bm25s.
 
 A synthetic corpus with text (``mdcr.corpus.synth.write_tables``, cached under
 ``data/bench-bm25/``) is one pool of ``--papers`` papers; ``--queries`` of its 2019 papers
@@ -11,9 +11,15 @@ terms each, the query itself excluded. In the same run the script measures
   tokenize + index (docs/s), tokenize + retrieve at top-k (queries/s);
 - bm25s on Lucene's own analyzer output (optional): isolates the scoring from the tokenizer,
 
+- the exact sweep (``mdcr.index.sweep``): the whole default 7 x 6 (k1, b) grid from one
+  pass over each query's postings (pool analysis included), against one Lucene pass and
+  against the grid through Lucene (``--lucene-points`` grid points searched, the rest
+  extrapolated from their mean); its rankings are compared with Lucene's at those points,
+
 and prints the speed ratios and the overlap of the top-100 (and top-10) with Lucene's.
 
     python scripts/bench_bm25.py --papers 110000 --queries 1000
+    python scripts/bench_bm25.py --papers 100000 --queries 3800 --no-bm25s
 """
 
 from __future__ import annotations
@@ -133,6 +139,54 @@ def lucene_run(
     return res
 
 
+def sweep_run(
+    ids: list[str], texts: list[str], qids: list[str], qtexts: list[str], args: Any, luc: dict
+) -> dict[str, Any]:
+    """The whole default grid by the sweep, against Lucene at ``--lucene-points`` points."""
+    import itertools
+
+    from mdcr.index.bm25 import DEFAULT_B_GRID, DEFAULT_K1_GRID
+    from mdcr.index.lucene import open_index
+    from mdcr.index.sweep import sweep_pool
+
+    grid = list(itertools.product(DEFAULT_K1_GRID, DEFAULT_B_GRID))
+    threads = args.threads or os.cpu_count() or 1
+    order = sorted(range(len(ids)), key=lambda i: ids[i])
+    sorted_ids = np.array([ids[i] for i in order], dtype=object)
+    sorted_texts = [texts[i] for i in order]
+    t0 = time.perf_counter()
+    swept = sweep_pool(sorted_ids, sorted_texts, qids, qtexts, grid, args.k, threads=threads)
+    sweep_s = time.perf_counter() - t0
+    points = [grid[i] for i in np.linspace(0, len(grid) - 1, args.lucene_points).astype(int)]
+    lucene_s, same = [], True
+    with open_index(args.out / "lucene-index") as index:
+        queries, _ = index.build_queries(qids, qtexts)
+        for k1, b in points:
+            t0 = time.perf_counter()
+            ranked = index.search(queries, args.k, k1=k1, b=b, exclude=qids, threads=threads)
+            lucene_s.append(time.perf_counter() - t0)
+            mine = swept[grid.index((k1, b))]
+            same = same and all(
+                a[0].tolist() == m[0].tolist() and np.array_equal(a[1], m[1])
+                for a, m in zip(ranked, mine, strict=True)
+            )
+    one_pass = luc[f"search_s_{threads}t"]
+    grid_lucene = float(np.mean(lucene_s)) * len(grid)
+    return {
+        "grid_points": len(grid),
+        "sweep_s": round(sweep_s, 2),
+        "sweep_queries_per_s": round(len(qids) / sweep_s, 1),
+        "sweep_docs_per_s": round(len(ids) / sweep_s),
+        "lucene_one_pass_s": one_pass,
+        "lucene_points_measured": [list(p) for p in points],
+        "lucene_grid_s_extrapolated": round(grid_lucene, 1),
+        "ratio_sweep_to_one_pass": round(sweep_s / one_pass, 2),
+        "ratio_lucene_grid_to_one_pass": round(grid_lucene / one_pass, 1),
+        "speedup_over_lucene_grid": round(grid_lucene / sweep_s, 1),
+        "identical_to_lucene": same,
+    }
+
+
 def bm25s_run(
     ids: list[str],
     texts: list[str] | list[list[str]],
@@ -208,6 +262,11 @@ def main() -> None:
     ap.add_argument(
         "--no-anserini-indexer", action="store_true", help="skip Anserini's SimpleIndexer"
     )
+    ap.add_argument("--no-bm25s", action="store_true", help="skip the bm25s comparison")
+    ap.add_argument("--no-sweep", action="store_true", help="skip the exact grid sweep")
+    ap.add_argument(
+        "--lucene-points", type=int, default=3, help="grid points searched through Lucene"
+    )
     ap.add_argument("--cache", type=Path, default=REPO / "data" / "bench-bm25")
     ap.add_argument("--out", type=Path, default=REPO / "bench-out" / "bm25")
     args = ap.parse_args()
@@ -255,11 +314,6 @@ def main() -> None:
         f"lucene: identical rankings with 1 and N threads: {luc['identical_across_thread_counts']}"
     )
 
-    bs = bm25s_run(ids, texts, qids, qtexts, args, pretokenized=False)
-    print(
-        f"bm25s ({args.bm25s_backend}): tokenize+index {bs['index_s']}s "
-        f"({bs['index_docs_per_s']} docs/s), search {bs['queries_per_s']} queries/s"
-    )
     results: dict[str, Any] = {
         "papers": len(ids),
         "queries": len(qids),
@@ -267,8 +321,29 @@ def main() -> None:
         "threads": args.threads or cores,
         "cores": cores,
         "lucene": {k: v for k, v in luc.items() if k != "ranked"},
-        "bm25s": {k: v for k, v in bs.items() if k != "ranked"},
     }
+    if not args.no_sweep:
+        sw = sweep_run(ids, texts, qids, qtexts, args, luc)
+        results["sweep"] = sw
+        print(
+            f"sweep: whole {sw['grid_points']}-point grid in {sw['sweep_s']}s "
+            f"({sw['sweep_queries_per_s']} queries/s, {sw['sweep_docs_per_s']} docs/s), "
+            f"{sw['ratio_sweep_to_one_pass']}x one Lucene pass ({sw['lucene_one_pass_s']}s); "
+            f"the grid through Lucene {sw['lucene_grid_s_extrapolated']}s "
+            f"({sw['ratio_lucene_grid_to_one_pass']}x one pass, extrapolated from "
+            f"{len(sw['lucene_points_measured'])} points): {sw['speedup_over_lucene_grid']}x "
+            f"faster; identical to Lucene: {sw['identical_to_lucene']}"
+        )
+    if args.no_bm25s:
+        (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        print(f"results: {args.out / 'results.json'}")
+        return
+    bs = bm25s_run(ids, texts, qids, qtexts, args, pretokenized=False)
+    print(
+        f"bm25s ({args.bm25s_backend}): tokenize+index {bs['index_s']}s "
+        f"({bs['index_docs_per_s']} docs/s), search {bs['queries_per_s']} queries/s"
+    )
+    results["bm25s"] = {k: v for k, v in bs.items() if k != "ranked"}
     lt = luc[f"queries_per_s_{args.threads or cores}t"]
     for depth in (100, 10):
         mean, low = overlap(luc["ranked"], bs["ranked"], depth)
