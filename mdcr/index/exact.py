@@ -9,6 +9,9 @@ backends (or one backend on two machines) can round the same score differently. 
    numbers are exact (even in float32) and each dot product is a pairwise float64 sum
    over one row, so a paper's score is the same bits whatever backend or candidate set
    produced it (L2 as ``-(|q|^2 + |x|^2 - 2 q.x)`` from such sums).
+   Only candidates whose backend score is within ``2 eps`` of the k-th one (the query
+   left out) can reach the top k, so only those are re-scored; rows are gathered from the
+   backend's own float32 copy when it has one, on all cores.
 3. Rank by (score desc, paper_id asc) without the query (``rank_candidates``'s rule; the
    pool is sorted by paper_id, so the row number is the paper_id order).
 4. Check that nothing outside the ``k'`` candidates can belong in the top k: a paper the
@@ -76,31 +79,6 @@ def _dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.add.reduce(prod64, axis=-1)
 
 
-def rescore(
-    queries: np.ndarray,
-    db: np.ndarray,
-    rows: np.ndarray,
-    metric: SearchMetric,
-    db_sq: np.ndarray | None = None,
-) -> np.ndarray:
-    """float64 scores of ``queries[i]`` against ``db[rows[i, j]]``, shape ``rows.shape``.
-
-    A pair's score depends only on the two vectors, never on which other candidates were
-    gathered with it, so every backend gets the same bits. L2 uses
-    ``-(|q|^2 + |x|^2 - 2 q.x)`` with ``db_sq`` the pool's :func:`squared_norms`.
-    """
-    out = np.empty(rows.shape, dtype=np.float64)
-    sq = None if metric == "ip" else (db_sq if db_sq is not None else squared_norms(db))
-    for i in range(len(rows)):
-        q = queries[i : i + 1]
-        dots = _dots(db[rows[i]], q)
-        if sq is None:
-            out[i] = dots
-        else:
-            out[i] = -(sq[rows[i]] + _dots(q, q)[0] - 2.0 * dots)
-    return out
-
-
 def max_norm(vectors: np.ndarray, block: int = 1 << 16) -> float:
     """Largest L2 norm among ``vectors`` (float32 arithmetic, block by block)."""
     best = 0.0
@@ -154,6 +132,38 @@ def _scores_against(rows_of: _Rows, q: np.ndarray, rows: np.ndarray) -> np.ndarr
     prod = rows_of.float32(rows)
     prod *= q
     return np.add.reduce(prod, axis=-1, dtype=np.float64)
+
+
+def rescore(
+    rows_of: _Rows,
+    queries: np.ndarray,
+    cand: np.ndarray,
+    metric: SearchMetric,
+    db_sq: np.ndarray | None,
+    threads: int | None = None,
+) -> np.ndarray:
+    """float64 scores of ``queries[i]`` against pool rows ``cand[i, j]``, shape ``cand.shape``.
+
+    A pair's score depends only on the two vectors, never on which other candidates were
+    gathered with it, so every backend gets the same bits. L2 uses
+    ``-(|q|^2 + |x|^2 - 2 q.x)`` with ``db_sq`` the pool's :func:`squared_norms`. Runs on
+    ``threads`` threads (default: all cores), gathering rows as ``rows_of`` says.
+    """
+    out = np.empty(cand.shape, dtype=np.float64)
+    q_src = np.asarray(queries, dtype=np.float32) if rows_of.db.dtype == np.float16 else queries
+    q_sq = squared_norms(queries) if metric == "l2" else None
+
+    def work(js: np.ndarray) -> None:
+        for i in js:
+            sc = _scores_against(rows_of, q_src[i], cand[i])
+            if db_sq is not None and q_sq is not None:
+                sc = -(db_sq[cand[i]] + q_sq[i] - 2.0 * sc)
+            out[i] = sc
+
+    workers = max(1, threads or os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(work, np.array_split(np.arange(len(cand)), workers * 4)))
+    return out
 
 
 def exact_topk(
@@ -331,7 +341,13 @@ def _multi_round(
     first_of = np.cumsum(lens) - lens
     qrows = np.repeat(starts, lens) + (np.arange(int(lens.sum())) - np.repeat(first_of, lens))
     approx, cand = backend.search(query_sentences[qrows], window)
-    exact = rescore(query_sentences[qrows], sentences, cand, metric, db_sq)
+    exact = rescore(
+        _Rows(sentences, getattr(backend, "vectors32", None)),
+        query_sentences[qrows],
+        cand,
+        metric,
+        db_sq,
+    )
     bound = approx[:, -1].astype(np.float64) + eps[qrows]
     retry = []
     at = 0
