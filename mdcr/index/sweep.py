@@ -165,7 +165,15 @@ def sweep_query(
     exclude: int = -1,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per grid point (a row of ``tables``): (document numbers, float32 scores) of the top
-    ``k``, document ``exclude`` left out after taking k + 1, as Lucene's search does."""
+    ``k``, document ``exclude`` left out after taking k + 1, as Lucene's search does.
+
+    A posting's term score depends only on its term, tf and norm byte, so the float32
+    formula runs once per distinct (term, tf, norm) ("combo") and grid point; the
+    documents' scores for the whole grid are then one sparse product, (matched documents x
+    combos, ones) @ (combos x grid points), accumulated in double.
+    """
+    from scipy import sparse
+
     counts = Counter(query_terms)
     found = [(terms.vocab[t], c) for t, c in counts.items() if t in terms.vocab]
     if not found:
@@ -179,16 +187,26 @@ def sweep_query(
     pos = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
     docs = terms.docs[pos]
     tfs = terms.tfs[pos]
-    w = np.repeat(weights, lens)
-    norm_of = terms.norms[docs]
+    local_term = np.repeat(np.arange(len(tids), dtype=np.int64), lens)
+    combo_key = (local_term << 40) | (tfs.astype(np.int64) << 8) | terms.norms[docs]
+    combos, combo_of = np.unique(combo_key, return_inverse=True)
+    matched, doc_of = np.unique(docs, return_inverse=True)
+    c_w = weights[combos >> 40]
+    c_tf = ((combos >> 8) & 0xFFFFFFFF).astype(np.float32)
+    c_norm = combos & 0xFF
     one = np.float32(1)
+    # (grid points x combos): Lucene's float32 term score, in Lucene's order of operations.
+    contrib = c_w - c_w / (one + c_tf * tables[:, c_norm])
+    postings = sparse.csr_matrix(
+        (np.ones(len(docs)), (doc_of, combo_of)), shape=(len(matched), len(combos))
+    )
+    scores = np.asarray(postings @ contrib.T.astype(np.float64)).astype(np.float32)
     out = []
-    for table in tables:
-        contrib = w - w / (one + tfs * table[norm_of])
-        scores = np.bincount(docs, weights=contrib, minlength=terms.n_docs).astype(np.float32)
-        top = top_docs(scores, k + 1)
-        top = top[top != exclude][:k]
-        out.append((top.astype(np.int64), scores[top]))
+    for g in range(len(tables)):
+        column = scores[:, g]
+        top = top_docs(column, k + 1)
+        top = top[matched[top] != exclude][:k]
+        out.append((matched[top].astype(np.int64), column[top]))
     return out
 
 
