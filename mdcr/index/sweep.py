@@ -20,9 +20,9 @@ Ranking: the documents with a positive score (those that match a query term, as 
 returns them), by (score desc, document number asc); document numbers are paper_id order.
 The query paper is left out after taking k + 1, as :meth:`LuceneIndex.search` does.
 
-Cost: analysing the pool once (the JVM's analyzer, on all cores), then per query one
-gather of the postings of its terms and, per grid point, a few vectorised float32 passes
-over them, one accumulation (``np.bincount``) and one partial sort.
+Cost: analysing the pool once (the JVM's analyzer, on all cores) into a forward index,
+then per query one compiled pass over it that scores every grid point at once
+(:mod:`mdcr.index.sweep_kernel`); queries run on all cores.
 """
 
 from __future__ import annotations
@@ -62,20 +62,18 @@ def encode_lengths(lengths: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PoolTerms:
-    """A pool's analysed documents (in document-number order) as postings per term."""
+    """A pool's analysed documents (in document-number order) as a forward index: each
+    document's distinct terms (ascending) and their frequencies."""
 
     vocab: dict[str, int]
-    indptr: np.ndarray  # int64, len(vocab) + 1: term t's postings are [indptr[t], indptr[t+1])
-    docs: np.ndarray  # int32 document numbers, ascending within a term
-    tfs: np.ndarray  # float32 term frequencies
+    df: np.ndarray  # int64 documents per term
+    fwd_ptr: np.ndarray  # int64, n_docs + 1: document d's terms are [fwd_ptr[d], fwd_ptr[d+1])
+    fwd_terms: np.ndarray  # int32 term ids
+    fwd_tfs: np.ndarray  # float32 term frequencies
     norms: np.ndarray  # uint8 Lucene norm of each document
     n_docs: int
     sum_ttf: int  # total tokens (Lucene's sumTotalTermFreq)
     doc_count: int  # documents with at least one token (Lucene's docCount)
-
-    @property
-    def df(self) -> np.ndarray:
-        return np.diff(self.indptr)
 
     @property
     def avgdl(self) -> np.float32:
@@ -97,19 +95,20 @@ class PoolTerms:
         ids = [vocab.setdefault(t, len(vocab)) for tokens in token_lists for t in tokens]
         lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(texts))
         del token_lists
-        n = len(texts)
+        n, n_terms = len(texts), max(len(vocab), 1)
         doc_of = np.repeat(np.arange(n, dtype=np.int64), lengths)
-        keys = np.asarray(ids, dtype=np.int64) * max(n, 1) + doc_of
+        keys = doc_of * n_terms + np.asarray(ids, dtype=np.int64)
         del ids, doc_of
-        keys, counts = np.unique(keys, return_counts=True)
-        terms = keys // max(n, 1)
-        indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(terms, minlength=len(vocab)), out=indptr[1:])
+        keys, counts = np.unique(keys, return_counts=True)  # by document, then term
+        terms = (keys % n_terms).astype(np.int32)
+        fwd_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(keys // n_terms, minlength=n), out=fwd_ptr[1:])
         return cls(
             vocab=vocab,
-            indptr=indptr,
-            docs=(keys % max(n, 1)).astype(np.int32),
-            tfs=counts.astype(np.float32),
+            df=np.bincount(terms, minlength=len(vocab)).astype(np.int64),
+            fwd_ptr=fwd_ptr,
+            fwd_terms=terms,
+            fwd_tfs=counts.astype(np.float32),
             norms=encode_lengths(lengths),
             n_docs=n,
             sum_ttf=int(lengths.sum()),
@@ -146,17 +145,6 @@ def idf(df: np.ndarray, doc_count: int) -> np.ndarray:
     ).astype(np.float32)
 
 
-def top_docs(scores: np.ndarray, k: int) -> np.ndarray:
-    """The document numbers of the top ``k`` positive scores by (score desc, number asc)."""
-    matched = np.flatnonzero(scores > 0)
-    if len(matched) > k:
-        part = scores[matched]
-        kth = np.partition(part, len(part) - k)[len(part) - k]
-        matched = matched[part >= kth]
-    order = np.lexsort((matched, -scores[matched]))
-    return matched[order[:k]]
-
-
 def sweep_query(
     terms: PoolTerms,
     query_terms: Sequence[str],
@@ -167,12 +155,10 @@ def sweep_query(
     """Per grid point (a row of ``tables``): (document numbers, float32 scores) of the top
     ``k``, document ``exclude`` left out after taking k + 1, as Lucene's search does.
 
-    A posting's term score depends only on its term, tf and norm byte, so the float32
-    formula runs once per distinct (term, tf, norm) ("combo") and grid point; the
-    documents' scores for the whole grid are then one sparse product, (matched documents x
-    combos, ones) @ (combos x grid points), accumulated in double.
+    One pass over the forward index (:mod:`mdcr.index.sweep_kernel`) scores every grid
+    point at once.
     """
-    from scipy import sparse
+    from mdcr.index.sweep_kernel import grid_top
 
     counts = Counter(query_terms)
     found = [(terms.vocab[t], c) for t, c in counts.items() if t in terms.vocab]
@@ -182,31 +168,22 @@ def sweep_query(
     tids = np.array([t for t, _ in found], dtype=np.int64)
     boosts = np.array([c for _, c in found], dtype=np.float32)
     weights = boosts * idf(terms.df[tids], terms.doc_count)
-    starts, ends = terms.indptr[tids], terms.indptr[tids + 1]
-    lens = ends - starts
-    pos = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
-    docs = terms.docs[pos]
-    tfs = terms.tfs[pos]
-    local_term = np.repeat(np.arange(len(tids), dtype=np.int64), lens)
-    combo_key = (local_term << 40) | (tfs.astype(np.int64) << 8) | terms.norms[docs]
-    combos, combo_of = np.unique(combo_key, return_inverse=True)
-    matched, doc_of = np.unique(docs, return_inverse=True)
-    c_w = weights[combos >> 40]
-    c_tf = ((combos >> 8) & 0xFFFFFFFF).astype(np.float32)
-    c_norm = combos & 0xFF
-    one = np.float32(1)
-    # (grid points x combos): Lucene's float32 term score, in Lucene's order of operations.
-    contrib = c_w - c_w / (one + c_tf * tables[:, c_norm])
-    postings = sparse.csr_matrix(
-        (np.ones(len(docs)), (doc_of, combo_of)), shape=(len(matched), len(combos))
+    local_of = np.full(len(terms.vocab), -1, dtype=np.int32)
+    local_of[tids] = np.arange(len(tids), dtype=np.int32)
+    ranked = grid_top(
+        local_of,
+        weights,
+        terms.fwd_ptr,
+        terms.fwd_terms,
+        terms.fwd_tfs,
+        terms.norms,
+        np.ascontiguousarray(tables.T),
+        k + 1,
     )
-    scores = np.asarray(postings @ contrib.T.astype(np.float64)).astype(np.float32)
     out = []
-    for g in range(len(tables)):
-        column = scores[:, g]
-        top = top_docs(column, k + 1)
-        top = top[matched[top] != exclude][:k]
-        out.append((matched[top].astype(np.int64), column[top]))
+    for docs, scores in ranked:
+        keep = docs != exclude
+        out.append((docs[keep][:k], scores[keep][:k]))
     return out
 
 
