@@ -602,9 +602,13 @@ def run_bm25_tune(cfg: TuneConfig, ctx: StageContext) -> None:
 def plan_bm25_tune(
     cfg: TuneConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
 ) -> StagePlan:
+    how = (
+        "the exact sweep, one pass per query"
+        if cfg.engine == "sweep"
+        else "Lucene, one index per pool in $MDCR_INDEX_DIR or indexes/"
+    )
     return StagePlan(
-        f"grid {len(cfg.k1)} k1 x {len(cfg.b)} b on every val pool (one Lucene index per pool, "
-        f"in $MDCR_INDEX_DIR or indexes/); choose by {cfg.metric}"
+        f"grid {len(cfg.k1)} k1 x {len(cfg.b)} b on every val pool ({how}); choose by {cfg.metric}"
     )
 
 
@@ -612,7 +616,8 @@ def plan_bm25(
     cfg: BM25Config, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
 ) -> StagePlan:
     how = "k1, b from bm25-tune" if inputs.get("params") else f"k1={cfg.k1}, b={cfg.b}"
-    return StagePlan(f"BM25 (Lucene) top-{cfg.k} on {', '.join(cfg.splits)} pools; {how}")
+    engine = "Lucene" if cfg.engine == "lucene" else "the exact sweep"
+    return StagePlan(f"BM25 ({engine}) top-{cfg.k} on {', '.join(cfg.splits)} pools; {how}")
 
 
 TUNE_SPEC = register(
@@ -621,7 +626,7 @@ TUNE_SPEC = register(
         version="1",
         config=TuneConfig,
         run=run_bm25_tune,
-        help="grid-search BM25 k1 and b on the validation pools (Lucene, one index per pool)",
+        help="grid-search BM25 k1 and b on the validation pools (exact sweep, or Lucene)",
         resumable=True,
         plan=plan_bm25_tune,
         main_output=CHOSEN_FILE,

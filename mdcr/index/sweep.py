@@ -151,9 +151,11 @@ def sweep_query(
     tables: np.ndarray,
     k: int,
     exclude: int = -1,
+    **kernel: int,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per grid point (a row of ``tables``): (document numbers, float32 scores) of the top
     ``k``, document ``exclude`` left out after taking k + 1, as Lucene's search does.
+    ``kernel``: :func:`mdcr.index.sweep_kernel.grid_top`'s cache bounds (for tests).
 
     One pass over the forward index (:mod:`mdcr.index.sweep_kernel`) scores every grid
     point at once.
@@ -179,6 +181,7 @@ def sweep_query(
         terms.norms,
         np.ascontiguousarray(tables.T),
         k + 1,
+        **kernel,
     )
     out = []
     for docs, scores in ranked:

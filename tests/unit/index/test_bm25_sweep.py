@@ -142,3 +142,22 @@ def test_stages_give_the_same_outputs_with_either_engine(stage_inputs: dict[str,
         runs[engine] = pq.read_table(Path(out.path) / "runs.parquet")
     assert runs["lucene"].num_rows > 1000
     assert runs["lucene"].equals(runs["sweep"])
+
+
+def test_term_score_cache_bounds_do_not_change_results(
+    lucene_jvm: object, s2orc_papers: list
+) -> None:  # type: ignore[type-arg]
+    from mdcr.index.lucene import Analyzer
+    from mdcr.index.sweep import PoolTerms, norm_tables, sweep_query
+
+    analyzer = Analyzer()
+    terms = PoolTerms.build([p.text for p in s2orc_papers], analyzer.analyze, threads=2)
+    tables = norm_tables(terms, GRID[::7])
+    for paper in s2orc_papers[::40]:
+        words = analyzer.analyze(paper.text)
+        full = sweep_query(terms, words, tables, 100)
+        # No cache (every term score computed directly), and a cache that overflows at once.
+        for bounds in ({"tf_cap": 0, "cache_rows": 1}, {"tf_cap": 2, "cache_rows": 3}):
+            other = sweep_query(terms, words, tables, 100, **bounds)
+            for (d1, s1), (d2, s2) in zip(full, other, strict=True):
+                assert d1.tolist() == d2.tolist() and np.array_equal(s1, s2)
