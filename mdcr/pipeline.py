@@ -178,9 +178,10 @@ def run_pipeline(
     in code). With ``dry_run`` it prints each step's fingerprint, state and plan.
     """
     steps = list(pipeline.steps)
-    if until is not None:
-        last = pipeline.step(until)
-        steps = steps[: steps.index(last) + 1]
+    for last_id in (until, only):  # nothing after the last step asked for is planned
+        if last_id is not None:
+            last = pipeline.step(last_id)
+            steps = steps[: steps.index(last) + 1]
     selected = {pipeline.step(only).id} if only is not None else {s.id for s in steps}
     folders: dict[str, Path] = {}
     known: dict[Path, str] = {}

@@ -55,6 +55,12 @@ def test_until_and_only(tmp_path: Path) -> None:
     assert res["src"].up_to_date and not res["dbl"].up_to_date
 
 
+def test_only_a_first_step_needs_nothing_after_it(tmp_path: Path) -> None:
+    # Steps after the one asked for are neither built nor required (a fresh store).
+    res = run_pipeline(load_pipeline(write(tmp_path)), Store(tmp_path / "home"), only="src")
+    assert list(res) == ["src"] and not res["src"].up_to_date
+
+
 def test_only_with_unbuilt_input_is_a_clear_error(tmp_path: Path) -> None:
     pipe = load_pipeline(write(tmp_path))
     with pytest.raises(ConfigError, match="needs 'src', which is not built yet"):
