@@ -109,3 +109,27 @@ def test_bad_override_is_a_clear_error(tmp_path: Path) -> None:
         load_pipeline(write(tmp_path), ["zzz.n=3"])
     with pytest.raises(ConfigError, match=r"src\.n: expected an integer"):
         load_pipeline(write(tmp_path), ["src.n=many"])
+
+
+@pytest.mark.parametrize("name", ["demo", "paper", "rehearsal"])
+def test_shipped_pipelines_load(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import importlib.util
+
+    import mdcr.encoders.stage
+    import mdcr.index.bm25
+    import mdcr.index.dense  # noqa: F401  (registers every stage the files name)
+
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("S2ORC_DIR", str(tmp_path))
+    sets: list[str] = []
+    if name == "rehearsal":  # and at another scale, as scripts/bench_paper.py sets it
+        spec = importlib.util.spec_from_file_location(
+            "bench_paper", repo / "scripts" / "bench_paper.py"
+        )
+        assert spec is not None and spec.loader is not None
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+        sets = bench.overrides(0.01)
+        assert "pools.dataset_sizes=2000,5000,10000,20000" in sets
+    pipe = load_pipeline(repo / "pipelines" / f"{name}.toml", sets)
+    assert len(pipe.steps) >= 10
