@@ -35,8 +35,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mdcr.errors import ManifestMismatchError
-
 
 def _small_float() -> tuple[Callable[[int], int], np.ndarray]:
     """Lucene's ``SmallFloat.intToByte4`` (as an unsigned byte) and the 256 decoded lengths."""
@@ -114,15 +112,6 @@ class PoolTerms:
             sum_ttf=int(lengths.sum()),
             doc_count=int((lengths > 0).sum()),
         )
-
-    def check(self, doc_count: int, sum_ttf: int, n_docs: int) -> None:
-        """Refuse an index whose statistics differ from these terms (a mismatch is a bug)."""
-        if (doc_count, sum_ttf, n_docs) != (self.doc_count, self.sum_ttf, self.n_docs):
-            raise ManifestMismatchError(
-                f"the BM25 sweep's terms ({self.n_docs} documents, {self.sum_ttf} tokens) do "
-                f"not match the Lucene index ({n_docs} documents, {sum_ttf} tokens); use "
-                "engine lucene and report this"
-            )
 
 
 def norm_tables(terms: PoolTerms, grid: Sequence[tuple[float, float]]) -> np.ndarray:

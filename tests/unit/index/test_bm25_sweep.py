@@ -87,6 +87,26 @@ def test_synthetic_pool_with_long_queries(lucene_jvm: object, tmp_path: Path) ->
                 assert np.array_equal(l_sc, s_sc)
 
 
+def test_pool_statistics_equal_the_lucene_index(sample_index: Path, s2orc_papers: list) -> None:  # type: ignore[type-arg]
+    from mdcr.index.java import autoclass
+    from mdcr.index.lucene import FIELD, Analyzer, open_index
+    from mdcr.index.sweep import PoolTerms
+
+    terms = PoolTerms.build([p.text for p in s2orc_papers], Analyzer().analyze, threads=2)
+    term_cls = autoclass("org.apache.lucene.index.Term")
+    with open_index(sample_index) as index:
+        stats = index.searcher(0.9, 0.4).collectionStatistics(FIELD)
+        assert (terms.doc_count, terms.sum_ttf) == (stats.docCount(), stats.sumTotalTermFreq())
+        assert terms.n_docs == len(index.paper_ids) == 488
+        for word in ("cell", "patient", "model", "studi", "temperatur", "the"):
+            got = int(terms.df[terms.vocab[word]]) if word in terms.vocab else 0
+            assert got == index.reader.docFreq(term_cls(FIELD, word))
+        norms = index.reader.leaves().get(0).reader().getNormValues(FIELD)
+        for doc in range(0, 488, 11):
+            assert norms.advanceExact(doc)
+            assert int(norms.longValue()) & 0xFF == int(terms.norms[doc])
+
+
 def test_lengths_encode_as_lucene_does(lucene_jvm: object) -> None:
     from mdcr.index.java import autoclass
     from mdcr.index.sweep import encode_lengths
