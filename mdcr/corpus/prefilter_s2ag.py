@@ -19,8 +19,9 @@ differ. Steps, all in DuckDB, which spills to disk, so that memory stays bounded
 5. Outputs as for S2ORC (:func:`mdcr.corpus.prefilter_output.write_outputs`): edges
    between survivors, self-citations dropped.
 
-Memory outside DuckDB: the output step holds 8 bytes per edge between survivors in numpy
-(see :mod:`mdcr.corpus.prefilter_output`), plus 16 bytes per survivor.
+Memory outside DuckDB: DuckDB sorts the edges between survivors and they are streamed
+into citations.parquet (:func:`edge_keys`), so mdcr holds only per-survivor arrays (about
+40 bytes per survivor) and one batch of edges.
 """
 
 from __future__ import annotations
