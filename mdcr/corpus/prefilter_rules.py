@@ -135,8 +135,9 @@ def title_rule_sql(col: str) -> str:
 def abstract_rule_sql(cfg: PrefilterConfig, col: str) -> str:
     """SQL: rule 3 on a raw-JSON abstract column (checked to be a string or null).
 
-    A JSON string of 12k bytes or more holds at least k characters (an escape such as
-    \\uXXXX is at most 12 bytes per character), so only shorter ones are unescaped.
+    A JSON string of 12k bytes or more holds at least k characters (no character takes
+    more than 12 bytes: a surrogate pair of two 6-byte \\u escapes), so only shorter
+    ones are unescaped.
     """
     k = cfg.min_abstract_chars
     return f"""CASE WHEN {col} IS NULL OR {col} = 'null' THEN {k <= 0}
