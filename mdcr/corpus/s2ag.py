@@ -31,7 +31,6 @@ from mdcr.errors import InputDataError
 
 DATASETS = ("papers", "abstracts", "citations")
 PATTERNS = ("*.jsonl.gz", "*.jsonl", "*.gz")
-FIELD_SOURCES = ("external", "s2-fos-model")
 _ID_RE = '(0|[1-9][0-9]*)|"(0|[1-9][0-9]*)"'
 
 
