@@ -32,12 +32,14 @@ import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    from mdcr.encoders.id_lookup import IdLookup
 
 from mdcr.errors import InputDataError
 from mdcr.store import atomic_path
@@ -262,6 +264,7 @@ class EmbeddingStore:
         self._mm: dict[int, np.ndarray] = {}
         self._off: dict[int, np.ndarray] = {}
         self._hashes: np.ndarray | None = None
+        self._lookup: IdLookup | None = None  # built on the first lookup, then reused
         vec_counts = np.array([self._emb(i).shape[0] for i in shards], dtype=np.int64)
         self._vec_starts = np.concatenate([[0], np.cumsum(vec_counts)])
 
@@ -289,8 +292,11 @@ class EmbeddingStore:
         arr = paper_ids if isinstance(paper_ids, pa.Array) else pa.array(paper_ids, pa.string())
         if len(arr) == 0:
             return np.zeros(0, dtype=np.int64)
-        found = pc.index_in(arr.cast(pa.string()), value_set=self.ids)
-        return np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        if self._lookup is None:
+            from mdcr.encoders.id_lookup import IdLookup
+
+            self._lookup = IdLookup(self.ids)
+        return self._lookup.rows(arr)
 
     def text_hashes(self, rows: np.ndarray) -> np.ndarray:
         """The text hash each paper at ``rows`` was encoded from (0: not recorded)."""
