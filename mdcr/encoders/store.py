@@ -345,11 +345,16 @@ class EmbeddingStore:
             raise InputDataError(f"'{self.folder}' holds multi-vector embeddings; use doc_vectors")
         return self._gather(np.asarray(rows, dtype=np.int64))
 
-    def doc_vectors(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Vectors of the papers at ``rows`` and their offsets (``len(rows) + 1``)."""
+    def vector_counts(self, rows: np.ndarray) -> np.ndarray:
+        """How many vectors each paper at ``rows`` has (1 in a single-vector store)."""
         rows = np.asarray(rows, dtype=np.int64)
         if not self.multi_vector:
-            return self._gather(rows), np.arange(len(rows) + 1, dtype=np.int64)
+            return np.ones(len(rows), dtype=np.int64)
+        starts, ends = self._vector_ranges(rows)
+        return ends - starts
+
+    def _vector_ranges(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Global vector rows [start, end) of each paper at ``rows`` (multi-vector store)."""
         starts = np.empty(len(rows), dtype=np.int64)
         ends = np.empty(len(rows), dtype=np.int64)
         shard_pos = np.searchsorted(self._doc_starts, rows, side="right") - 1
@@ -358,6 +363,14 @@ class EmbeddingStore:
             local = rows[where] - self._doc_starts[k]
             off = self._offsets(int(k))
             starts[where], ends[where] = off[local], off[local + 1]
+        return starts, ends
+
+    def doc_vectors(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of the papers at ``rows`` and their offsets (``len(rows) + 1``)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not self.multi_vector:
+            return self._gather(rows), np.arange(len(rows) + 1, dtype=np.int64)
+        starts, ends = self._vector_ranges(rows)
         counts = ends - starts
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
