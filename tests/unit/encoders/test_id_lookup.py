@@ -18,7 +18,7 @@ def _reference(queries: pa.Array, ids: pa.Array) -> np.ndarray:
 @pytest.mark.parametrize("non_ascii", [False, True], ids=["ascii", "utf8"])
 def test_lookup_equals_index_in_on_mixed_ids(non_ascii: bool) -> None:
     rng = np.random.default_rng(7)
-    words = [f"{rng.integers(0, 10**rng.integers(1, 12))}" for _ in range(5000)]
+    words = [f"{rng.integers(0, 10 ** rng.integers(1, 12))}" for _ in range(5000)]
     words += ["a" * 40, "x y", "0", "00", "10", "1"] + (["É-ü-中文"] if non_ascii else [])
     ids = pa.array(list(dict.fromkeys(words)), pa.string())
     present = [ids[i].as_py() for i in rng.integers(0, len(ids), 800)]
