@@ -1,4 +1,4 @@
-"""The Ray engine against the local engine, on a real local Ray instance (two CPUs).
+"""The Ray engine against the local engine, on a real Ray instance with two CPUs.
 
 One small pipeline (tests/integration/ray_pipeline.toml: MiniLM and random encoders with
 Faiss search, the BM25 sweep for tuning and Lucene for the runs, score, report) runs on
@@ -11,43 +11,82 @@ the local engine once; then:
 - an encode stopped after some shards on one engine is finished by the other, without
   writing the finished shards again.
 
-Every run works in the same folder (``<base>/home``, renamed afterwards), because reports
-name their input folders.
+Ray runs as on a cluster: ``ray start --head --block`` (two CPUs) for the module, and
+each ``mdcr`` run a separate process that joins it through ``$RAY_ADDRESS``, so the test
+process itself never loads Ray. Every run works in the same folder (``<base>/home``,
+renamed afterwards), because reports name their input folders.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import logging
 import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mdcr.cli import main
-from mdcr.errors import InputDataError
-
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
+REPO = Path(__file__).resolve().parents[2]
 PIPELINE = Path(__file__).with_name("ray_pipeline.toml")
 UPSTREAM = ("synth", "prefilter", "pools")  # copied into a new home: not what is compared
 SCALED_OUT = ("encode", "search", "bm25-tune", "bm25")
+ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "RAY_AUTH_MODE": "disabled",  # a head on 127.0.0.1 for this test only
+}
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
-def ray_instance() -> Iterator[Any]:
-    """One local Ray instance with two CPUs for the whole module; the stages join it."""
-    ray = pytest.importorskip("ray", reason="the ray extra is not installed (mdcr[ray])")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
-    yield ray
-    ray.shutdown()
+def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Ray head with two CPUs for the whole module (``ray start --head --block``)."""
+    pytest.importorskip("ray", reason="the ray extra is not installed (mdcr[ray])")
+    port = _free_port()
+    log = (tmp_path_factory.mktemp("ray-head") / "head.log").open("w", buffering=1)
+    head = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("ray")),
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--node-ip-address=127.0.0.1",
+            "--num-cpus=2",
+            "--num-gpus=0",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **ENV},
+    )
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while "Ray runtime started" not in Path(log.name).read_text():
+            assert head.poll() is None, f"ray start failed; see {log.name}"
+            assert time.monotonic() < deadline, f"Ray did not start in 120 s; see {log.name}"
+            time.sleep(0.5)
+        yield address
+    finally:
+        head.terminate()  # `ray start --block` stops the processes it started
+        head.wait(timeout=60)
+        log.close()
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +104,19 @@ def _prepare(base: Path, upstream: Path | None = None) -> Path:
     return home
 
 
-def _mdcr(home: Path, *args: str, index_dir: Path) -> int:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MDCR_INDEX_DIR", str(index_dir))
-        return main(["run", str(PIPELINE), "--home", str(home), "-q", *args])
+def _mdcr(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``mdcr run`` of the test pipeline in its own process."""
+    return subprocess.run(
+        [sys.executable, "-m", "mdcr.cli", "run", str(PIPELINE), "--home", str(home), "-q", *args],
+        env={**os.environ, **ENV, **env},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+
+
+def _ok(done: subprocess.CompletedProcess[str]) -> None:
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def _keep(base: Path, name: str) -> Path:
@@ -99,16 +147,16 @@ def output_hashes(home: Path, stage: str | None = None) -> dict[str, str]:
 def local_home(base: Path) -> Path:
     """The whole pipeline on the local engine (the reference)."""
     home = _prepare(base)
-    assert _mdcr(home, index_dir=base / "indexes-local") == 0
+    _ok(_mdcr(home, MDCR_INDEX_DIR=str(base / "indexes-local")))
     return _keep(base, "local")
 
 
 def test_ray_engine_writes_byte_identical_outputs(
-    ray_instance: Any, base: Path, local_home: Path
+    ray_address: str, base: Path, local_home: Path
 ) -> None:
     home = _prepare(base, upstream=local_home)
     index_dir = base / "indexes-ray"
-    assert _mdcr(home, "--engine", "ray", index_dir=index_dir) == 0
+    _ok(_mdcr(home, "--engine", "ray", RAY_ADDRESS=ray_address, MDCR_INDEX_DIR=str(index_dir)))
     ray_home = _keep(base, "ray")
 
     local, on_ray = output_hashes(local_home), output_hashes(ray_home)
@@ -130,14 +178,14 @@ def test_ray_engine_writes_byte_identical_outputs(
 
 
 def test_a_killed_encode_worker_is_retried_with_identical_output(
-    ray_instance: Any, base: Path, local_home: Path, monkeypatch: pytest.MonkeyPatch
+    ray_address: str, base: Path, local_home: Path
 ) -> None:
     marker = base / "worker-killed"
-    # The worker encoding shard 3 exits (os._exit) after encoding and before writing it.
-    monkeypatch.setenv("MDCR_FAULT", f"encode-shard-3=exit-once:{marker}")
     home = _prepare(base, upstream=local_home)
-    args = ("--engine", "ray", "--until", "encode_minilm")
-    assert _mdcr(home, *args, index_dir=base / "indexes-ray") == 0
+    # The worker encoding shard 3 exits (os._exit) after encoding and before writing it.
+    fault = f"encode-shard-3=exit-once:{marker}"
+    args = ("--ray-address", ray_address, "--engine", "ray", "--until", "encode_minilm")
+    _ok(_mdcr(home, *args, MDCR_FAULT=fault))
     killed = _keep(base, "killed")
 
     assert marker.is_file()  # the worker did die there
@@ -150,24 +198,24 @@ def test_a_killed_encode_worker_is_retried_with_identical_output(
 
 @pytest.mark.parametrize(("first", "then"), [("ray", "local"), ("local", "ray")])
 def test_an_encode_stopped_on_one_engine_resumes_on_the_other(
-    ray_instance: Any,
-    base: Path,
-    local_home: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    first: str,
-    then: str,
+    ray_address: str, base: Path, local_home: Path, first: str, then: str
 ) -> None:
     home = _prepare(base, upstream=local_home)
     args = ("--until", "encode_minilm")
-    monkeypatch.setenv("MDCR_FAULT", "encode-shard-4=raise")
-    assert _mdcr(home, "--engine", first, *args, index_dir=base / "indexes") == 2
+    stopped = _mdcr(
+        home, "--engine", first, *args, RAY_ADDRESS=ray_address, MDCR_FAULT="encode-shard-4=raise"
+    )
+    assert stopped.returncode == 2
+    assert stopped.stderr.strip().splitlines()[-1] == (
+        "mdcr: error: fault injected at encode-shard-4 (MDCR_FAULT); unset MDCR_FAULT and "
+        "re-run to resume"
+    )
     (work,) = (home / "encode").glob(".*.partial")
     finished = {p.name: p.stat().st_mtime_ns for p in work.glob("ids_*.parquet")}
     done = sorted(int(name[4:9]) for name in finished)
     assert done[:4] == [0, 1, 2, 3] and 4 not in done
 
-    monkeypatch.delenv("MDCR_FAULT")
-    assert _mdcr(home, "--engine", then, *args, index_dir=base / "indexes") == 0
+    _ok(_mdcr(home, "--engine", then, *args, RAY_ADDRESS=ray_address))
     resumed = _keep(base, f"resumed-{first}-{then}")
 
     (key, m), *_ = manifests(resumed, "encode").items()
@@ -181,22 +229,44 @@ def test_an_encode_stopped_on_one_engine_resumes_on_the_other(
     }
 
 
-def _add_or_fail(state: int, item: int) -> int:
-    if item == 2:
-        raise InputDataError("paper 2 is bad; fix it")
-    return state + item
+MAP_SCRIPT = """
+import functools, json, sys
+from mdcr.engine.ray import connect
+from mdcr.errors import InputDataError
+from tests.integration.ray_helpers import add_or_fail
+
+engine = connect("", 0, shared=[sys.argv[1]])
+setup = functools.partial(int, 10)
+out = {"sums": list(engine.map(add_or_fail, [5, 1, 3, 4], setup=setup))}
+try:
+    list(engine.map(add_or_fail, [1, 2, 3], setup=setup))
+except InputDataError as exc:
+    out["error"] = [type(exc).__name__, str(exc)]
+out["info"] = engine.info()
+print(json.dumps(out))
+"""
 
 
 def test_ray_map_keeps_order_and_passes_mdcr_errors_as_one_line(
-    ray_instance: Any, tmp_path: Path
+    ray_address: str, tmp_path: Path
 ) -> None:
-    from mdcr.engine.ray import connect
-
-    engine = connect("", 0, shared=[tmp_path])  # joins the module's instance; storage seen
-    assert not list(tmp_path.iterdir())  # the probe's marker is gone again
-    setup = functools.partial(int, 10)
-    assert list(engine.map(_add_or_fail, [5, 1, 3, 4], setup=setup)) == [15, 11, 13, 14]
-    with pytest.raises(InputDataError) as err:
-        list(engine.map(_add_or_fail, [1, 2, 3], setup=setup))
-    assert str(err.value) == "paper 2 is bad; fix it"
-    assert engine.info()["workers"] == 2 and engine.worker_gpus("auto") == 0.0
+    done = subprocess.run(
+        [sys.executable, "-c", MAP_SCRIPT, str(tmp_path)],
+        env={**os.environ, **ENV, "RAY_ADDRESS": ray_address},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    _ok(done)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["sums"] == [15, 11, 13, 14]
+    assert out["error"] == ["InputDataError", "paper 2 is bad; fix it"]
+    assert out["info"] == {
+        "name": "ray",
+        "address": ray_address,
+        "nodes": 1,
+        "cpus": 2,
+        "gpus": 0,
+        "workers": 2,
+    }
+    assert not list(tmp_path.iterdir())  # the storage probe's marker is gone again

@@ -4,6 +4,7 @@ tests/integration/test_ray_engine.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 import subprocess
@@ -133,3 +134,21 @@ def test_fault_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     again = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert (first.returncode, first.stdout) == (17, "") and marker.is_file()
     assert (again.returncode, again.stdout) == (0, "alive\n")
+
+
+def test_ray_wall_time_divides_the_parallel_part_by_the_workers() -> None:
+    from mdcr.engine.plan import planned_workers, ray_plan_line, ray_seconds
+
+    # 700 shards of 10 s each: 7,000 s locally; 100 workers run them in 7 waves.
+    assert ray_seconds(7000.0, units=700, workers=100) == pytest.approx(70.0)
+    # The serial part stays; more workers than units do not help; nor below the largest unit.
+    assert ray_seconds(7000.0, units=700, workers=100, serial_s=30.0) == pytest.approx(100.0)
+    assert ray_seconds(100.0, units=4, workers=16) == pytest.approx(25.0)
+    assert ray_seconds(100.0, units=4, workers=16, largest_unit_s=60.0) == pytest.approx(60.0)
+    assert ray_seconds(0.0, units=0, workers=8, serial_s=5.0) == 5.0
+    with pytest.raises(ConfigError, match="--ray-workers: 0 is not valid"):
+        ray_seconds(1.0, units=1, workers=0)
+    line = ray_plan_line(7030.0, 700, 100, serial_s=30.0, start_s=20.0)
+    assert line == "on Ray with 100 worker(s): about 2 min (700 unit(s); 2.0 h on the local engine)"
+    cfg = from_mapping(get_stage("search").config, {"pools": "p", "embeddings": "e"}, "s")
+    assert planned_workers(dataclasses.replace(cfg, ray_workers=12)) == 12
