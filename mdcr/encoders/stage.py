@@ -448,7 +448,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
         ctx.record("choices", choices)
     key = encoder_key(cfg, ctx.identity)
     reuse = _reuse_sources(cfg, ctx, key)
-    engine = open_engine(cfg, ctx)
+    engine = open_engine(cfg, ctx, reads=[r.folder for r in reuse])
     out = ctx.out.resolve()
     if not engine.in_process:
         options = _worker_options(cfg, ctx, options, engine.worker_gpus(cfg.device))

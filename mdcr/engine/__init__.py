@@ -89,17 +89,25 @@ def check_engine_settings(cfg: Any, where: str) -> None:
         )
 
 
-def open_engine(cfg: Any, ctx: StageContext, *, shared: Sequence[Path] = ()) -> Engine:
+def open_engine(
+    cfg: Any, ctx: StageContext, *, shared: Sequence[Path] = (), reads: Sequence[Path] = ()
+) -> Engine:
     """The engine ``cfg.executor`` names, ready to map; recorded in the manifest.
 
-    ``shared``: folders besides the stage's work folder that workers read or write (the
-    Lucene index folder); with Ray, every node must see them and the work folder.
+    ``shared``: folders besides the stage's work folder that workers write (the Lucene
+    index folder); ``reads``: the inputs they read. With Ray, every node must see them.
     """
     engine: Engine
     if cfg.executor == "ray":
         from mdcr.engine.ray import connect
 
-        engine = connect(cfg.ray_address, cfg.ray_workers, shared=[ctx.out, *shared])
+        engine = connect(
+            cfg.ray_address,
+            cfg.ray_workers,
+            shared=[ctx.out, *shared],
+            reads=reads,
+            quiet=ctx.quiet,
+        )
     else:
         from mdcr.engine.local import LocalEngine
 

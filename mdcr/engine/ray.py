@@ -74,8 +74,9 @@ class _Worker:
         return fn(self.state, item)
 
 
-def probe(markers: Sequence[str], token: str) -> list[str]:
-    """The markers this process cannot read back with ``token`` in them."""
+def probe(markers: Sequence[str], token: str, reads: Sequence[str] = ()) -> list[str]:
+    """The markers this process cannot read back with ``token`` in them, and the input
+    paths it cannot see at all."""
     bad = []
     for marker in markers:
         try:
@@ -84,15 +85,16 @@ def probe(markers: Sequence[str], token: str) -> list[str]:
             ok = False
         if not ok:
             bad.append(marker)
+    bad += [path for path in reads if not Path(path).exists()]
     return bad
 
 
-def unreachable_error(node: str, marker: str) -> ConfigError:
-    folder = Path(marker).parent
+def unreachable_error(node: str, path: str) -> ConfigError:
+    where = Path(path).parent if Path(path).name.startswith(".ray-check-") else Path(path)
     return ConfigError(
-        f"Ray node {node} cannot see '{folder}': the store must be on storage every node "
-        "mounts at the same path; put MDCR_HOME (and MDCR_INDEX_DIR) on a shared file system "
-        "(NFS, ...) or use --engine local"
+        f"Ray node {node} cannot see '{where}': the store and the inputs must be on storage "
+        "every node mounts at the same path; put MDCR_HOME (and MDCR_INDEX_DIR) on a shared "
+        "file system (NFS, ...) or use --engine local"
     )
 
 
@@ -135,8 +137,9 @@ class RayEngine:
             return 0.0
         return 1.0
 
-    def check_shared(self, folders: Sequence[Path]) -> None:
-        """A one-line error unless every alive node reads what this process writes there."""
+    def check_shared(self, folders: Sequence[Path], reads: Sequence[Path] = ()) -> None:
+        """A one-line error unless every alive node reads what this process writes into
+        ``folders`` and sees the inputs ``reads``."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         ray = self._ray
@@ -155,7 +158,7 @@ class RayEngine:
                 task.options(
                     num_cpus=0,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
-                ).remote([str(m) for m in markers], token)
+                ).remote([str(m) for m in markers], token, [str(Path(p).resolve()) for p in reads])
                 for n in nodes
             ]
             for node, bad in zip(nodes, ray.get(refs), strict=True):
@@ -206,19 +209,29 @@ class RayEngine:
                 ray.kill(actor)
 
 
-def connect(address: str, workers: int, *, shared: Sequence[Path] = ()) -> RayEngine:
-    """The Ray engine on the cluster named (or a local instance), its storage checked."""
+def connect(
+    address: str,
+    workers: int,
+    *,
+    shared: Sequence[Path] = (),
+    reads: Sequence[Path] = (),
+    quiet: bool = False,
+) -> RayEngine:
+    """The Ray engine on the cluster named (or a local instance), its storage checked:
+    every node must read what is written into ``shared`` and see ``reads``."""
     ray = require("ray")
     target = address or os.environ.get("RAY_ADDRESS", "")
+    level = logging.ERROR if quiet else logging.WARNING
     if not ray.is_initialized():
         try:
             if target:
-                ray.init(address=target, logging_level=logging.WARNING)
+                ray.init(address=target, logging_level=level)
             else:
-                ray.init(
+                ray.init(  # "local": a new instance, even beside a running one
+                    address="local",
                     num_cpus=workers or os.cpu_count() or 1,
                     include_dashboard=False,
-                    logging_level=logging.WARNING,
+                    logging_level=level,
                 )
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = f"at '{target}'" if target else "locally"
@@ -228,5 +241,5 @@ def connect(address: str, workers: int, *, shared: Sequence[Path] = ()) -> RayEn
                 "or $RAY_ADDRESS"
             ) from None
     engine = RayEngine(ray, workers, target)
-    engine.check_shared(shared)
+    engine.check_shared(shared, reads)
     return engine

@@ -513,7 +513,7 @@ def _map_pools(
     from mdcr.engine import open_engine
 
     shared = [job.index_dir] if cfg.engine == "lucene" else []
-    engine = open_engine(cfg, ctx, shared=shared)
+    engine = open_engine(cfg, ctx, shared=shared, reads=[job.corpus, job.pools])
     if not engine.in_process and not job.threads:  # a worker holds one CPU
         job = dataclasses.replace(job, threads=1)
     todo = [p for p in pools if not (ctx.out / PARTS / part_name(p.pool_id)).is_file()]

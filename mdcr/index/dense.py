@@ -284,7 +284,7 @@ def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
     device = resolve_device(cfg.device)
     backend = choose_backend(cfg.backend, device)
     pool_queries = read_pool_queries(pools_dir)
-    engine = open_engine(cfg, ctx)
+    engine = open_engine(cfg, ctx, reads=[pools_dir, ctx.input("embeddings")])
     gpus = engine.worker_gpus(cfg.device)
     job = SearchJob(
         pools=pools_dir.resolve(),

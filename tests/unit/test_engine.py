@@ -116,9 +116,15 @@ def test_the_storage_probe_names_what_a_node_cannot_read(tmp_path: Path) -> None
     good.write_text("token")
     wrong.write_text("another run's token")
     assert probe([str(good), str(wrong), str(missing)], "token") == [str(wrong), str(missing)]
-    message = str(unreachable_error("10.0.0.7", str(missing)))
+    assert probe([], "token", reads=[str(tmp_path), str(tmp_path / "no-input")]) == [
+        str(tmp_path / "no-input")
+    ]
+    message = str(unreachable_error("10.0.0.7", str(tmp_path / ".ray-check-0123")))
     assert len(message.splitlines()) == 1
     assert f"Ray node 10.0.0.7 cannot see '{tmp_path}'" in message and "MDCR_HOME" in message
+    assert f"cannot see '{tmp_path / 'pools'}'" in str(
+        unreachable_error("n", str(tmp_path / "pools"))
+    )
 
 
 def test_fault_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
