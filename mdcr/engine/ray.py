@@ -1,7 +1,8 @@
 """The Ray engine: units of work as calls on Ray actors; Ray schedules, restarts, retries.
 
 Nothing here schedules: :meth:`RayEngine.map` starts one actor per CPU slot (or per GPU)
-of the cluster, each building its state once (``setup``: a model, open files), and hands
+of the cluster, no more than there are units (fewer units share the CPUs out), each
+building its state once (``setup``: a model, open files), and hands
 the units to ``ray.util.ActorPool``. An actor whose process dies is restarted by Ray
 (``max_restarts``) and the call it was running is retried (``max_task_retries``); a unit
 that fails with an mdcr error (bad input) fails the stage at once, with that one line.
@@ -130,6 +131,22 @@ class RayEngine:
             return max(1, int(resources.get("GPU", 0) / gpus))
         return max(1, int(resources.get("CPU", 1)))
 
+    def cpus_per_worker(self, n: int) -> int:
+        """CPUs for each of ``n`` CPU workers: the cluster's CPUs shared out when there are
+        fewer units than CPUs (``ray_workers`` unset), as long as every worker still fits
+        on a node; Ray sets each worker's ``OMP_NUM_THREADS`` (torch's threads) to it."""
+        if self._workers:
+            return 1
+        per_node = [
+            int(node.get("Resources", {}).get("CPU", 0))
+            for node in self._ray.nodes()
+            if node.get("Alive")
+        ]
+        cpus = max(1, sum(per_node) // max(n, 1))
+        while cpus > 1 and sum(c // cpus for c in per_node) < n:
+            cpus -= 1
+        return cpus
+
     def worker_gpus(self, device: str) -> float:
         """GPUs per worker for a stage whose device setting is ``device``: one where the
         cluster has GPUs and the device is not the CPU, else none."""
@@ -183,7 +200,7 @@ class RayEngine:
 
         n = max(1, min(len(items), self.slots(gpus)))
         worker = ray.remote(_Worker).options(
-            num_cpus=1,
+            num_cpus=1 if gpus else self.cpus_per_worker(n),
             num_gpus=gpus,
             max_restarts=MAX_RETRIES,
             max_task_retries=MAX_RETRIES,

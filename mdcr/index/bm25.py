@@ -507,15 +507,12 @@ def _map_pools(
     label: str,
 ) -> None:
     """Run ``fn`` on every pool without a finished part, on the engine ``cfg`` names."""
-    import dataclasses
     import functools
 
     from mdcr.engine import open_engine
 
     shared = [job.index_dir] if cfg.engine == "lucene" else []
     engine = open_engine(cfg, ctx, shared=shared, reads=[job.corpus, job.pools])
-    if not engine.in_process and not job.threads:  # a worker holds one CPU
-        job = dataclasses.replace(job, threads=1)
     todo = [p for p in pools if not (ctx.out / PARTS / part_name(p.pool_id)).is_file()]
     if len(todo) < len(pools):
         ctx.log(f"[{label}] {len(pools) - len(todo)} pool(s) done earlier (resumed)")

@@ -164,10 +164,13 @@ class PoolWorker:
 
 def open_pool_worker(job: PoolJob) -> PoolWorker:
     """A worker's state, opened in the worker's own process (its own DuckDB and JVM)."""
+    import dataclasses
     import os
 
     from mdcr.stage import StageContext
 
     os.environ["MDCR_INDEX_DIR"] = str(job.index_dir)  # the driver's, wherever this runs
+    if not job.threads:  # the CPUs Ray gave this worker (it sets OMP_NUM_THREADS to them)
+        job = dataclasses.replace(job, threads=int(os.environ.get("OMP_NUM_THREADS") or 1))
     data = PoolData(job.corpus, job.pools, job.threads)
     return PoolWorker(job, data, StageContext(out=job.out, inputs={}, quiet=True))
