@@ -24,13 +24,14 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mdcr.config import from_mapping, inputs_of, override
 from mdcr.errors import ConfigError, UnresolvedIdentityError
-from mdcr.stage import PlanFacts, StageSpec, get_stage, stages
+from mdcr.stage import PlanFacts, StagePlan, StageSpec, Work, get_stage, stages
 from mdcr.store import Artifact, Store
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -188,11 +189,16 @@ def run_pipeline(
     facts: dict[Path, PlanFacts] = {}
     unknown: dict[Path, str] = {}  # dry run: folders whose fingerprint cannot be known yet
     results: dict[str, Artifact] = {}
+    timed: list[tuple[Step, float]] = []
     for step in steps:
         where = f"{pipeline.path.name}:{step.id}"
         inputs = _resolve(step, folders, where)
         if dry_run:
-            _dry_run_step(step, store, inputs, known, facts, folders, selected, unknown)
+            plan = _dry_run_step(
+                step, store, inputs, known, facts, folders, selected, unknown, echo=print
+            )
+            if plan is not None and plan.work is not None:
+                timed.append((step, _print_time(plan.work)))
             continue
         planned = store.plan(step.spec, step.cfg, inputs, known)
         folders[step.id] = planned.folder
@@ -211,7 +217,63 @@ def run_pipeline(
                 if p in known and not store.is_done(p, known[p]):
                     raise ConfigError(f"{where}: input {p} is not built")
         results[step.id] = store.run(planned, quiet=quiet, label=step.id)
+    if dry_run:
+        _print_time_table(timed)
     return results
+
+
+def planned_work(pipeline: Pipeline, store: Store) -> dict[str, Work]:
+    """Each step's planned work, as a dry run prices it (scripts/bench_paper.py --fit)."""
+    folders: dict[str, Path] = {}
+    known: dict[Path, str] = {}
+    facts: dict[Path, PlanFacts] = {}
+    unknown: dict[Path, str] = {}
+    selected = {s.id for s in pipeline.steps}
+    works: dict[str, Work] = {}
+    for step in pipeline.steps:
+        inputs = _resolve(step, folders, f"{pipeline.path.name}:{step.id}")
+        plan = _dry_run_step(
+            step,
+            store,
+            inputs,
+            known,
+            facts,
+            folders,
+            selected,
+            unknown,
+            echo=lambda _: None,
+            fresh=True,
+        )
+        if plan is not None and plan.work is not None:
+            works[step.id] = plan.work
+    return works
+
+
+def _print_time(work: Work) -> float:
+    from mdcr.planning.timing import Machine, duration_text, estimate
+
+    machine = Machine.target()
+    est = estimate(work, machine)
+    print(f"    time: ~{duration_text(est.seconds)} on {machine.describe()} ({est.basis})")
+    return est.seconds
+
+
+def _print_time_table(timed: list[tuple[Step, float]]) -> None:
+    """The dry run's last lines: each step's estimated wall time and the total."""
+    from mdcr.planning.timing import Machine, duration_text
+
+    if not timed:
+        return
+    print()
+    print(
+        f"Estimated wall time on one machine with {Machine.target().describe()} "
+        "(MDCR_PLAN_CORES, MDCR_PLAN_GPUS; rates measured in the paper's rehearsals, "
+        "mdcr/planning/timing.py):"
+    )
+    for step, seconds in timed:
+        print(f"  {step.id:<20} {step.spec.name:<18} {duration_text(seconds):>8}")
+    total = sum(seconds for _, seconds in timed)
+    print(f"  {'total':<20} {'':<18} {duration_text(total):>8}")
 
 
 def _dry_run_step(
@@ -223,11 +285,16 @@ def _dry_run_step(
     folders: dict[str, Path],
     selected: set[str],
     unknown: dict[Path, str],
-) -> None:
+    *,
+    echo: Callable[[str], None],
+    fresh: bool = False,
+) -> StagePlan | None:
     """Print one step's fingerprint, state and plan; record its folder and facts.
 
     A step whose identity cannot be resolved now (a hub model neither cached nor
     reachable) is planned on, but its fingerprint, and its dependants', is unknown.
+    Returns the plan of a selected step that would run (``fresh``: as if nothing were
+    built), else None.
     """
     waits_for = [unknown[p] for paths in inputs.values() for p in paths if p in unknown]
     try:
@@ -247,15 +314,19 @@ def _dry_run_step(
         status = "skipped"
     folders[step.id] = folder
     known[folder] = fp
-    print(f"{step.id:<18} {step.spec.name:<12} {fp}  {status}")
+    echo(f"{step.id:<18} {step.spec.name:<12} {fp}  {status}")
     if step.spec.plan is None:
-        return
+        return None
     plan = step.spec.plan(step.cfg, inputs, facts)
     if plan.facts is not None:
         facts[folder] = plan.facts
-    if step.id in selected:
-        for line in plan.text.splitlines():
-            print(f"    {line}")
+    if step.id not in selected:
+        return None
+    for line in plan.text.splitlines():
+        echo(f"    {line}")
+    if status in ("up to date", "skipped") and not fresh:
+        return None
+    return plan
 
 
 def summarize(pipeline: Pipeline, results: dict[str, Artifact], store: Store) -> list[str]:

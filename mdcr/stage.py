@@ -43,21 +43,44 @@ class PlanFacts:
     """What a planned stage's output will hold, for the plans of the stages after it.
 
     ``papers``: distinct papers its outputs name (expected), ``papers_max`` at most;
-    ``field_queries_per_split``: field-level queries per split (pools).
+    ``field_queries_per_split``: field-level queries per split (pools); ``records``: input
+    records (synth); ``pool_papers`` / ``pool_pairs``: per split, the papers of all its
+    pools and the sum over pools of pool size x queries (pools); ``vectors_per_paper`` and
+    ``dim``: the vectors an embeddings output holds (encode).
     """
 
     papers: int = 0
     papers_max: int = 0
     queries: int = 0
     field_queries_per_split: int = 0
+    records: int = 0
+    pool_papers: Mapping[str, int] = field(default_factory=dict)
+    pool_pairs: Mapping[str, int] = field(default_factory=dict)
+    vectors_per_paper: float = 1.0
+    dim: int = 0
+
+
+@dataclass(frozen=True)
+class Work:
+    """A stage run's work for the time estimate (mdcr/planning/timing.py).
+
+    ``rate``: the key of the measured rate that prices it; ``units``: work that grows
+    linearly (papers, records, queries); ``pairs``: work that grows with pool size times
+    queries (search, BM25).
+    """
+
+    rate: str
+    units: float = 0.0
+    pairs: float = 0.0
 
 
 @dataclass(frozen=True)
 class StagePlan:
-    """A stage's plan for ``--dry-run``: text to print and facts for later plans."""
+    """A stage's plan for ``--dry-run``: text to print, facts for later plans, its work."""
 
     text: str
     facts: PlanFacts | None = None
+    work: Work | None = None
 
 
 # plan(cfg, inputs, upstream): upstream maps each planned (maybe unbuilt) input folder to

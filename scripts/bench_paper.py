@@ -9,6 +9,14 @@ size. Steps already built in ``--home`` are reported as up to date, not timed ag
 
     python scripts/bench_paper.py                        # 1/10 of the paper (about an hour)
     python scripts/bench_paper.py --scale 0.01 --json bench-out/paper-0.01.json
+
+``--fit`` turns measured tables into the rates the dry run prices work with
+(mdcr/planning/timing.py): each step's work is planned exactly as ``--dry-run`` plans it
+at that scale, and every rate's ``fixed_s + unit_s * units + pair_s * pairs`` is fitted
+to the steps it prices, non-negative, minimising the relative error:
+
+    python scripts/bench_paper.py --fit bench-out/paper-0.001.json bench-out/paper-0.01.json \
+        bench-out/paper-0.1.json --rates-out mdcr/data/stage_rates.json
 """
 
 from __future__ import annotations
@@ -69,12 +77,120 @@ def run_step(step: str, sets: list[str], home: Path, log: Path) -> dict[str, Any
     }
 
 
+def fit_rate(
+    rows: list[tuple[float, float, float]], pair_s: float | None = None
+) -> tuple[dict[str, float], float]:
+    """Non-negative ``fixed, unit, pair`` seconds fitted to ``(units, pairs, wall_s)`` rows.
+
+    Relative least squares over every subset of the three terms (at most 7 small solves),
+    keeping the best fit whose terms are all >= 0. A given ``pair_s`` is kept and only
+    the other two are fitted to what it leaves. Returns the rate and its worst relative
+    error on the rows."""
+    import itertools
+
+    import numpy as np
+
+    pinned = pair_s or 0.0
+    a = np.array([[1.0, u, p] for u, p, _ in rows])
+    t = np.array([w for _, _, w in rows])
+    if pair_s is not None:
+        rate, err = fit_rate([(u, 0.0, w - pinned * p) for u, p, w in rows])
+        rate["pair_s"] = pinned
+        fitted = a @ np.array([rate["fixed_s"], rate["unit_s"], pinned])
+        return rate, float(np.abs(fitted / t - 1).max())
+    weighted = a / t[:, None]
+    best: tuple[float, np.ndarray] | None = None
+    for size in (1, 2, 3):
+        for cols in itertools.combinations(range(3), size):
+            if not weighted[:, list(cols)].any():
+                continue
+            sol, *_ = np.linalg.lstsq(weighted[:, list(cols)], np.ones(len(t)), rcond=None)
+            if (sol < 0).any():
+                continue
+            coef = np.zeros(3)
+            coef[list(cols)] = sol
+            err = float(np.abs(a @ coef / t - 1).max())
+            if best is None or err < best[0] - 1e-12:
+                best = (err, coef)
+    assert best is not None
+    err, coef = best
+    names = ("fixed_s", "unit_s", "pair_s")
+    return {n: float(f"{c:.6g}") for n, c in zip(names, coef, strict=True)}, err
+
+
+# Rates the rehearsal has no step for, taken from another's fixed and per-unit terms; they
+# need a pair rate from a benchmark (--pair-rate).
+DERIVED = {"search-multi-vector": "search"}
+
+
+def fit(tables: list[Path], out: Path | None, pair_rates: dict[str, str]) -> int:
+    """Fit the dry run's rates to measured rehearsal tables (see the module docstring).
+
+    ``pair_rates``: rate key -> "SECONDS_PER_PAIR=where it was measured", for pair terms
+    that a dedicated benchmark at the paper's pool sizes measures better than the
+    rehearsal's small pools can."""
+    import tempfile
+
+    from mdcr.pipeline import load_pipeline, planned_work
+    from mdcr.store import Store
+
+    observed: dict[str, list[tuple[float, float, float]]] = {}
+    sources = {}
+    walls: dict[str, dict[str, float]] = {}
+    for table_file in tables:
+        table = json.loads(table_file.read_text())
+        scale = float(table["scale"])
+        sources[f"{scale:g}"] = table_file.name
+        walls[f"{scale:g}"] = {row["step"]: row["wall_s"] for row in table["steps"]}
+        with tempfile.TemporaryDirectory() as home:
+            works = planned_work(load_pipeline(PIPELINE, overrides(scale)), Store(Path(home)))
+        for row in table["steps"]:
+            work = works.get(row["step"])
+            if work is not None:
+                observed.setdefault(work.rate, []).append((work.units, work.pairs, row["wall_s"]))
+    pinned = {k: float(v.split("=", 1)[0]) for k, v in pair_rates.items()}
+    rates = {}
+    for key, rows in sorted(observed.items()):
+        rates[key], err = fit_rate(rows, pinned.get(key))
+        print(f"{key:<22} {rates[key]}  worst relative error {err:.1%} over {len(rows)} runs")
+    for key, base in DERIVED.items():
+        if key in pinned and base in rates:
+            rates[key] = {**rates[base], "pair_s": pinned[key]}
+            print(f"{key:<22} {rates[key]}  (fixed and per-unit terms of {base})")
+    if out is not None:
+        doc = {
+            "about": "seconds = fixed_s + unit_s * units + pair_s * pairs on the 2-core, "
+            "24 GiB development machine without GPU; fitted by scripts/bench_paper.py --fit "
+            "to the rehearsals of pipelines/rehearsal.toml at these scales",
+            "cores": 2,
+            "sources": sources,
+            "pair_rates_from": {k: v.split("=", 1)[1] for k, v in pair_rates.items()},
+            "rates": dict(sorted(rates.items())),
+            "measured_wall_s": walls,
+        }
+        out.write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"wrote {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", type=float, default=FILE_SCALE, help="fraction of the paper")
     ap.add_argument("--home", type=Path, default=None, help="store (default bench-out/paper-S)")
     ap.add_argument("--json", type=Path, default=None, help="also write the table here")
+    ap.add_argument("--fit", type=Path, nargs="+", help="fit rates to these measured tables")
+    ap.add_argument("--rates-out", type=Path, default=None, help="write fitted rates here")
+    ap.add_argument(
+        "--pair-rate",
+        action="append",
+        default=[],
+        metavar="KEY=SECONDS=SOURCE",
+        help="keep this rate's seconds per pair, measured by a benchmark (with --fit)",
+    )
     args = ap.parse_args(argv)
+    if args.fit:
+        pair_rates = dict(p.split("=", 1) for p in args.pair_rate)
+        return fit(args.fit, args.rates_out, pair_rates)
 
     from mdcr.pipeline import load_pipeline
 

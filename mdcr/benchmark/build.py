@@ -79,7 +79,7 @@ from mdcr.paper import (
     MDCR_TOP_N,
 )
 from mdcr.pools.db import arrow_table
-from mdcr.stage import StageContext, StagePlan, StageSpec, register
+from mdcr.stage import StageContext, StagePlan, StageSpec, Work, register
 
 if TYPE_CHECKING:
     import duckdb
@@ -674,7 +674,8 @@ def plan_benchmark(
         "run(s) on the field-level pools; writes benchmark.parquet, mdcr_<split>.json, "
         "mdcr_<split>_data.jsonl" + (", hf/" if cfg.hf_export else "") + f"\n{size}"
     )
-    return StagePlan(text, facts)
+    work = Work("benchmark", units=float(facts.queries)) if facts is not None else None
+    return StagePlan(text, facts, work)
 
 
 SPEC = register(

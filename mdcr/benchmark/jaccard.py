@@ -227,9 +227,16 @@ def _markdown(
 def plan_benchmark_jaccard(
     cfg: JaccardConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
 ) -> StagePlan:
+    from mdcr.planning.work import facts_of, queries_work
+
+    runs = len(inputs.get("runs", []))
+    pools = facts_of(inputs, "pools", upstream)
+    # Priced with the score stage's rate: both read each query's list of every run.
+    queries = pools[0].field_queries_per_split * len(cfg.splits) if pools else 0
     return StagePlan(
-        f"Jaccard index of the top-{cfg.top_n} negatives of {len(inputs.get('runs', []))} "
-        f"models on the field-level {', '.join(cfg.splits)} pools; suggest {cfg.n_select}"
+        f"Jaccard index of the top-{cfg.top_n} negatives of {runs} "
+        f"models on the field-level {', '.join(cfg.splits)} pools; suggest {cfg.n_select}",
+        work=queries_work("score", queries, runs) if pools else None,
     )
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from mdcr.config import input_path, param, setting
 from mdcr.errors import ConfigError
 from mdcr.index.bm25 import DEFAULT_B, DEFAULT_K1
-from mdcr.stage import StageContext, StagePlan, StageSpec, register
+from mdcr.stage import StageContext, StagePlan, StageSpec, Work, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -291,7 +291,14 @@ def plan_benchmark_rank(
         + ") over one collection per split",
         "scores": "the given scores file",
     }[cfg.method]
-    return StagePlan(f"score every (query, candidate) pair of the benchmark with {what}")
+    from mdcr.planning.work import facts_of
+
+    bench = facts_of(inputs, "benchmark", upstream)
+    rate = "benchmark-rank-bm25" if cfg.method == "bm25" else "benchmark-rank-dense"
+    return StagePlan(
+        f"score every (query, candidate) pair of the benchmark with {what}",
+        work=Work(rate, units=float(bench[0].papers)) if bench else None,
+    )
 
 
 SPEC = register(

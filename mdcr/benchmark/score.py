@@ -9,13 +9,14 @@ layouts, written through the one report model (:mod:`mdcr.eval.document`): ``rep
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from mdcr.config import input_path, param
 from mdcr.errors import ConfigError, ManifestMismatchError
-from mdcr.stage import StageContext, StageSpec, register
+from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -279,12 +280,26 @@ def _paper_lines(macro: pd.DataFrame) -> list[str]:
     ]
 
 
+def plan_benchmark_score(
+    cfg: BenchScoreConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
+) -> StagePlan:
+    from mdcr.planning.work import facts_of, queries_work
+
+    ranks = len(inputs.get("ranks", []))
+    bench = facts_of(inputs, "benchmark", upstream)
+    return StagePlan(
+        f"MAP, nDCG and R@5 of {ranks} ranking(s) of the benchmark; Tables 3 and 4",
+        work=queries_work("benchmark-score", bench[0].queries, ranks) if bench else None,
+    )
+
+
 SPEC = register(
     StageSpec(
         name="benchmark-score",
         version="2",
         config=BenchScoreConfig,
         run=run_benchmark_score,
+        plan=plan_benchmark_score,
         help="MAP, nDCG, R@5 on a benchmark (original scorer's semantics), Tables 3 and 4",
         main_output="report.md",
         command="benchmark score",

@@ -71,7 +71,7 @@ from mdcr.corpus.prefilter_scan import (
     summarize_malformed,
 )
 from mdcr.errors import ConfigError
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
 if TYPE_CHECKING:
     import duckdb
@@ -463,10 +463,16 @@ def plan_prefilter(
         "s2orc": "S2ORC shards",
         "s2ag": f"an S2AG release (fields from {', '.join(cfg.field_sources)})",
     }[cfg.format]
+    from mdcr.planning import input_records
+    from mdcr.planning.sizes import PREFILTER_KEEPS
+
+    records = input_records(inputs, upstream)
     return StagePlan(
         f"read {layout} from {cfg.input}; keep papers with a year, a title, an abstract "
         f">= {cfg.min_abstract_chars} chars and >= {cfg.min_citations} distinct citations "
-        f"({cfg.citation_direction}); write papers.parquet, citations.parquet, funnel.json"
+        f"({cfg.citation_direction}); write papers.parquet, citations.parquet, funnel.json",
+        facts=PlanFacts(papers=round(records * PREFILTER_KEEPS), records=records),
+        work=Work("prefilter", units=float(records)),
     )
 
 

@@ -57,7 +57,7 @@ from mdcr.corpus.synth_graph import (
 )
 from mdcr.errors import ConfigError
 from mdcr.paper import QUERY_YEAR
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 from mdcr.store import atomic_path
 
 # Defaults of write_tables (post-prefilter form): every paper has at least 3 references.
@@ -607,7 +607,9 @@ def plan_synth(
             "metadata_*.jsonl.gz shards"
             if cfg.format == "s2orc"
             else "shards each of S2AG papers/, abstracts/ and citations/"
-        )
+        ),
+        facts=PlanFacts(records=cfg.n_papers),
+        work=Work("synth", units=float(cfg.n_papers)),
     )
 
 

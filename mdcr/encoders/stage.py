@@ -41,7 +41,7 @@ from mdcr.engine import (
     check_engine_settings,
 )
 from mdcr.errors import ConfigError, InputDataError
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
 TEXTS = "_texts.parquet"
 QUERY_TEXTS = "_query_texts.parquet"
@@ -557,13 +557,15 @@ def plan_encode(
 ) -> StagePlan:
     from mdcr.encoders.registry import lookup
     from mdcr.planning import encode_estimate
+    from mdcr.planning.sizes import ASPIRE_SENTENCES
+    from mdcr.planning.timing import MODEL_ENCODE
 
     n_targets = len(inputs.get("targets", []))
     what = f"the union of {n_targets} target folder(s)" if n_targets else "every corpus paper"
     extra = ", copying papers that earlier outputs of the same encoder hold" if cfg.reuse else ""
     entry, _ = lookup(cfg.encoder)
     dim = cfg.dim or entry.dim
-    estimate = encode_estimate(
+    estimate, papers = encode_estimate(
         cfg,
         inputs,
         upstream,
@@ -572,9 +574,22 @@ def plan_encode(
         cost=entry.cost,
     )
     note = "" if dim else " (vector size assumed 768; known once the model is loaded)"
+    work = (
+        Work(MODEL_ENCODE, units=papers * entry.cost)
+        if entry.cost > 0
+        else Work("encode-no-model", units=float(papers))
+    )
+    facts = PlanFacts(
+        papers=papers,
+        papers_max=papers,
+        vectors_per_paper=float(ASPIRE_SENTENCES if entry.multi_vector else 1),
+        dim=dim or 768,
+    )
     return StagePlan(
         f"encode {what} once with '{cfg.encoder}' into float16 shards of {cfg.shard_size} "
-        f"papers{extra}\n{estimate}{note}"
+        f"papers{extra}\n{estimate}{note}",
+        facts,
+        work if papers else None,
     )
 
 

@@ -32,12 +32,14 @@ import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    from mdcr.encoders.id_lookup import IdLookup
 
 from mdcr.errors import InputDataError
 from mdcr.store import atomic_path
@@ -262,6 +264,7 @@ class EmbeddingStore:
         self._mm: dict[int, np.ndarray] = {}
         self._off: dict[int, np.ndarray] = {}
         self._hashes: np.ndarray | None = None
+        self._lookup: IdLookup | None = None  # built on the first lookup, then reused
         vec_counts = np.array([self._emb(i).shape[0] for i in shards], dtype=np.int64)
         self._vec_starts = np.concatenate([[0], np.cumsum(vec_counts)])
 
@@ -289,8 +292,11 @@ class EmbeddingStore:
         arr = paper_ids if isinstance(paper_ids, pa.Array) else pa.array(paper_ids, pa.string())
         if len(arr) == 0:
             return np.zeros(0, dtype=np.int64)
-        found = pc.index_in(arr.cast(pa.string()), value_set=self.ids)
-        return np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        if self._lookup is None:
+            from mdcr.encoders.id_lookup import IdLookup
+
+            self._lookup = IdLookup(self.ids)
+        return self._lookup.rows(arr)
 
     def text_hashes(self, rows: np.ndarray) -> np.ndarray:
         """The text hash each paper at ``rows`` was encoded from (0: not recorded)."""
@@ -339,11 +345,16 @@ class EmbeddingStore:
             raise InputDataError(f"'{self.folder}' holds multi-vector embeddings; use doc_vectors")
         return self._gather(np.asarray(rows, dtype=np.int64))
 
-    def doc_vectors(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Vectors of the papers at ``rows`` and their offsets (``len(rows) + 1``)."""
+    def vector_counts(self, rows: np.ndarray) -> np.ndarray:
+        """How many vectors each paper at ``rows`` has (1 in a single-vector store)."""
         rows = np.asarray(rows, dtype=np.int64)
         if not self.multi_vector:
-            return self._gather(rows), np.arange(len(rows) + 1, dtype=np.int64)
+            return np.ones(len(rows), dtype=np.int64)
+        starts, ends = self._vector_ranges(rows)
+        return ends - starts
+
+    def _vector_ranges(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Global vector rows [start, end) of each paper at ``rows`` (multi-vector store)."""
         starts = np.empty(len(rows), dtype=np.int64)
         ends = np.empty(len(rows), dtype=np.int64)
         shard_pos = np.searchsorted(self._doc_starts, rows, side="right") - 1
@@ -352,6 +363,14 @@ class EmbeddingStore:
             local = rows[where] - self._doc_starts[k]
             off = self._offsets(int(k))
             starts[where], ends[where] = off[local], off[local + 1]
+        return starts, ends
+
+    def doc_vectors(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of the papers at ``rows`` and their offsets (``len(rows) + 1``)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not self.multi_vector:
+            return self._gather(rows), np.arange(len(rows) + 1, dtype=np.int64)
+        starts, ends = self._vector_ranges(rows)
         counts = ends - starts
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])

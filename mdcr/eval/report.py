@@ -18,6 +18,7 @@ as ``benchmark`` are included from their report models.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mdcr.config import input_path, param
 from mdcr.errors import ConfigError, InputDataError, ManifestMismatchError
-from mdcr.stage import StageContext, StageSpec, register
+from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -356,12 +357,22 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
         )
 
 
+def plan_report(
+    cfg: ReportConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
+) -> StagePlan:
+    return StagePlan(
+        f"tables, significance tests and plots of {len(inputs.get('scores', []))} score output(s)",
+        work=Work("report"),
+    )
+
+
 SPEC = register(
     StageSpec(
         name="report",
         version="2",
         config=ReportConfig,
         run=run_report,
+        plan=plan_report,
         help="paper-style tables, significance tests, plots and the paper comparison",
         main_output="report.md",
     )

@@ -13,6 +13,7 @@ ranking, per pool: pool_id, setup, split, field, size, rep, metric, value, n_que
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,7 +22,7 @@ from mdcr.config import input_path, param
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.eval.metrics import METRIC_KINDS
 from mdcr.paper import DEPTH, RECALL_K
-from mdcr.stage import StageContext, StageSpec, register
+from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -297,12 +298,26 @@ def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
     )
 
 
+def plan_score(
+    cfg: ScoreConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
+) -> StagePlan:
+    from mdcr.planning.work import facts_of, queries_work
+
+    runs = len(inputs.get("runs", []))
+    pools = facts_of(inputs, "pools", upstream)
+    return StagePlan(
+        f"MAP, nDCG@{cfg.depth} and R@{cfg.recall_k} of {runs} run(s) per query (ranx)",
+        work=queries_work("score", pools[0].queries, runs) if pools else None,
+    )
+
+
 SPEC = register(
     StageSpec(
         name="score",
         version="1",
         config=ScoreConfig,
         run=run_score,
+        plan=plan_score,
         help="per-query MAP, nDCG and R@k of runs against pool qrels (ranx)",
     )
 )

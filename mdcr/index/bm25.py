@@ -575,8 +575,20 @@ def plan_bm25_tune(
         if cfg.engine == "sweep"
         else "Lucene, one index per pool in $MDCR_INDEX_DIR or indexes/"
     )
+    from mdcr.planning.work import facts_of, pool_work
+
+    pools = facts_of(inputs, "pools", upstream)
+    grid = len(cfg.k1) * len(cfg.b)
+    work = None
+    if pools:  # the sweep's rate is for the whole default grid; Lucene pays each point
+        work = (
+            pool_work("bm25-tune", pools[0], ["val"])
+            if cfg.engine == "sweep"
+            else pool_work("bm25", pools[0], ["val"], pair_factor=grid)
+        )
     return StagePlan(
-        f"grid {len(cfg.k1)} k1 x {len(cfg.b)} b on every val pool ({how}); choose by {cfg.metric}"
+        f"grid {len(cfg.k1)} k1 x {len(cfg.b)} b on every val pool ({how}); choose by {cfg.metric}",
+        work=work,
     )
 
 
@@ -584,8 +596,15 @@ def plan_bm25(
     cfg: BM25Config, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
 ) -> StagePlan:
     how = "k1, b from bm25-tune" if inputs.get("params") else f"k1={cfg.k1}, b={cfg.b}"
+    from mdcr.planning.work import facts_of, pool_work
+
     engine = "Lucene" if cfg.engine == "lucene" else "the exact sweep"
-    return StagePlan(f"BM25 ({engine}) top-{cfg.k} on {', '.join(cfg.splits)} pools; {how}")
+    pools = facts_of(inputs, "pools", upstream)
+    rate = "bm25" if cfg.engine == "lucene" else "bm25-tune"
+    return StagePlan(
+        f"BM25 ({engine}) top-{cfg.k} on {', '.join(cfg.splits)} pools; {how}",
+        work=pool_work(rate, pools[0], cfg.splits) if pools else None,
+    )
 
 
 TUNE_SPEC = register(

@@ -38,6 +38,10 @@ from mdcr.errors import ConfigError
 from mdcr.paper import DEPTH
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
+# Vectors indexed at once: 2M x 768 is about 9 GB (float16 rows and Faiss's float32 copy),
+# the paper's largest single-vector pool in one index.
+BLOCK_VECTORS = 2_000_000
+
 
 @dataclass(frozen=True)
 class SearchConfig:
@@ -55,12 +59,16 @@ class SearchConfig:
     )
     margin: int = setting(64, help="extra candidates fetched to settle ties (widened if needed)")
     device: str = setting("auto", help=f"where to search: {DEVICE_HELP}")
+    block_vectors: int = setting(
+        BLOCK_VECTORS,
+        help="most vectors indexed at once; a larger pool is searched in blocks (same runs)",
+    )
     executor: Literal["local", "ray"] = setting("local", help=EXECUTOR_HELP)
     ray_address: str = setting("", help=RAY_ADDRESS_HELP)
     ray_workers: int = setting(0, help=RAY_WORKERS_HELP)
 
     def validate(self) -> None:
-        for key in ("k", "query_batch"):
+        for key in ("k", "query_batch", "block_vectors"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"search.{key}: {getattr(self, key)} is not valid; use >= 1")
         if self.margin < 0:
@@ -124,17 +132,24 @@ def search_pool(
     query_batch: int = 1024,
     margin: int = 64,
     query_store: Any = None,
+    block_vectors: int = BLOCK_VECTORS,
 ) -> PoolResult:
     """Exact top-k for one pool (``pool_ids`` sorted) and its queries.
 
     ``query_store``: the store read in the query role (an asymmetric encoder's query
-    vectors); None: queries are read from ``store`` like the pool's papers."""
+    vectors); None: queries are read from ``store`` like the pool's papers.
+
+    A pool of more than ``block_vectors`` vectors is searched in blocks of consecutive
+    papers, one index at a time, so memory stays bounded (Aspire on a 2M-paper pool holds
+    18M sentence vectors: 55 GB in float32). Each block gives its exact top k with the
+    same float64 scores as one index would, and merging them by (score desc, row asc)
+    gives the same ranking, because rows follow paper_id order."""
+    import itertools
+
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from mdcr.encoders.store import unit_vectors16
-    from mdcr.index.backends import make_backend
-    from mdcr.index.exact import SearchStats, exact_topk, exact_topk_multi, max_norm
+    from mdcr.index.exact import SearchStats
 
     t0 = time.perf_counter()
     db_rows = store.require_rows(pool_ids, "pool papers")
@@ -145,51 +160,29 @@ def search_pool(
         pc.index_in(q_arr, value_set=pool_ids).fill_null(-1).to_numpy(zero_copy_only=False),
         dtype=np.int64,
     )
-    search_metric = "ip" if metric in ("ip", "cos") else "l2"
     stats = SearchStats()
-    if store.multi_vector:
-        db, db_off = store.doc_vectors(db_rows)
-        qv, q_off = queries.doc_vectors(q_rows)
-        if metric == "cos" and store.metric != "cos":  # an override: normalise here
-            db, qv = unit_vectors16(db), unit_vectors16(qv)
-        sentence_doc = np.repeat(np.arange(len(db_rows)), np.diff(db_off))
-        load_s = time.perf_counter() - t0
-        index = make_backend(backend, db, search_metric, device)  # type: ignore[arg-type]
-        build_s = time.perf_counter() - t0 - load_s
-        ranked_rows = exact_topk_multi(
-            index,
-            db,
-            sentence_doc,
-            qv,
-            q_off,
-            exclude,
-            k,
-            search_metric,  # type: ignore[arg-type]
-            margin=margin,
-            batch=max(1, query_batch // 8),
-            db_max_norm=getattr(index, "max_norm", None) or max_norm(db),
-            stats=stats,
-        )
-    else:
-        db = store.vectors(db_rows)
-        qv = queries.vectors(q_rows)
-        if metric == "cos" and store.metric != "cos":  # an override: normalise here
-            db, qv = unit_vectors16(db), unit_vectors16(qv)
-        load_s = time.perf_counter() - t0
-        index = make_backend(backend, db, search_metric, device)  # type: ignore[arg-type]
-        build_s = time.perf_counter() - t0 - load_s
-        ranked_rows = exact_topk(
-            index,
-            db,
-            qv,
-            exclude,
-            k,
-            search_metric,  # type: ignore[arg-type]
-            margin=margin,
-            batch=query_batch,
-            db_max_norm=getattr(index, "max_norm", None) or max_norm(db),
-            stats=stats,
-        )
+    timings = {"load_s": 0.0, "build_s": 0.0}
+    counts = store.vector_counts(db_rows)
+    ends = np.cumsum(counts)
+    bounds = [0]
+    while bounds[-1] < len(db_rows):  # each block: as many papers as fit, at least one
+        start = bounds[-1]
+        limit = (ends[start - 1] if start else 0) + max(1, block_vectors)
+        bounds.append(max(start + 1, int(np.searchsorted(ends, limit, side="right"))))
+    ranked_rows: list[tuple[np.ndarray, np.ndarray]] = []
+    vectors = 0
+    name = backend
+    for lo, hi in itertools.pairwise(bounds):
+        in_block = (exclude >= lo) & (exclude < hi)
+        block_exclude = np.where(in_block, exclude - lo, -1)
+        part, n_vectors, name = _search_block(
+            store, queries, db_rows[lo:hi], q_rows, block_exclude, k=k, metric=metric,
+            backend=backend, device=device, query_batch=query_batch, margin=margin,
+            stats=stats, timings=timings,
+        )  # fmt: skip
+        vectors += n_vectors
+        part = [(rows + lo, scores) for rows, scores in part]
+        ranked_rows = part if not ranked_rows else _merge(ranked_rows, part, k)
     ids_np = np.asarray(pool_ids.to_numpy(zero_copy_only=False), dtype=str)
     ranked = [(ids_np[rows], scores) for rows, scores in ranked_rows]
     total = time.perf_counter() - t0
@@ -198,16 +191,96 @@ def search_pool(
         ranked,
         {
             "papers": len(pool_ids),
-            "vectors": len(db),
+            "vectors": vectors,
             "queries": len(query_ids),
-            "backend": getattr(index, "name", backend),
-            "load_s": round(load_s, 3),
-            "build_s": round(build_s, 3),
-            "search_s": round(total - load_s - build_s, 3),
+            "backend": name,
+            "blocks": len(bounds) - 1,
+            "load_s": round(timings["load_s"], 3),
+            "build_s": round(timings["build_s"], 3),
+            "search_s": round(total - timings["load_s"] - timings["build_s"], 3),
             "widened": stats.widened,
             "max_window": stats.max_window,
         },
     )
+
+
+def _merge(
+    a: list[tuple[np.ndarray, np.ndarray]], b: list[tuple[np.ndarray, np.ndarray]], k: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per query, the top k of two ranked lists by (score desc, row asc)."""
+    out = []
+    for (rows_a, scores_a), (rows_b, scores_b) in zip(a, b, strict=True):
+        rows = np.concatenate([rows_a, rows_b])
+        scores = np.concatenate([scores_a, scores_b])
+        top = np.lexsort((rows, -scores))[:k]
+        out.append((rows[top], scores[top]))
+    return out
+
+
+def _search_block(
+    store: Any,
+    queries: Any,
+    db_rows: np.ndarray,
+    q_rows: np.ndarray,
+    exclude: np.ndarray,
+    *,
+    k: int,
+    metric: str,
+    backend: str,
+    device: Any,
+    query_batch: int,
+    margin: int,
+    stats: Any,
+    timings: dict[str, float],
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], int, str]:
+    """Exact top-k of the queries among the papers at ``db_rows`` (rows within the block)."""
+    from mdcr.encoders.store import unit_vectors16
+    from mdcr.index.backends import make_backend
+    from mdcr.index.exact import exact_topk, exact_topk_multi, max_norm
+
+    t0 = time.perf_counter()
+    search_metric = "ip" if metric in ("ip", "cos") else "l2"
+    if store.multi_vector:
+        db, db_off = store.doc_vectors(db_rows)
+        qv, q_off = queries.doc_vectors(q_rows)
+    else:
+        db, qv = store.vectors(db_rows), queries.vectors(q_rows)
+    if metric == "cos" and store.metric != "cos":  # an override: normalise here
+        db, qv = unit_vectors16(db), unit_vectors16(qv)
+    t1 = time.perf_counter()
+    index = make_backend(backend, db, search_metric, device)  # type: ignore[arg-type]
+    timings["load_s"] += t1 - t0
+    timings["build_s"] += time.perf_counter() - t1
+    norm = getattr(index, "max_norm", None) or max_norm(db)
+    if store.multi_vector:
+        ranked = exact_topk_multi(
+            index,
+            db,
+            np.repeat(np.arange(len(db_rows)), np.diff(db_off)),
+            qv,
+            q_off,
+            exclude,
+            k,
+            search_metric,  # type: ignore[arg-type]
+            margin=margin,
+            batch=max(1, query_batch // 8),
+            db_max_norm=norm,
+            stats=stats,
+        )
+    else:
+        ranked = exact_topk(
+            index,
+            db,
+            qv,
+            exclude,
+            k,
+            search_metric,  # type: ignore[arg-type]
+            margin=margin,
+            batch=query_batch,
+            db_max_norm=norm,
+            stats=stats,
+        )
+    return ranked, len(db), str(getattr(index, "name", backend))
 
 
 @dataclass(frozen=True)
@@ -222,6 +295,7 @@ class SearchJob:
     device: str
     query_batch: int
     margin: int
+    block_vectors: int
 
 
 @dataclass
@@ -265,6 +339,7 @@ def search_one_pool(worker: SearchWorker, pool: tuple[str, list[str]]) -> PoolRe
         query_batch=job.query_batch,
         margin=job.margin,
         query_store=worker.query_store,
+        block_vectors=job.block_vectors,
     )
 
 
@@ -295,6 +370,7 @@ def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
         device=cfg.device if engine.in_process else ("auto" if gpus else "cpu"),
         query_batch=cfg.query_batch,
         margin=cfg.margin,
+        block_vectors=cfg.block_vectors,
     )
     if engine.in_process:  # the stores and device this process already opened
 
@@ -330,9 +406,12 @@ def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
 def plan_search(
     cfg: SearchConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
 ) -> StagePlan:
+    from mdcr.planning.work import search_work
+
     return StagePlan(
         f"exact dense search (backend {cfg.backend}, device {cfg.device}) of every pool's "
-        f"queries, top {cfg.k}, ties by paper_id, query excluded"
+        f"queries, top {cfg.k}, ties by paper_id, query excluded",
+        work=search_work(inputs, upstream),
     )
 
 

@@ -20,9 +20,10 @@ Ranking: the documents with a positive score (those that match a query term, as 
 returns them), by (score desc, document number asc); document numbers are paper_id order.
 The query paper is left out after taking k + 1, as :meth:`LuceneIndex.search` does.
 
-Cost: analysing the pool once (the JVM's analyzer, on all cores) into a forward index,
-then per query one compiled pass over it that scores every grid point at once
-(:mod:`mdcr.index.sweep_kernel`); queries run on all cores.
+Cost: analysing the pool once (the JVM's analyzer, on all cores, a chunk of documents at
+a time) into an inverted index, then per query one compiled pass over its terms'
+postings that scores every grid point at once (:mod:`mdcr.index.sweep_kernel`); queries
+run on all cores.
 """
 
 from __future__ import annotations
@@ -58,16 +59,21 @@ def encode_lengths(lengths: np.ndarray) -> np.ndarray:
     return codes[np.searchsorted(distinct, lengths)]
 
 
+# Documents analysed at a time while building: the Python token lists of one chunk are all
+# that is held beyond the index's own arrays (2M abstracts at once would need tens of GB).
+BUILD_CHUNK = 20_000
+
+
 @dataclass(frozen=True)
 class PoolTerms:
-    """A pool's analysed documents (in document-number order) as a forward index: each
-    document's distinct terms (ascending) and their frequencies."""
+    """A pool's analysed documents (document numbers in paper_id order) as an inverted
+    index: each term's postings, by document number, with their frequencies."""
 
     vocab: dict[str, int]
     df: np.ndarray  # int64 documents per term
-    fwd_ptr: np.ndarray  # int64, n_docs + 1: document d's terms are [fwd_ptr[d], fwd_ptr[d+1])
-    fwd_terms: np.ndarray  # int32 term ids
-    fwd_tfs: np.ndarray  # float32 term frequencies
+    inv_ptr: np.ndarray  # int64, n_terms + 1: term t's postings are [inv_ptr[t], inv_ptr[t+1])
+    inv_docs: np.ndarray  # int32 document numbers, ascending within a term
+    inv_tfs: np.ndarray  # float32 term frequencies
     norms: np.ndarray  # uint8 Lucene norm of each document
     n_docs: int
     sum_ttf: int  # total tokens (Lucene's sumTotalTermFreq)
@@ -85,28 +91,45 @@ class PoolTerms:
         analyze: Callable[[str], list[str]],
         *,
         threads: int = 1,
+        chunk: int = BUILD_CHUNK,
     ) -> PoolTerms:
-        """Analyse ``texts`` (document i = text i) and index their terms."""
-        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-            token_lists = list(pool.map(analyze, texts, chunksize=256))
+        """Analyse ``texts`` (document i = text i) and index their terms, ``chunk``
+        documents at a time."""
         vocab: dict[str, int] = {}
-        ids = [vocab.setdefault(t, len(vocab)) for tokens in token_lists for t in tokens]
-        lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(texts))
-        del token_lists
-        n, n_terms = len(texts), max(len(vocab), 1)
-        doc_of = np.repeat(np.arange(n, dtype=np.int64), lengths)
-        keys = doc_of * n_terms + np.asarray(ids, dtype=np.int64)
-        del ids, doc_of
-        keys, counts = np.unique(keys, return_counts=True)  # by document, then term
-        terms = (keys % n_terms).astype(np.int32)
-        fwd_ptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(keys // n_terms, minlength=n), out=fwd_ptr[1:])
+        n = len(texts)
+        lengths = np.zeros(n, dtype=np.int64)
+        docs, terms, tfs = [], [], []
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            for start in range(0, n, max(1, chunk)):
+                token_lists = list(pool.map(analyze, texts[start : start + chunk], chunksize=256))
+                size = len(token_lists)
+                lens = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=size)
+                lengths[start : start + size] = lens
+                ids = np.fromiter(
+                    (vocab.setdefault(t, len(vocab)) for tokens in token_lists for t in tokens),
+                    dtype=np.int64,
+                    count=int(lens.sum()),
+                )
+                del token_lists
+                keys = (np.repeat(np.arange(size, dtype=np.int64), lens) << 32) | ids
+                keys, counts = np.unique(keys, return_counts=True)  # by document, then term
+                docs.append((keys >> 32).astype(np.int32) + np.int32(start))
+                terms.append((keys & 0xFFFFFFFF).astype(np.int32))
+                tfs.append(counts.astype(np.float32))
+        doc_of = np.concatenate(docs) if docs else np.zeros(0, np.int32)
+        term_of = np.concatenate(terms) if terms else np.zeros(0, np.int32)
+        tf_of = np.concatenate(tfs) if tfs else np.zeros(0, np.float32)
+        del docs, terms, tfs
+        order = np.argsort(term_of, kind="stable")  # by term, documents stay ascending
+        df = np.bincount(term_of, minlength=len(vocab)).astype(np.int64)
+        inv_ptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+        np.cumsum(df, out=inv_ptr[1:])
         return cls(
             vocab=vocab,
-            df=np.bincount(terms, minlength=len(vocab)).astype(np.int64),
-            fwd_ptr=fwd_ptr,
-            fwd_terms=terms,
-            fwd_tfs=counts.astype(np.float32),
+            df=df,
+            inv_ptr=inv_ptr,
+            inv_docs=doc_of[order],
+            inv_tfs=tf_of[order],
             norms=encode_lengths(lengths),
             n_docs=n,
             sum_ttf=int(lengths.sum()),
@@ -146,8 +169,8 @@ def sweep_query(
     ``k``, document ``exclude`` left out after taking k + 1, as Lucene's search does.
     ``kernel``: :func:`mdcr.index.sweep_kernel.grid_top`'s cache bounds (for tests).
 
-    One pass over the forward index (:mod:`mdcr.index.sweep_kernel`) scores every grid
-    point at once.
+    One pass over the query terms' postings (:mod:`mdcr.index.sweep_kernel`) scores every
+    grid point at once.
     """
     from mdcr.index.sweep_kernel import grid_top
 
@@ -159,14 +182,12 @@ def sweep_query(
     tids = np.array([t for t, _ in found], dtype=np.int64)
     boosts = np.array([c for _, c in found], dtype=np.float32)
     weights = boosts * idf(terms.df[tids], terms.doc_count)
-    local_of = np.full(len(terms.vocab), -1, dtype=np.int32)
-    local_of[tids] = np.arange(len(tids), dtype=np.int32)
     ranked = grid_top(
-        local_of,
+        tids,
         weights,
-        terms.fwd_ptr,
-        terms.fwd_terms,
-        terms.fwd_tfs,
+        terms.inv_ptr,
+        terms.inv_docs,
+        terms.inv_tfs,
         terms.norms,
         np.ascontiguousarray(tables.T),
         k + 1,

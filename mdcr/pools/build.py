@@ -57,7 +57,7 @@ from mdcr.paper import (
     REPETITIONS,
 )
 from mdcr.pools.db import arrow_table
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
 if TYPE_CHECKING:
     import duckdb
@@ -587,11 +587,13 @@ def plan_pools(
             f"field-level: {cfg.field_queries} queries x {len(cfg.fields)} fields per split, "
             f"pools of {cfg.field_pool_size} x {cfg.repetitions} repetitions"
         )
-    from mdcr.planning import pools_estimate
+    from mdcr.planning import corpus_papers, pools_estimate
 
     text = f"splits {', '.join(cfg.splits)}; query year {cfg.query_year}; " + "; ".join(parts)
-    estimate, facts = pools_estimate(cfg, inputs)
-    return StagePlan(text + "\n" + estimate, facts)
+    estimate, facts = pools_estimate(cfg, inputs, upstream)
+    corpus = inputs.get("corpus") or []
+    papers, _ = corpus_papers(corpus[0] if corpus else None, upstream)
+    return StagePlan(text + "\n" + estimate, facts, Work("pools", units=float(papers)))
 
 
 SPEC = register(

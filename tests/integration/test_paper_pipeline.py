@@ -83,10 +83,17 @@ def test_dry_run_prints_the_paper_scale_plan(env: dict) -> None:
     assert "pools: 24 dataset-level + 114 field-level" in out
     assert "15200 queries" in out
     assert out.count("papers to encode:") == 10  # 5 encoders on the pools + on the benchmark
-    assert "GPU time" in out and "disk" in out
+    assert "disk ~" in out
     assert "7600 queries x 66 papers" in out  # MDCR: 19 fields x 200 queries x 2 splits
-    steps = [line.split()[0] for line in out.splitlines() if line and not line.startswith(" ")]
+    plan, _, table = out.partition("\nEstimated wall time on one machine with 16 cores, 1 GPU")
+    steps = [line.split()[0] for line in plan.splitlines() if line and not line.startswith(" ")]
     assert steps[0] == "prefilter" and steps[-1] == "bench_score" and len(steps) == 30
+    # Every step's time, then the total; each step's plan says how it was priced.
+    rows = [line.split()[0] for line in table.splitlines()[1:] if line.startswith("  ")]
+    assert rows == [*steps, "total"]
+    assert plan.count("    time: ~") == 30
+    assert plan.count("3,000 BERT-base papers/s per GPU (stated rate)") == 10
+    assert "no measured rate" not in out
 
 
 @pytest.mark.integration

@@ -164,6 +164,23 @@ def test_stages_give_the_same_outputs_with_either_engine(stage_inputs: dict[str,
     assert runs["lucene"].equals(runs["sweep"])
 
 
+def test_index_built_in_chunks_equals_one_build(lucene_jvm: object, s2orc_papers: list) -> None:  # type: ignore[type-arg]
+    from mdcr.index.lucene import Analyzer
+    from mdcr.index.sweep import PoolTerms
+
+    texts = [p.text for p in s2orc_papers]
+    whole = PoolTerms.build(texts, Analyzer().analyze, threads=2, chunk=len(texts))
+    chunked = PoolTerms.build(texts, Analyzer().analyze, threads=2, chunk=37)
+    assert whole.vocab == chunked.vocab
+    for name in ("df", "inv_ptr", "inv_docs", "inv_tfs", "norms"):
+        assert np.array_equal(getattr(whole, name), getattr(chunked, name)), name
+    assert (whole.sum_ttf, whole.doc_count) == (chunked.sum_ttf, chunked.doc_count)
+    # Postings run by document within each term.
+    for t in range(0, len(whole.vocab), 97):
+        docs = whole.inv_docs[whole.inv_ptr[t] : whole.inv_ptr[t + 1]]
+        assert (np.diff(docs) > 0).all() and len(docs) == whole.df[t]
+
+
 def test_term_score_cache_bounds_do_not_change_results(
     lucene_jvm: object, s2orc_papers: list
 ) -> None:  # type: ignore[type-arg]
@@ -176,8 +193,14 @@ def test_term_score_cache_bounds_do_not_change_results(
     for paper in s2orc_papers[::40]:
         words = analyzer.analyze(paper.text)
         full = sweep_query(terms, words, tables, 100)
-        # No cache (every term score computed directly), and a cache that overflows at once.
-        for bounds in ({"tf_cap": 0, "cache_rows": 1}, {"tf_cap": 2, "cache_rows": 3}):
+        # No cache (every term score computed directly), a cache that overflows at once,
+        # one document per block of accumulators, blocks that split the postings unevenly.
+        for bounds in (
+            {"tf_cap": 0, "cache_rows": 1},
+            {"tf_cap": 2, "cache_rows": 3},
+            {"block": 1},
+            {"block": 7, "tf_cap": 2, "cache_rows": 3},
+        ):
             other = sweep_query(terms, words, tables, 100, **bounds)
             for (d1, s1), (d2, s2) in zip(full, other, strict=True):
                 assert d1.tolist() == d2.tolist() and np.array_equal(s1, s2)

@@ -59,7 +59,12 @@ def _rows(path: Path) -> list[tuple]:  # type: ignore[type-arg]
     return list(zip(*[t[c].to_pylist() for c in RUN_SCHEMA.names], strict=True))
 
 
-def test_search_stage_equals_brute_force_on_both_backends(tmp_path: Path, pools) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("block_vectors", [2_000_000, 7], ids=["one-index", "blocks-of-7"])
+def test_search_stage_equals_brute_force_on_both_backends(
+    tmp_path: Path,
+    pools,  # type: ignore[no-untyped-def]
+    block_vectors: int,
+) -> None:
     corpus = tmp_path / "corpus"
     write_corpus(corpus, 120)
     home = tmp_path / "home"
@@ -84,6 +89,7 @@ def test_search_stage_equals_brute_force_on_both_backends(tmp_path: Path, pools)
             device="cpu",
             query_batch=2,
             margin=1,
+            block_vectors=block_vectors,
         )
         runs[backend] = _execute(home, SEARCH, cfg)
     got = _rows(runs["faiss"])
@@ -98,10 +104,12 @@ def test_search_stage_equals_brute_force_on_both_backends(tmp_path: Path, pools)
     info = json.loads((runs["faiss"] / "manifest.json").read_text())["info"]
     assert info["retriever"] == "random" and info["k"] == 30 and info["metric"] == "cos"
     assert info["pools"]["dataset/test/80/r0"]["queries"] == 3
+    assert info["pools"]["dataset/test/80/r0"]["blocks"] == (1 if block_vectors > 80 else 12)
     assert "pools_fingerprint" in info
 
 
-def test_search_l2_multi_vector_store(tmp_path: Path, pools) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("block_vectors", [2_000_000, 5, 1], ids=["one-index", "5", "1"])
+def test_search_l2_multi_vector_store(tmp_path: Path, pools, block_vectors: int) -> None:  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(5)
     ids = pools["ids"]
     counts = rng.integers(1, 4, size=len(ids))
@@ -109,7 +117,12 @@ def test_search_l2_multi_vector_store(tmp_path: Path, pools) -> None:  # type: i
     vecs = (rng.integers(-1, 2, size=(offsets[-1], 6)) / 2).astype(np.float16)
     emb = write_store(tmp_path / "emb", ids, vecs, metric="l2", offsets=offsets, shard_size=37)
     cfg = SearchConfig(
-        pools=str(pools["folder"]), embeddings=str(emb), k=25, device="cpu", margin=0
+        pools=str(pools["folder"]),
+        embeddings=str(emb),
+        k=25,
+        device="cpu",
+        margin=0,
+        block_vectors=block_vectors,  # 1: one paper per block, whatever its vectors
     )
     got = _rows(_execute(tmp_path / "home", SEARCH, cfg))
     doc = {p: vecs[offsets[i] : offsets[i + 1]].astype(np.float64) for i, p in enumerate(ids)}

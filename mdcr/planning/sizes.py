@@ -1,19 +1,21 @@
-"""Estimates for ``mdcr run --dry-run``: pool counts, papers to encode, disk and GPU hours.
+"""Sizes for ``mdcr run --dry-run``: pool counts, papers to encode, disk, and each stage's work.
 
 A stage's ``plan(cfg, inputs, upstream)`` sees its own config, the folders its inputs will
 be (which do not exist yet in a dry run of a fresh pipeline) and the typed
 :class:`~mdcr.stage.PlanFacts` that the plans of those inputs returned: ``pools`` says how
 many pools and papers it will make, ``benchmark`` how many papers its lists hold, and
-``encode`` turns those into papers to encode, disk and GPU hours. A built input is
+``encode`` turns those into papers to encode and disk; every plan states its work,
+priced in wall time by :mod:`mdcr.planning.timing`. A built input is
 measured instead of estimated.
 
-Stated assumptions (override with environment variables):
+Stated assumptions (override with environment variables); the wall-time estimates and
+their assumptions are in :mod:`mdcr.planning.timing`.
 
-- ``MDCR_PLAN_PAPERS_PER_S`` (default 3000): papers encoded per second per GPU for a
-  BERT-base encoder (SciBERT, SPECTER, SciNCL, Aspire) on S2ORC titles + abstracts
-  (~250 tokens, length-sorted batches, bf16, H100-class GPU); MiniLM is counted 5x faster.
 - ``MDCR_PLAN_CORPUS_PAPERS`` (default 16,000,000): prefiltered papers when the corpus is
-  not built yet (the paper's ~16M).
+  neither built nor planned from a planned input (the paper's ~16M).
+- ``MDCR_PLAN_INPUT_RECORDS`` (default 81,100,000): records the prefilter reads when its
+  input is not a planned synthetic corpus (S2ORC's 81.1M, paper section 3); the prefilter
+  keeps 16M / 81.1M of them (the paper's own figures).
 - Aspire stores one vector per abstract sentence: 9 per paper on average (S2ORC's median).
 """
 
@@ -28,23 +30,29 @@ from typing import Any
 from mdcr.paper import CITED_PER_QUERY
 from mdcr.stage import PlanFacts
 
-PAPERS_PER_S = 3000.0
 CORPUS_PAPERS = 16_000_000
+INPUT_RECORDS = 81_100_000
+PREFILTER_KEEPS = CORPUS_PAPERS / INPUT_RECORDS
 ASPIRE_SENTENCES = 9
 
 
-def papers_per_s() -> float:
+def _env_int(name: str, default: int) -> int:
     try:
-        return float(os.environ.get("MDCR_PLAN_PAPERS_PER_S", PAPERS_PER_S))
+        return int(os.environ.get(name, default))
     except ValueError:
-        return PAPERS_PER_S
+        return default
 
 
 def default_corpus_papers() -> int:
-    try:
-        return int(os.environ.get("MDCR_PLAN_CORPUS_PAPERS", CORPUS_PAPERS))
-    except ValueError:
-        return CORPUS_PAPERS
+    return _env_int("MDCR_PLAN_CORPUS_PAPERS", CORPUS_PAPERS)
+
+
+def input_records(inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]) -> int:
+    """Records the prefilter reads: a planned synthetic corpus's, else the stated count."""
+    source = _first(inputs, "input")
+    if source is not None and source in upstream and upstream[source].records:
+        return upstream[source].records
+    return _env_int("MDCR_PLAN_INPUT_RECORDS", INPUT_RECORDS)
 
 
 def _first(inputs: dict[str, list[Path]], name: str) -> Path | None:
@@ -52,8 +60,11 @@ def _first(inputs: dict[str, list[Path]], name: str) -> Path | None:
     return paths[0] if paths else None
 
 
-def corpus_papers(corpus: Path | None) -> tuple[int, bool]:
-    """(papers in the corpus, measured?) from a built prefilter output, else the default."""
+def corpus_papers(
+    corpus: Path | None, upstream: Mapping[Path, PlanFacts] | None = None
+) -> tuple[int, bool]:
+    """(papers in the corpus, measured?): counted in a built prefilter output, else its
+    plan's estimate, else the stated default."""
     if corpus is not None:
         from mdcr.artifacts import PAPERS
 
@@ -62,6 +73,8 @@ def corpus_papers(corpus: Path | None) -> tuple[int, bool]:
             import pyarrow.parquet as pq
 
             return int(pq.ParquetFile(file).metadata.num_rows), True
+        if upstream and corpus in upstream and upstream[corpus].papers:
+            return upstream[corpus].papers, False
     return default_corpus_papers(), False
 
 
@@ -75,15 +88,19 @@ def _union(universe: int, fills: list[int]) -> int:
     return round(universe * (1.0 - miss))
 
 
-def pools_estimate(cfg: Any, inputs: dict[str, list[Path]]) -> tuple[str, PlanFacts]:
+def pools_estimate(
+    cfg: Any, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts] | None = None
+) -> tuple[str, PlanFacts]:
     """Pool counts and the papers the pools will hold, as text and as facts for encode."""
     corpus = _first(inputs, "corpus")
-    n_corpus, measured = corpus_papers(corpus)
+    n_corpus, measured = corpus_papers(corpus, upstream)
+    planned = corpus is not None and bool(upstream) and corpus in (upstream or {})
     n_splits = len(cfg.splits)
     n_dataset = n_field = 0
     fills: list[int] = []
     total = 0
     queries = 0
+    per_split_papers = per_split_pairs = 0
     if "dataset" in cfg.setups:
         n_dataset = n_splits * len(cfg.dataset_sizes) * cfg.repetitions
         cited = cfg.n_queries_dataset * CITED_PER_QUERY
@@ -91,6 +108,8 @@ def pools_estimate(cfg: Any, inputs: dict[str, list[Path]]) -> tuple[str, PlanFa
             fills += [max(0, s - cited) for s in cfg.dataset_sizes]
         total += n_splits * cfg.repetitions * sum(cfg.dataset_sizes)
         queries += n_splits * cfg.n_queries_dataset
+        per_split_papers += cfg.repetitions * sum(cfg.dataset_sizes)
+        per_split_pairs += cfg.repetitions * sum(cfg.dataset_sizes) * cfg.n_queries_dataset
     field_queries = 0
     if "field" in cfg.setups:
         n_field = n_splits * len(cfg.fields) * cfg.repetitions
@@ -98,6 +117,9 @@ def pools_estimate(cfg: Any, inputs: dict[str, list[Path]]) -> tuple[str, PlanFa
         total += n_field * cfg.field_pool_size
         field_queries = n_splits * len(cfg.fields) * cfg.field_queries
         queries += field_queries
+        field_pools = len(cfg.fields) * cfg.repetitions
+        per_split_papers += field_pools * cfg.field_pool_size
+        per_split_pairs += field_pools * cfg.field_pool_size * cfg.field_queries
     papers_max = min(total + queries, n_corpus)
     papers = min(papers_max, _union(n_corpus, fills) + queries)
     facts = PlanFacts(
@@ -105,8 +127,12 @@ def pools_estimate(cfg: Any, inputs: dict[str, list[Path]]) -> tuple[str, PlanFa
         papers_max=papers_max,
         queries=queries,
         field_queries_per_split=field_queries // max(n_splits, 1),
+        pool_papers={split: per_split_papers for split in cfg.splits},
+        pool_pairs={split: per_split_pairs for split in cfg.splits},
     )
-    source = "measured" if measured else "assumed; MDCR_PLAN_CORPUS_PAPERS"
+    source = (
+        "measured" if measured else "planned" if planned else "assumed; MDCR_PLAN_CORPUS_PAPERS"
+    )
     text = (
         f"pools: {n_dataset} dataset-level + {n_field} field-level (at most; a field whose "
         f"field-cited set fits one pool gets one) = {n_dataset + n_field}; {queries} queries; "
@@ -142,7 +168,7 @@ def target_papers(
 ) -> tuple[int, str]:
     """Papers to encode for these targets: counted when built, else from upstream facts."""
     if not targets:
-        n, measured = corpus_papers(corpus)
+        n, measured = corpus_papers(corpus, upstream)
         return n, "the whole corpus" + ("" if measured else " (assumed size)")
     built = [t for t in targets if t.exists()]
     if len(built) == len(targets):
@@ -177,28 +203,26 @@ def encode_estimate(
     dim: int,
     multi_vector: bool,
     cost: float,
-) -> str:
-    """Papers to encode, disk of the float16 store and GPU hours at the stated rate.
+) -> tuple[str, int]:
+    """Papers to encode and the disk of the float16 store, as text, and the papers.
 
     ``cost``: the encoder's time per paper relative to a BERT-base encoder (0: no model).
+    The time is the stage's :class:`~mdcr.stage.Work`, priced by mdcr/planning/timing.py.
     """
     corpus = _first(inputs, "corpus")
     papers, how = target_papers(inputs.get("targets") or [], corpus, upstream)
     if papers == 0:
-        return "papers to encode: unknown until the targets are planned"
+        return "papers to encode: unknown until the targets are planned", 0
     vectors = papers * (ASPIRE_SENTENCES if multi_vector else 1)
     disk = vectors * dim * 2
-    rate = papers_per_s() / cost if cost > 0 else math.inf
-    hours = papers / rate / 3600.0
-    speed = f"{rate:,.0f} papers/s" if cost > 0 else "no model"
-    return (
-        f"papers to encode: {papers:,} ({how}); disk ~{_size(disk)} float16 "
-        f"({vectors:,} vectors x {dim}); GPU time ~{hours:.2f} h at {speed} "
-        "(stated rate; MDCR_PLAN_PAPERS_PER_S)"
+    text = (
+        f"papers to encode: {papers:,} ({how}); disk ~{size_text(disk)} float16 "
+        f"({vectors:,} vectors x {dim})"
     )
+    return text, papers
 
 
-def _size(n: float) -> str:
+def size_text(n: float) -> str:
     units = ["B", "KB", "MB", "GB", "TB"]
     i = min(len(units) - 1, int(math.log(max(n, 1), 1024)))
     return f"{n / 1024**i:.1f} {units[i]}"
