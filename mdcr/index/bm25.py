@@ -20,18 +20,24 @@ import json
 import math
 import shutil
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from mdcr.config import input_path, param, setting
+from mdcr.engine import (
+    EXECUTOR_HELP,
+    RAY_ADDRESS_HELP,
+    RAY_WORKERS_HELP,
+    check_engine_settings,
+)
 from mdcr.errors import ConfigError, InputDataError
+from mdcr.index.bm25_data import PoolData, PoolInfo, PoolJob, PoolWorker, open_pool_worker
 from mdcr.paper import DEPTH
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
 if TYPE_CHECKING:
-    import duckdb
     import numpy as np
     import pandas as pd
     import pyarrow as pa
@@ -45,7 +51,6 @@ DEFAULT_K1 = 0.9
 DEFAULT_B = 0.4
 DEFAULT_K1_GRID = (0.6, 0.8, 0.9, 1.0, 1.2, 1.4, 1.6)
 DEFAULT_B_GRID = (0.2, 0.4, 0.6, 0.75, 0.8, 1.0)
-_BATCH = 50_000  # papers read per batch when indexing
 
 
 def _check_k1_b(where: str, k1s: Sequence[float], bs: Sequence[float]) -> None:
@@ -93,6 +98,9 @@ class TuneConfig:
         help="sweep: the whole grid from one pass over each query's postings (exact: equal "
         "to Lucene's rankings and scores, tested); lucene: one Lucene search per grid point",
     )
+    executor: Literal["local", "ray"] = setting("local", help=EXECUTOR_HELP)
+    ray_address: str = setting("", help=RAY_ADDRESS_HELP)
+    ray_workers: int = setting(0, help=RAY_WORKERS_HELP)
 
     def validate(self) -> None:
         if not self.k1 or not self.b:
@@ -105,6 +113,7 @@ class TuneConfig:
             raise ConfigError(f"bm25-tune.depth: must be >= 1, got {self.depth}")
         if self.threads < 0:
             raise ConfigError(f"bm25-tune.threads: must be >= 0, got {self.threads}")
+        check_engine_settings(self, "bm25-tune")
         metric_name(self.metric, self.depth)
 
 
@@ -123,6 +132,9 @@ class BM25Config:
     engine: Literal["lucene", "sweep"] = setting(
         "lucene", help="lucene (the reference) or sweep (mdcr's exact BM25, equal to Lucene's)"
     )
+    executor: Literal["local", "ray"] = setting("local", help=EXECUTOR_HELP)
+    ray_address: str = setting("", help=RAY_ADDRESS_HELP)
+    ray_workers: int = setting(0, help=RAY_WORKERS_HELP)
 
     def validate(self) -> None:
         _check_k1_b("bm25", [self.k1], [self.b])
@@ -134,123 +146,11 @@ class BM25Config:
             raise ConfigError(f"bm25.splits: must be non-empty without duplicates: {self.splits}")
         if self.threads < 0:
             raise ConfigError(f"bm25.threads: must be >= 0, got {self.threads}")
+        check_engine_settings(self, "bm25")
 
 
 # ---------------------------------------------------------------------------------------
 # Inputs
-
-
-@dataclass(frozen=True)
-class PoolInfo:
-    pool_id: str
-    setup: str
-    split: str
-    field: str | None
-
-
-class PoolData:
-    """The corpus text and the pools, queried with DuckDB."""
-
-    def __init__(self, corpus: Path, pools: Path, threads: int) -> None:
-        import duckdb
-
-        from mdcr.artifacts import PAPERS, POOL_META, POOLS, QRELS
-        from mdcr.store import artifact_fingerprint
-
-        self.corpus_fp = artifact_fingerprint(corpus)
-        self.pools_fp = artifact_fingerprint(pools)
-        files = {
-            "papers": PAPERS.require(corpus),
-            "pools": POOLS.require(pools),
-            "qrels": QRELS.require(pools),
-        }
-        if POOL_META.exists(pools):
-            files["pool_meta"] = POOL_META.require(pools)
-        self.con: duckdb.DuckDBPyConnection = duckdb.connect()
-        if threads:
-            self.con.execute(f"SET threads = {int(threads)}")
-        for name, path in files.items():
-            self.con.execute(
-                f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_sql_str(str(path))})"
-            )
-        if "pool_meta" not in files:  # pools from elsewhere: setup/split/field from the id
-            self.con.execute(
-                "CREATE VIEW pool_meta AS SELECT pool_id, split_part(pool_id, '/', 1) AS setup, "
-                "split_part(pool_id, '/', 2) AS split, CASE WHEN split_part(pool_id, '/', 1) "
-                "= 'field' THEN split_part(pool_id, '/', 3) END AS field "
-                "FROM (SELECT DISTINCT pool_id FROM pools)"
-            )
-
-    def close(self) -> None:
-        self.con.close()
-
-    def pools_of(self, splits: Sequence[str]) -> list[PoolInfo]:
-        rows = self.con.execute(
-            "SELECT pool_id, setup, split, field FROM pool_meta ORDER BY pool_id"
-        ).fetchall()
-        return [PoolInfo(*r) for r in rows if r[2] in splits]
-
-    def splits(self) -> list[str]:
-        rows = self.con.execute("SELECT DISTINCT split FROM pool_meta ORDER BY 1").fetchall()
-        return [r[0] for r in rows]
-
-    def pool_ids(self, pool_id: str) -> list[str]:
-        """The pool's paper ids, sorted (code-point order, as ``rank_candidates`` sorts)."""
-        rel = self.con.sql(
-            "SELECT DISTINCT paper_id FROM pools WHERE pool_id = ?", params=[pool_id]
-        )
-        table = (getattr(rel, "to_arrow_table", None) or rel.arrow)()  # duckdb >= 1.4 / older
-        return sorted(table.column(0).to_pylist())
-
-    def pool_texts(self, pool_id: str) -> Iterator[tuple[list[str], list[str]]]:
-        """(paper ids, title + newline + abstract) of the pool's papers, in batches."""
-        rel: Any = self.con.sql(
-            "SELECT p.paper_id, coalesce(p.title, '') || chr(10) || coalesce(p.abstract, '') "
-            "FROM papers p SEMI JOIN (SELECT paper_id FROM pools WHERE pool_id = ?) c "
-            "ON p.paper_id = c.paper_id",
-            params=[pool_id],
-        )
-        fetch = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader
-        for batch in fetch(_BATCH):
-            yield batch.column(0).to_pylist(), batch.column(1).to_pylist()
-
-    def pool_texts_sorted(self, pool_id: str) -> tuple[np.ndarray, list[str]]:
-        """The pool's paper ids sorted (Lucene's document order) and their texts in that order."""
-        import numpy as np
-
-        ids = np.asarray(self.pool_ids(pool_id), dtype=object)
-        position = {pid: i for i, pid in enumerate(ids.tolist())}
-        texts: list[str] = [""] * len(ids)
-        for batch_ids, batch_texts in self.pool_texts(pool_id):
-            for pid, text in zip(batch_ids, batch_texts, strict=True):
-                texts[position[pid]] = text
-        return ids, texts
-
-    def queries(self, pool_id: str) -> tuple[list[str], list[str]]:
-        """(query ids sorted, their title + newline + abstract) of a pool's queries."""
-        rows = self.con.execute(
-            "SELECT q.query_id, p.paper_id IS NULL, "
-            "coalesce(p.title, '') || chr(10) || coalesce(p.abstract, '') "
-            "FROM (SELECT DISTINCT query_id FROM qrels WHERE pool_id = ?) q "
-            "LEFT JOIN papers p ON p.paper_id = q.query_id ORDER BY q.query_id",
-            [pool_id],
-        ).fetchall()
-        missing = [r[0] for r in rows if r[1]]
-        if missing:
-            raise InputDataError(
-                f"pool '{pool_id}': {len(missing)} query paper(s) are not in the corpus "
-                f"(e.g. {missing[0]!r}); use the corpus the pools were built from"
-            )
-        return [r[0] for r in rows], [r[2] for r in rows]
-
-    def qrels(self, pool_id: str) -> pd.DataFrame:
-        return self.con.execute(
-            "SELECT query_id, paper_id, relevance FROM qrels WHERE pool_id = ?", [pool_id]
-        ).df()
-
-
-def _sql_str(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
 
 
 def part_name(pool_id: str) -> str:
@@ -340,9 +240,7 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
 
     from mdcr.artifacts import RUNS, RunInfo
     from mdcr.encoders.registry import BM25
-    from mdcr.index.lucene import index_fingerprint
     from mdcr.index.runs import RUN_SCHEMA, RunWriter
-    from mdcr.store import atomic_write_text
 
     params = ctx.inputs.get("params") or []
     if params:
@@ -361,22 +259,8 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
         ctx.log(f"[bm25] {len(pools)} pools, k1={k1}, b={b}")
         indexes: dict[str, str] = {}
         terms: list[np.ndarray] = []
-        for pool in pools:
-            part = ctx.out / PARTS / part_name(pool.pool_id)
-            if part.is_file():
-                ctx.log(f"[bm25] {pool.pool_id}: done earlier (resumed)")
-                continue
-            qids, texts = data.queries(pool.pool_id)
-            with ctx.timed(f"pool {pool.pool_id}"):
-                ((_, ranked),) = grid_rankings(
-                    data, pool, qids, texts, [(k1, b)], cfg.k, cfg.threads, cfg.engine, ctx
-                )
-            side = {"engine": cfg.engine, "n_terms": query_terms(texts).tolist()}
-            if cfg.engine == "lucene":
-                side["index"] = index_fingerprint(data.pool_ids(pool.pool_id), data.corpus_fp)
-            atomic_write_text(part.with_suffix(".json"), json.dumps(side))
-            _write_part(part, _pool_run(pool.pool_id, qids, ranked))  # last: marks it done
-            ctx.log(f"[bm25] {pool.pool_id}: {len(qids)} queries searched")
+        job = _pool_job(cfg, ctx, ((k1, b),), cfg.k)
+        _map_pools(ctx, cfg, data, job, pools, bm25_pool, "bm25")
         with RunWriter(RUNS.output(ctx)) as writer:
             for pool in pools:
                 part = ctx.out / PARTS / part_name(pool.pool_id)
@@ -560,21 +444,9 @@ def run_bm25_tune(cfg: TuneConfig, ctx: StageContext) -> None:
                 f"{', '.join(data.splits()) or 'none'}; build pools with splits including 'val'"
             )
         ctx.log(f"[bm25-tune] {len(pools)} val pools x {len(grid)} grid points, metric {metric}")
-        parts = []
-        for pool in pools:
-            part = ctx.out / PARTS / part_name(pool.pool_id)
-            if not part.is_file():
-                qids, texts = data.queries(pool.pool_id)
-                with ctx.timed(f"pool {pool.pool_id}"):
-                    rankings = grid_rankings(
-                        data, pool, qids, texts, grid, cfg.depth, cfg.threads, cfg.engine, ctx
-                    )
-                    df = tune_pool(
-                        pool, qids, rankings, data.qrels(pool.pool_id), metrics, cfg.depth
-                    )
-                _write_part(part, pa.Table.from_pandas(df, preserve_index=False))
-                ctx.log(f"[bm25-tune] {pool.pool_id}: {len(qids)} queries x {len(grid)} points")
-            parts.append(pq.read_table(part).to_pandas())
+        job = _pool_job(cfg, ctx, tuple(grid), cfg.depth, tuple(metrics))
+        _map_pools(ctx, cfg, data, job, pools, tune_one_pool, "bm25-tune")
+        parts = [pq.read_table(ctx.out / PARTS / part_name(p.pool_id)).to_pandas() for p in pools]
         table = pd.concat(parts, ignore_index=True).sort_values(
             ["pool_id", "k1", "b", "metric"], kind="stable"
         )
@@ -597,6 +469,102 @@ def run_bm25_tune(cfg: TuneConfig, ctx: StageContext) -> None:
         )
     finally:
         data.close()
+
+
+# ---------------------------------------------------------------------------------------
+# Units of work: one pool each, run by the engine (this process, or Ray workers)
+
+
+def _pool_job(
+    cfg: BM25Config | TuneConfig,
+    ctx: StageContext,
+    grid: tuple[tuple[float, float], ...],
+    depth: int,
+    metrics: tuple[str, ...] = (),
+) -> PoolJob:
+    from mdcr.index.lucene import index_root
+
+    return PoolJob(
+        corpus=ctx.input("corpus").resolve(),
+        pools=ctx.input("pools").resolve(),
+        out=ctx.out.resolve(),
+        index_dir=index_root().resolve(),
+        threads=cfg.threads,
+        engine=cfg.engine,
+        depth=depth,
+        grid=grid,
+        metrics=metrics,
+    )
+
+
+def _map_pools(
+    ctx: StageContext,
+    cfg: BM25Config | TuneConfig,
+    data: PoolData,
+    job: PoolJob,
+    pools: Sequence[PoolInfo],
+    fn: Callable[[PoolWorker, PoolInfo], tuple[int, float]],
+    label: str,
+) -> None:
+    """Run ``fn`` on every pool without a finished part, on the engine ``cfg`` names."""
+    import functools
+
+    from mdcr.engine import open_engine
+
+    shared = [job.index_dir] if cfg.engine == "lucene" else []
+    engine = open_engine(cfg, ctx, shared=shared, reads=[job.corpus, job.pools])
+    todo = [p for p in pools if not (ctx.out / PARTS / part_name(p.pool_id)).is_file()]
+    if len(todo) < len(pools):
+        ctx.log(f"[{label}] {len(pools) - len(todo)} pool(s) done earlier (resumed)")
+    ctx.record("pools_done_earlier", len(pools) - len(todo))
+    if engine.in_process:  # this process's data and context
+
+        def setup() -> PoolWorker:
+            return PoolWorker(job, data, ctx)
+
+    else:
+        setup = functools.partial(open_pool_worker, job)
+    for pool, (n_queries, seconds) in zip(todo, engine.map(fn, todo, setup=setup), strict=True):
+        ctx.timings[f"pool {pool.pool_id}"] = round(seconds, 3)
+        ctx.log(f"[{label}] {pool.pool_id}: {n_queries} queries x {len(job.grid)} points")
+
+
+def bm25_pool(worker: PoolWorker, pool: PoolInfo) -> tuple[int, float]:
+    """Search one pool at the job's (k1, b) and write its part; (queries, seconds)."""
+    from mdcr.index.lucene import index_fingerprint
+    from mdcr.store import atomic_write_text
+
+    job, data = worker.job, worker.data
+    part = job.out / PARTS / part_name(pool.pool_id)
+    qids, texts = data.queries(pool.pool_id)
+    t0 = time.perf_counter()
+    ((_, ranked),) = grid_rankings(
+        data, pool, qids, texts, job.grid, job.depth, job.threads, job.engine, worker.ctx
+    )
+    seconds = time.perf_counter() - t0
+    side = {"engine": job.engine, "n_terms": query_terms(texts).tolist()}
+    if job.engine == "lucene":
+        side["index"] = index_fingerprint(data.pool_ids(pool.pool_id), data.corpus_fp)
+    atomic_write_text(part.with_suffix(".json"), json.dumps(side))
+    _write_part(part, _pool_run(pool.pool_id, qids, ranked))  # last: marks it done
+    return len(qids), seconds
+
+
+def tune_one_pool(worker: PoolWorker, pool: PoolInfo) -> tuple[int, float]:
+    """Score one validation pool at every grid point and write its part; (queries, seconds)."""
+    import pyarrow as pa
+
+    job, data = worker.job, worker.data
+    qids, texts = data.queries(pool.pool_id)
+    t0 = time.perf_counter()
+    rankings = grid_rankings(
+        data, pool, qids, texts, job.grid, job.depth, job.threads, job.engine, worker.ctx
+    )
+    df = tune_pool(pool, qids, rankings, data.qrels(pool.pool_id), job.metrics, job.depth)
+    seconds = time.perf_counter() - t0
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    _write_part(job.out / PARTS / part_name(pool.pool_id), table)
+    return len(qids), seconds
 
 
 def plan_bm25_tune(

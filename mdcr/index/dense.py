@@ -17,6 +17,7 @@ distance. Multi-vector stores (Aspire) score a paper by its best sentence pair.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +28,12 @@ import numpy as np
 
 from mdcr.config import input_path, param, setting
 from mdcr.device import DEVICE_HELP, check_device_spec
+from mdcr.engine import (
+    EXECUTOR_HELP,
+    RAY_ADDRESS_HELP,
+    RAY_WORKERS_HELP,
+    check_engine_settings,
+)
 from mdcr.errors import ConfigError
 from mdcr.paper import DEPTH
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
@@ -56,6 +63,9 @@ class SearchConfig:
         BLOCK_VECTORS,
         help="most vectors indexed at once; a larger pool is searched in blocks (same runs)",
     )
+    executor: Literal["local", "ray"] = setting("local", help=EXECUTOR_HELP)
+    ray_address: str = setting("", help=RAY_ADDRESS_HELP)
+    ray_workers: int = setting(0, help=RAY_WORKERS_HELP)
 
     def validate(self) -> None:
         for key in ("k", "query_batch", "block_vectors"):
@@ -64,6 +74,7 @@ class SearchConfig:
         if self.margin < 0:
             raise ConfigError(f"search.margin: {self.margin} is negative; use >= 0")
         check_device_spec(self.device, "search.device")
+        check_engine_settings(self, "search")
 
 
 def read_pool_queries(pools_dir: Path) -> dict[str, list[str]]:
@@ -272,10 +283,71 @@ def _search_block(
     return ranked, len(db), str(getattr(index, "name", backend))
 
 
+@dataclass(frozen=True)
+class SearchJob:
+    """What a worker needs to search pools (paths absolute, picklable)."""
+
+    pools: Path
+    embeddings: Path
+    k: int
+    metric: str
+    backend: str
+    device: str
+    query_batch: int
+    margin: int
+    block_vectors: int
+
+
+@dataclass
+class SearchWorker:
+    """A worker's state: the embedding store (both roles), the device and the backend."""
+
+    job: SearchJob
+    store: Any
+    query_store: Any
+    device: Any
+    backend: str
+
+
+def open_search_worker(job: SearchJob) -> SearchWorker:
+    from mdcr.device import resolve_device
+    from mdcr.encoders.store import EmbeddingStore
+    from mdcr.index.backends import choose_backend
+
+    device = resolve_device(job.device)
+    return SearchWorker(
+        job,
+        EmbeddingStore(job.embeddings),
+        EmbeddingStore(job.embeddings, role="query"),
+        device,
+        choose_backend(job.backend, device),  # type: ignore[arg-type]
+    )
+
+
+def search_one_pool(worker: SearchWorker, pool: tuple[str, list[str]]) -> PoolResult:
+    """One unit of work: the top k of one pool's queries (pool id, its query ids)."""
+    job = worker.job
+    pool_id, query_ids = pool
+    return search_pool(
+        worker.store,
+        read_pool_papers(job.pools, pool_id),
+        query_ids,
+        k=job.k,
+        metric=job.metric,
+        backend=worker.backend,
+        device=worker.device,
+        query_batch=job.query_batch,
+        margin=job.margin,
+        query_store=worker.query_store,
+        block_vectors=job.block_vectors,
+    )
+
+
 def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
     from mdcr.artifacts import RUNS, RunInfo
     from mdcr.device import resolve_device
     from mdcr.encoders.store import EmbeddingStore
+    from mdcr.engine import open_engine
     from mdcr.index.backends import choose_backend
     from mdcr.index.runs import RunWriter, run_table
     from mdcr.store import artifact_fingerprint
@@ -287,27 +359,37 @@ def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
     device = resolve_device(cfg.device)
     backend = choose_backend(cfg.backend, device)
     pool_queries = read_pool_queries(pools_dir)
+    engine = open_engine(cfg, ctx, reads=[pools_dir, ctx.input("embeddings")])
+    gpus = engine.worker_gpus(cfg.device)
+    job = SearchJob(
+        pools=pools_dir.resolve(),
+        embeddings=ctx.input("embeddings").resolve(),
+        k=cfg.k,
+        metric=metric,
+        backend=cfg.backend,
+        device=cfg.device if engine.in_process else ("auto" if gpus else "cpu"),
+        query_batch=cfg.query_batch,
+        margin=cfg.margin,
+        block_vectors=cfg.block_vectors,
+    )
+    if engine.in_process:  # the stores and device this process already opened
+
+        def setup() -> SearchWorker:
+            return SearchWorker(job, store, query_store, device, backend)
+
+    else:
+        setup = functools.partial(open_search_worker, job)
     ctx.log(
         f"[search] {store.name}: {len(pool_queries)} pools, metric {metric}, "
-        f"backend {backend} on {device}"
+        f"backend {backend} on {device} ({engine.name} engine)"
     )
     per_pool: dict[str, Any] = {}
+    pools = [(pool_id, pool_queries[pool_id]) for pool_id in sorted(pool_queries)]
+    results = engine.map(search_one_pool, pools, setup=setup, gpus=gpus)
     with RunWriter(RUNS.output(ctx)) as writer:
-        for pool_id in ctx.progress(sorted(pool_queries), desc="search", unit="pool"):
-            ids = read_pool_papers(pools_dir, pool_id)
-            result = search_pool(
-                store,
-                ids,
-                pool_queries[pool_id],
-                k=cfg.k,
-                metric=metric,
-                backend=backend,
-                device=device,
-                query_batch=cfg.query_batch,
-                margin=cfg.margin,
-                query_store=query_store,
-                block_vectors=cfg.block_vectors,
-            )
+        for (pool_id, _), result in ctx.progress(
+            zip(pools, results, strict=True), total=len(pools), desc="search", unit="pool"
+        ):
             writer.write(run_table(pool_id, result.query_ids, result.ranked))
             per_pool[pool_id] = result.stats
     ctx.outputs[RUNS.file] = writer.rows

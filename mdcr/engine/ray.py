@@ -1,0 +1,262 @@
+"""The Ray engine: units of work as calls on Ray actors; Ray schedules, restarts, retries.
+
+Nothing here schedules: :meth:`RayEngine.map` starts one actor per CPU slot (or per GPU)
+of the cluster, no more than there are units (fewer units share the CPUs out), each
+building its state once (``setup``: a model, open files), and hands
+the units to ``ray.util.ActorPool``. An actor whose process dies is restarted by Ray
+(``max_restarts``) and the call it was running is retried (``max_task_retries``); a unit
+that fails with an mdcr error (bad input) fails the stage at once, with that one line.
+
+The store must sit on storage every node reaches: before it maps, the engine writes a
+marker into each folder the workers use and runs a probe task on every node
+(``NodeAffinitySchedulingStrategy``) that reads it back.
+
+Connecting: ``ray_address`` (``--ray-address``), else ``$RAY_ADDRESS``, else a Ray
+instance started here with ``ray_workers`` CPUs (all cores when 0). One connection per
+process; later stages reuse it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mdcr.errors import ConfigError, MdcrError, require
+
+S = TypeVar("S")
+T = TypeVar("T")
+R = TypeVar("R")
+
+# Restarts of a dead actor, and retries of the call it was running.
+MAX_RETRIES = 3
+# Environment the workers need as the driver has it (on other nodes they have their own).
+_FORWARD = (
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "TOKENIZERS_PARALLELISM",
+    "NUMBA_CACHE_DIR",
+)
+# Of those, the paths: made absolute, since a worker's working folder is not the driver's.
+_PATHS = ("MDCR_HOME", "MDCR_INDEX_DIR", "HF_HOME", "HF_HUB_CACHE", "NUMBA_CACHE_DIR")
+
+
+def worker_env() -> dict[str, str]:
+    """``MDCR_*`` and the Hugging Face and Numba variables of this process, paths absolute."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("MDCR_") or k in _FORWARD}
+    for key in _PATHS:
+        if key in env:
+            env[key] = os.path.abspath(os.path.expanduser(env[key]))
+    return env
+
+
+class _Worker:
+    """A Ray actor: its state is built once; each call runs one unit of work.
+
+    An mdcr error in ``setup`` is kept and raised by every call, so it reaches the driver
+    as that error (one line), not as a dead actor.
+    """
+
+    def __init__(self, setup: Callable[[], Any]) -> None:
+        self.error: MdcrError | None = None
+        try:
+            self.state = setup()
+        except MdcrError as exc:
+            self.error = exc
+
+    def run(self, fn: Callable[[Any, Any], Any], item: Any) -> Any:
+        if self.error is not None:
+            raise self.error
+        return fn(self.state, item)
+
+
+def probe(markers: Sequence[str], token: str, reads: Sequence[str] = ()) -> list[str]:
+    """The markers this process cannot read back with ``token`` in them, and the input
+    paths it cannot see at all."""
+    bad = []
+    for marker in markers:
+        try:
+            ok = Path(marker).read_text() == token
+        except OSError:
+            ok = False
+        if not ok:
+            bad.append(marker)
+    bad += [path for path in reads if not Path(path).exists()]
+    return bad
+
+
+def unreachable_error(node: str, path: str) -> ConfigError:
+    where = Path(path).parent if Path(path).name.startswith(".ray-check-") else Path(path)
+    return ConfigError(
+        f"Ray node {node} cannot see '{where}': the store and the inputs must be on storage "
+        "every node mounts at the same path; put MDCR_HOME (and MDCR_INDEX_DIR) on a shared "
+        "file system (NFS, ...) or use --engine local"
+    )
+
+
+class RayEngine:
+    """Maps units of work over Ray actors; see the module docstring."""
+
+    name = "ray"
+    in_process = False
+
+    def __init__(self, ray: Any, workers: int, address: str) -> None:
+        self._ray = ray
+        self._workers = workers
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        resources = ray.cluster_resources()
+        self._info: dict[str, Any] = {
+            "name": self.name,
+            "address": address or "local instance",
+            "nodes": len(nodes),
+            "cpus": int(resources.get("CPU", 0)),
+            "gpus": int(resources.get("GPU", 0)),
+            "workers": 0,
+        }
+
+    def info(self) -> dict[str, Any]:
+        return self._info
+
+    def slots(self, gpus: float = 0.0) -> int:
+        """Workers to start: ``ray_workers``, else one per CPU (per ``gpus`` GPUs)."""
+        if self._workers:
+            return self._workers
+        resources = self._ray.cluster_resources()
+        if gpus:
+            return max(1, int(resources.get("GPU", 0) / gpus))
+        return max(1, int(resources.get("CPU", 1)))
+
+    def cpus_per_worker(self, n: int) -> int:
+        """CPUs for each of ``n`` CPU workers: the cluster's CPUs shared out when there are
+        fewer units than CPUs (``ray_workers`` unset), as long as every worker still fits
+        on a node; Ray sets each worker's ``OMP_NUM_THREADS`` (torch's threads) to it."""
+        if self._workers:
+            return 1
+        per_node = [
+            int(node.get("Resources", {}).get("CPU", 0))
+            for node in self._ray.nodes()
+            if node.get("Alive")
+        ]
+        cpus = max(1, sum(per_node) // max(n, 1))
+        while cpus > 1 and sum(c // cpus for c in per_node) < n:
+            cpus -= 1
+        return cpus
+
+    def worker_gpus(self, device: str) -> float:
+        """GPUs per worker for a stage whose device setting is ``device``: one where the
+        cluster has GPUs and the device is not the CPU, else none."""
+        if str(device) == "cpu" or not self._info["gpus"]:
+            return 0.0
+        return 1.0
+
+    def check_shared(self, folders: Sequence[Path], reads: Sequence[Path] = ()) -> None:
+        """A one-line error unless every alive node reads what this process writes into
+        ``folders`` and sees the inputs ``reads``."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        ray = self._ray
+        token = uuid.uuid4().hex
+        markers: list[Path] = []
+        try:
+            for folder in folders:
+                folder = Path(folder).resolve()
+                folder.mkdir(parents=True, exist_ok=True)
+                marker = folder / f".ray-check-{token}"
+                marker.write_text(token)
+                markers.append(marker)
+            task = ray.remote(probe)
+            nodes = [n for n in ray.nodes() if n.get("Alive")]
+            refs = [
+                task.options(
+                    num_cpus=0,
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
+                ).remote([str(m) for m in markers], token, [str(Path(p).resolve()) for p in reads])
+                for n in nodes
+            ]
+            for node, bad in zip(nodes, ray.get(refs), strict=True):
+                if bad:
+                    raise unreachable_error(str(node.get("NodeManagerAddress")), bad[0])
+        finally:
+            for marker in markers:
+                marker.unlink(missing_ok=True)
+
+    def map(
+        self,
+        fn: Callable[[S, T], R],
+        items: Sequence[T],
+        *,
+        setup: Callable[[], S],
+        gpus: float = 0.0,
+    ) -> Iterator[R]:
+        if not items:
+            return
+        ray = self._ray
+        from ray.util import ActorPool
+
+        n = max(1, min(len(items), self.slots(gpus)))
+        worker = ray.remote(_Worker).options(
+            num_cpus=1 if gpus else self.cpus_per_worker(n),
+            num_gpus=gpus,
+            max_restarts=MAX_RETRIES,
+            max_task_retries=MAX_RETRIES,
+            runtime_env={"env_vars": worker_env()},
+        )
+        actors = [worker.remote(setup) for _ in range(n)]
+        self._info["workers"] = max(self._info["workers"], n)
+        pool = ActorPool(actors)
+        try:
+            yield from pool.map(lambda actor, item: actor.run.remote(fn, item), list(items))
+        except ray.exceptions.RayTaskError as exc:
+            if isinstance(exc.cause, MdcrError):
+                raise exc.cause from None
+            raise
+        except ray.exceptions.RayActorError as exc:
+            raise MdcrError(
+                f"a Ray worker died more than {MAX_RETRIES} times ({type(exc).__name__}); "
+                "finished work is kept: check the workers' memory and logs, then re-run to "
+                "resume"
+            ) from None
+        finally:
+            for actor in actors:
+                ray.kill(actor)
+
+
+def connect(
+    address: str,
+    workers: int,
+    *,
+    shared: Sequence[Path] = (),
+    reads: Sequence[Path] = (),
+    quiet: bool = False,
+) -> RayEngine:
+    """The Ray engine on the cluster named (or a local instance), its storage checked:
+    every node must read what is written into ``shared`` and see ``reads``."""
+    ray = require("ray")
+    target = address or os.environ.get("RAY_ADDRESS", "")
+    level = logging.ERROR if quiet else logging.WARNING
+    if not ray.is_initialized():
+        try:
+            if target:
+                ray.init(address=target, logging_level=level)
+            else:
+                ray.init(  # "local": a new instance, even beside a running one
+                    address="local",
+                    num_cpus=workers or os.cpu_count() or 1,
+                    include_dashboard=False,
+                    logging_level=level,
+                )
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            where = f"at '{target}'" if target else "locally"
+            raise ConfigError(
+                f"cannot start or reach Ray {where} ({str(exc).splitlines()[0]}); start a "
+                "cluster with `ray start --head` and give its address with --ray-address "
+                "or $RAY_ADDRESS"
+            ) from None
+    engine = RayEngine(ray, workers, target)
+    engine.check_shared(shared, reads)
+    return engine
