@@ -198,7 +198,7 @@ def run_pipeline(
                 step, store, inputs, known, facts, folders, selected, unknown, echo=print
             )
             if plan is not None and plan.work is not None:
-                timed.append((step, _print_time(plan.work)))
+                timed.append((step, _print_time(step, plan.work)))
             continue
         planned = store.plan(step.spec, step.cfg, inputs, known)
         folders[step.id] = planned.folder
@@ -249,12 +249,20 @@ def planned_work(pipeline: Pipeline, store: Store) -> dict[str, Work]:
     return works
 
 
-def _print_time(work: Work) -> float:
+def _print_time(step: Step, work: Work) -> float:
+    """Print a step's estimated time (and on Ray, when it runs there); return the one that
+    counts for the total."""
     from mdcr.planning.timing import Machine, duration_text, estimate
 
     machine = Machine.target()
     est = estimate(work, machine)
     print(f"    time: ~{duration_text(est.seconds)} on {machine.describe()} ({est.basis})")
+    if getattr(step.cfg, "executor", "local") == "ray" and work.parts:
+        from mdcr.engine.plan import ray_step_estimate
+
+        seconds, line = ray_step_estimate(step.cfg, work, machine)
+        print(f"    {line}")
+        return seconds
     return est.seconds
 
 
@@ -265,13 +273,16 @@ def _print_time_table(timed: list[tuple[Step, float]]) -> None:
     if not timed:
         return
     print()
+    on_ray = any(getattr(step.cfg, "executor", "local") == "ray" for step, _ in timed)
     print(
         f"Estimated wall time on one machine with {Machine.target().describe()} "
         "(MDCR_PLAN_CORES, MDCR_PLAN_GPUS; rates measured in the paper's rehearsals, "
-        "mdcr/planning/timing.py):"
+        "mdcr/planning/timing.py)"
+        + ("; steps marked 'on Ray' on the Ray workers their plan names:" if on_ray else ":")
     )
     for step, seconds in timed:
-        print(f"  {step.id:<20} {step.spec.name:<18} {duration_text(seconds):>8}")
+        where = "  (on Ray)" if getattr(step.cfg, "executor", "local") == "ray" else ""
+        print(f"  {step.id:<20} {step.spec.name:<18} {duration_text(seconds):>8}{where}")
     total = sum(seconds for _, seconds in timed)
     print(f"  {'total':<20} {'':<18} {duration_text(total):>8}")
 

@@ -44,9 +44,10 @@ class PlanFacts:
 
     ``papers``: distinct papers its outputs name (expected), ``papers_max`` at most;
     ``field_queries_per_split``: field-level queries per split (pools); ``records``: input
-    records (synth); ``pool_papers`` / ``pool_pairs``: per split, the papers of all its
-    pools and the sum over pools of pool size x queries (pools); ``vectors_per_paper`` and
-    ``dim``: the vectors an embeddings output holds (encode).
+    records (synth); ``pool_papers`` / ``pool_pairs`` / ``pool_count``: per split, the
+    papers of all its pools, the sum over pools of pool size x queries, and the pools
+    (pools); ``pool_max_pairs``: the largest pool's size x queries; ``vectors_per_paper``
+    and ``dim``: the vectors an embeddings output holds (encode).
     """
 
     papers: int = 0
@@ -56,6 +57,8 @@ class PlanFacts:
     records: int = 0
     pool_papers: Mapping[str, int] = field(default_factory=dict)
     pool_pairs: Mapping[str, int] = field(default_factory=dict)
+    pool_count: Mapping[str, int] = field(default_factory=dict)
+    pool_max_pairs: int = 0
     vectors_per_paper: float = 1.0
     dim: int = 0
 
@@ -66,12 +69,15 @@ class Work:
 
     ``rate``: the key of the measured rate that prices it; ``units``: work that grows
     linearly (papers, records, queries); ``pairs``: work that grows with pool size times
-    queries (search, BM25).
+    queries (search, BM25). ``parts``: the independent pieces an engine can run at once
+    (encode shards, pools; 0: none), ``largest``: the largest piece's share of the work.
     """
 
     rate: str
     units: float = 0.0
     pairs: float = 0.0
+    parts: int = 0
+    largest: float = 0.0
 
 
 @dataclass(frozen=True)

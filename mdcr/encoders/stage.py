@@ -574,10 +574,12 @@ def plan_encode(
         cost=entry.cost,
     )
     note = "" if dim else " (vector size assumed 768; known once the model is loaded)"
-    work = (
-        Work(MODEL_ENCODE, units=papers * entry.cost)
-        if entry.cost > 0
-        else Work("encode-no-model", units=float(papers))
+    shards = -(-papers // cfg.shard_size)
+    work = Work(
+        MODEL_ENCODE if entry.cost > 0 else "encode-no-model",
+        units=papers * entry.cost if entry.cost > 0 else float(papers),
+        parts=shards,
+        largest=1 / shards if shards else 0.0,
     )
     facts = PlanFacts(
         papers=papers,

@@ -1,10 +1,10 @@
 """Wall time on N workers, for ``--dry-run --engine ray``: the local plan's rates, divided.
 
-The local plan (:mod:`mdcr.planning`) estimates a stage's seconds on this machine from
-per-unit rates (papers per second, queries per second). On Ray the same units run on N
-workers at once, each at the local rate: the wall time is the driver's serial part plus
-the parallel part in waves of N units (never less than the largest single unit, such as
-the biggest pool), plus the workers' start (Ray, then each worker loading its model).
+The local plan (:mod:`mdcr.planning`) prices a step's work with rates measured on the
+development machine. On Ray the same work runs as independent parts (encode shards,
+pools) on N workers at once, each at the rate of one CPU (or one GPU): the wall time is
+the driver's serial part plus the parallel part in waves of N parts, never less than the
+largest single part (the biggest pool), plus the workers' start.
 """
 
 from __future__ import annotations
@@ -12,9 +12,14 @@ from __future__ import annotations
 import logging
 import math
 import os
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from mdcr.errors import ConfigError, require
+from mdcr.stage import Work
+
+if TYPE_CHECKING:
+    from mdcr.planning.timing import Machine
 
 
 def ray_seconds(
@@ -55,18 +60,38 @@ def planned_workers(cfg: Any, *, gpus: bool = False) -> int:
     return max(1, int(resources.get("CPU", 1)))
 
 
-def ray_plan_line(local_s: float, units: int, workers: int, **parts: float) -> str:
-    """One line for the dry run: the estimate on ``workers`` workers beside the local one."""
-    wall = ray_seconds(local_s - parts.get("serial_s", 0.0), units=units, workers=workers, **parts)
-    return (
-        f"on Ray with {workers} worker(s): about {_duration(wall)} "
-        f"({units} unit(s); {_duration(local_s)} on the local engine)"
+def ray_step_estimate(cfg: Any, work: Work, machine: Machine) -> tuple[float, str]:
+    """A step's wall time on Ray and the dry run's line for it, from the local rates.
+
+    Each worker is one CPU (or one GPU for a model encoder when the target machine has
+    GPUs; with fewer parts than CPUs and no ``ray_workers``, one worker per part shares the
+    CPUs out, as the engine does): the step's work priced for one such worker is split into
+    its ``parts`` (shards, pools), run N at a time, never faster than its largest part;
+    the rate's fixed part stays in the driver."""
+    from mdcr.planning.timing import MODEL_ENCODE, duration_text, estimate, load_rates
+
+    gpu = work.rate == MODEL_ENCODE and machine.gpus > 0
+    workers = planned_workers(cfg, gpus=gpu)
+    cores = 1
+    if not cfg.ray_workers and not gpu and 0 < work.parts < workers:
+        # Fewer parts than CPUs: the engine starts one actor per part, sharing the CPUs out.
+        cores, workers = workers // work.parts, work.parts
+    worker = replace(machine, cores=cores, gpus=1 if gpu else 0)
+    one = estimate(work, worker).seconds
+    rate = load_rates().get(work.rate)
+    serial = rate.fixed_s if rate is not None and not gpu else 0.0
+    parallel = max(0.0, one - serial)
+    wall = ray_seconds(
+        parallel,
+        units=work.parts,
+        workers=workers,
+        serial_s=serial,
+        largest_unit_s=parallel * work.largest,
     )
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+    each = "1 GPU" if gpu else f"{cores} CPU" + ("s" if cores > 1 else "")
+    line = (
+        f"on Ray with {workers} worker(s) of {each}: ~{duration_text(wall)} ({work.parts} "
+        f"unit(s), the largest {work.largest:.0%} of the work; ~{duration_text(one)} on one "
+        "worker)"
+    )
+    return wall, line

@@ -129,6 +129,11 @@ def pools_estimate(
         field_queries_per_split=field_queries // max(n_splits, 1),
         pool_papers={split: per_split_papers for split in cfg.splits},
         pool_pairs={split: per_split_pairs for split in cfg.splits},
+        pool_count={split: (n_dataset + n_field) // max(n_splits, 1) for split in cfg.splits},
+        pool_max_pairs=max(
+            [s * cfg.n_queries_dataset for s in cfg.dataset_sizes if "dataset" in cfg.setups]
+            + [cfg.field_pool_size * cfg.field_queries if "field" in cfg.setups else 0]
+        ),
     )
     source = (
         "measured" if measured else "planned" if planned else "assumed; MDCR_PLAN_CORPUS_PAPERS"

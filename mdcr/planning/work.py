@@ -9,6 +9,7 @@ records or queries.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from mdcr.planning.sizes import ASPIRE_SENTENCES
@@ -31,8 +32,14 @@ def pool_work(
     """Papers and pairs of the pools of ``splits``."""
     splits = list(splits)
     units = sum(pools.pool_papers.get(s, 0) for s in splits)
-    pairs = sum(pools.pool_pairs.get(s, 0) for s in splits) * pair_factor
-    return Work(rate, units=float(units), pairs=float(pairs))
+    base = sum(pools.pool_pairs.get(s, 0) for s in splits)
+    return Work(
+        rate,
+        units=float(units),
+        pairs=float(base * pair_factor),
+        parts=sum(pools.pool_count.get(s, 0) for s in splits),
+        largest=pools.pool_max_pairs / base if base else 0.0,
+    )
 
 
 def search_work(inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]) -> Work | None:
@@ -50,8 +57,9 @@ def search_work(inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts
     work = pool_work("search", pools[0], pools[0].pool_papers, pair_factor=dim / UNIT_DIM)
     if per_paper <= 1:
         return work
-    return Work(
-        "search-multi-vector",
+    return replace(
+        work,
+        rate="search-multi-vector",
         units=work.units * per_paper,
         pairs=work.pairs * (per_paper / ASPIRE_SENTENCES) ** 2,
     )

@@ -143,7 +143,7 @@ def test_fault_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_ray_wall_time_divides_the_parallel_part_by_the_workers() -> None:
-    from mdcr.engine.plan import planned_workers, ray_plan_line, ray_seconds
+    from mdcr.engine.plan import planned_workers, ray_seconds
 
     # 700 shards of 10 s each: 7,000 s locally; 100 workers run them in 7 waves.
     assert ray_seconds(7000.0, units=700, workers=100) == pytest.approx(70.0)
@@ -154,7 +154,36 @@ def test_ray_wall_time_divides_the_parallel_part_by_the_workers() -> None:
     assert ray_seconds(0.0, units=0, workers=8, serial_s=5.0) == 5.0
     with pytest.raises(ConfigError, match="--ray-workers: 0 is not valid"):
         ray_seconds(1.0, units=1, workers=0)
-    line = ray_plan_line(7030.0, 700, 100, serial_s=30.0, start_s=20.0)
-    assert line == "on Ray with 100 worker(s): about 2 min (700 unit(s); 2.0 h on the local engine)"
     cfg = from_mapping(get_stage("search").config, {"pools": "p", "embeddings": "e"}, "s")
     assert planned_workers(dataclasses.replace(cfg, ray_workers=12)) == 12
+
+
+def test_dry_run_on_ray_splits_each_step_into_its_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The paper's plan with --engine ray on 100 workers: encode shards on GPUs, pools on
+    CPUs, never faster than the largest pool; the other steps as on one machine."""
+    from mdcr.engine.plan import ray_step_estimate
+    from mdcr.pipeline import planned_work
+    from mdcr.planning.timing import Machine, estimate
+    from mdcr.store import Store
+
+    monkeypatch.setenv("S2ORC_DIR", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    pipeline = load_pipeline(REPO / "pipelines" / "paper.toml", [])
+    works = planned_work(pipeline, Store(tmp_path / "home"))
+    machine = Machine(cores=16, gpus=1)
+    cfg = dataclasses.replace(pipeline.step("search_scibert").cfg, ray_workers=100)
+    search = works["search_scibert"]
+    assert search.parts == 138 and search.largest == pytest.approx(2e6 * 3800 / 8.664e10)
+    wall, line = ray_step_estimate(cfg, search, machine)
+    one_worker = estimate(search, Machine(cores=1, gpus=0)).seconds
+    assert wall >= (one_worker - 5) * search.largest  # the largest pool bounds it
+    assert wall < one_worker / 10
+    assert line.startswith("on Ray with 100 worker(s) of 1 CPU: ~")
+    enc_cfg = dataclasses.replace(pipeline.step("enc_scibert").cfg, ray_workers=8)
+    enc = works["enc_scibert"]
+    assert enc.parts == -(-13_836_690 // 20_000)
+    wall, line = ray_step_estimate(enc_cfg, enc, machine)
+    assert wall == pytest.approx(estimate(enc, machine).seconds / 8, rel=0.01)  # 8 GPUs
+    assert "of 1 GPU" in line

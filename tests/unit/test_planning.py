@@ -31,16 +31,19 @@ def test_paper_work_follows_the_papers_sizes(
     # and 19 fields x 3 repetitions of 100k papers with 200 queries each.
     papers = 3 * 3_700_000 + 57 * 100_000
     pairs = 3 * 3_700_000 * 3_800 + 57 * 100_000 * 200
-    assert works["prefilter"] == Work("prefilter", units=81_100_000)
-    assert works["search_scibert"] == Work("search", units=2 * papers, pairs=2 * pairs)
-    assert works["search_aspire_bm"] == Work(
-        "search-multi-vector", units=2 * papers * 9, pairs=2 * pairs
-    )
-    assert works["bm25_tune"] == Work("bm25-tune", units=papers, pairs=pairs)  # val only
-    assert works["bm25"] == Work("bm25", units=2 * papers, pairs=2 * pairs)
+    got = {step: (w.rate, w.units, w.pairs) for step, w in works.items()}
+    assert got["prefilter"] == ("prefilter", 81_100_000, 0)
+    assert got["search_scibert"] == ("search", 2 * papers, 2 * pairs)
+    assert got["search_aspire_bm"] == ("search-multi-vector", 2 * papers * 9, 2 * pairs)
+    assert got["bm25_tune"] == ("bm25-tune", papers, pairs)  # val only
+    assert got["bm25"] == ("bm25", 2 * papers, 2 * pairs)
+    assert got["score"] == ("score", 15_200 * 6, 0)  # queries x runs
     assert works["enc_scibert"].rate == "encode-model"
     assert works["bench_rank_bm25"].rate == "benchmark-rank-bm25"
-    assert works["score"] == Work("score", units=15_200 * 6)  # queries x runs
+    # The parts an engine can run at once: 69 pools per split, 20k-paper shards.
+    assert (works["bm25_tune"].parts, works["bm25"].parts) == (69, 138)
+    assert works["bm25_tune"].largest == pytest.approx(2_000_000 * 3_800 / pairs)
+    assert works["enc_scibert"].parts == 692 and works["score"].parts == 0
 
 
 def test_machine_model_is_as_stated() -> None:
