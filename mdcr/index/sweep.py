@@ -33,6 +33,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -163,11 +164,11 @@ def sweep_query(
     tables: np.ndarray,
     k: int,
     exclude: int = -1,
-    **kernel: int,
+    **kernel: Any,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per grid point (a row of ``tables``): (document numbers, float32 scores) of the top
     ``k``, document ``exclude`` left out after taking k + 1, as Lucene's search does.
-    ``kernel``: :func:`mdcr.index.sweep_kernel.grid_top`'s cache bounds (for tests).
+    ``kernel``: :func:`mdcr.index.sweep_kernel.grid_top`'s bounds and pruning (for tests).
 
     One pass over the query terms' postings (:mod:`mdcr.index.sweep_kernel`) scores every
     grid point at once.

@@ -192,15 +192,18 @@ def test_term_score_cache_bounds_do_not_change_results(
     tables = norm_tables(terms, GRID[::7])
     for paper in s2orc_papers[::40]:
         words = analyzer.analyze(paper.text)
-        full = sweep_query(terms, words, tables, 100)
+        full = sweep_query(terms, words, tables, 20)  # small k: the bound prunes early
         # No cache (every term score computed directly), a cache that overflows at once,
-        # one document per block of accumulators, blocks that split the postings unevenly.
+        # one document per block of accumulators, blocks that split the postings unevenly,
+        # and no pruning by the bound.
         for bounds in (
             {"tf_cap": 0, "cache_rows": 1},
             {"tf_cap": 2, "cache_rows": 3},
             {"block": 1},
             {"block": 7, "tf_cap": 2, "cache_rows": 3},
+            {"prune": False},  # every matched document scored at every grid point
+            {"prune": False, "block": 5, "tf_cap": 0, "cache_rows": 1},
         ):
-            other = sweep_query(terms, words, tables, 100, **bounds)
+            other = sweep_query(terms, words, tables, 20, **bounds)
             for (d1, s1), (d2, s2) in zip(full, other, strict=True):
                 assert d1.tolist() == d2.tolist() and np.array_equal(s1, s2)
