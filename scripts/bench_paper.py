@@ -16,7 +16,12 @@ at that scale, and every rate's ``fixed_s + unit_s * units + pair_s * pairs`` is
 to the steps it prices, non-negative, minimising the relative error:
 
     python scripts/bench_paper.py --fit bench-out/paper-0.001.json bench-out/paper-0.01.json \
-        bench-out/paper-0.1.json --rates-out mdcr/data/stage_rates.json
+        bench-out/paper-0.1.json --rates-out mdcr/data/stage_rates.json \
+        --pair-rate "search=6.4e-9=bench_search.py 2M x 768, 1000 queries: 12.8 s" ...
+
+The rehearsal's pools are small (20k-200k), so the seconds per pair of search and BM25,
+which dominate at the paper's pools (200k-2M), are taken from their benchmarks at those
+sizes (``--pair-rate KEY=SECONDS=SOURCE``); the fit then finds the rest.
 """
 
 from __future__ import annotations
