@@ -251,8 +251,7 @@ def _run_stage(args: argparse.Namespace) -> int:
 
 
 def _run_pipeline(args: argparse.Namespace) -> int:
-    from mdcr.engine import set_engine
-    from mdcr.pipeline import load_pipeline, run_pipeline, summarize
+    from mdcr.pipeline import load_pipeline, run_pipeline, set_engine, summarize
 
     pipeline = set_engine(load_pipeline(args.pipeline, args.overrides), _engine_values(args))
     store = _store(args, pipeline.home)

@@ -352,3 +352,22 @@ def summarize(pipeline: Pipeline, results: dict[str, Artifact], store: Store) ->
     if last is not None and last.spec.main_output:
         lines.append(f"{last.spec.main_output}: {results[last.id].path / last.spec.main_output}")
     return lines
+
+
+def set_engine(pipeline: Pipeline, values: dict[str, Any]) -> Pipeline:
+    """``pipeline`` with the engine settings ``values`` on every step that has them
+    (``mdcr run --engine ray``; :mod:`mdcr.engine`); steps that do not scale out are
+    left as they are."""
+    import dataclasses
+
+    if not values:
+        return pipeline
+    steps = []
+    for step in pipeline.steps:
+        names = {f.name for f in dataclasses.fields(step.spec.config)}
+        if "executor" in names:
+            cfg = dataclasses.replace(step.cfg, **values)
+            cfg.validate()
+            step = dataclasses.replace(step, cfg=cfg)
+        steps.append(step)
+    return dataclasses.replace(pipeline, steps=tuple(steps))

@@ -283,8 +283,7 @@ def report_pipeline(req: EvaluateRequest, store: Store, scored: Path) -> tuple[P
 
 def evaluate(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Evaluated:
     """Build the request's pipeline and run it through the store; see the module docstring."""
-    from mdcr.engine import set_engine
-    from mdcr.pipeline import run_pipeline
+    from mdcr.pipeline import run_pipeline, set_engine
 
     req.check()
     if req.pools is None:

@@ -23,13 +23,10 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from mdcr.errors import ConfigError, MissingDependencyError
 from mdcr.stage import StageContext
-
-if TYPE_CHECKING:
-    from mdcr.pipeline import Pipeline
 
 S = TypeVar("S")
 T = TypeVar("T")
@@ -131,21 +128,3 @@ def engine_values(
     if ray_workers is not None:
         values["ray_workers"] = ray_workers
     return values
-
-
-def set_engine(pipeline: Pipeline, values: dict[str, Any]) -> Pipeline:
-    """``pipeline`` with the engine settings ``values`` on every step that has them
-    (``mdcr run --engine ray``); steps that do not scale out are left as they are."""
-    import dataclasses
-
-    if not values:
-        return pipeline
-    steps = []
-    for step in pipeline.steps:
-        names = {f.name for f in dataclasses.fields(step.spec.config)}
-        if "executor" in names:
-            cfg = dataclasses.replace(step.cfg, **values)
-            cfg.validate()
-            step = dataclasses.replace(step, cfg=cfg)
-        steps.append(step)
-    return dataclasses.replace(pipeline, steps=tuple(steps))

@@ -15,12 +15,12 @@ import pytest
 
 from mdcr.cli import main
 from mdcr.config import config_fields, field_kind, from_mapping, params_of, settings_of
-from mdcr.engine import engine_values, set_engine
+from mdcr.engine import engine_values
 from mdcr.engine.faults import FaultInjected, fault_point
 from mdcr.engine.local import LocalEngine
 from mdcr.engine.ray import probe, unreachable_error
 from mdcr.errors import ConfigError
-from mdcr.pipeline import load_pipeline
+from mdcr.pipeline import load_pipeline, set_engine
 from mdcr.stage import get_stage
 from mdcr.store import fingerprint
 
