@@ -139,6 +139,7 @@ def main() -> None:
                     args.k,
                     args.metric,  # type: ignore[arg-type]
                     margin=args.margin,
+                    batch=args.query_batch,
                     db_max_norm=norm,
                     stats=stats,
                 )

@@ -55,7 +55,9 @@ class SearchConfig:
         "auto", help="auto = Faiss (GPU if Faiss sees one), torch on CUDA without faiss-gpu"
     )
     query_batch: int = setting(
-        1024, help="queries per search call (large batches amortise Faiss's thread syncs)"
+        1024,
+        help="query vectors per search call, whole queries (large batches amortise Faiss's "
+        "thread syncs)",
     )
     margin: int = setting(64, help="extra candidates fetched to settle ties (widened if needed)")
     device: str = setting("auto", help=f"where to search: {DEVICE_HELP}")
@@ -263,7 +265,7 @@ def _search_block(
             k,
             search_metric,  # type: ignore[arg-type]
             margin=margin,
-            batch=max(1, query_batch // 8),
+            batch=query_batch,
             db_max_norm=norm,
             stats=stats,
         )

@@ -34,14 +34,18 @@ otherwise ``k'`` doubles.
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from mdcr.index.backends import Backend, SearchMetric
+from mdcr.index.exact_kernel import compiled_rescoring, exact_dots, finish_queries
 
 _U32 = 2.0**-24  # unit roundoff of float32
+COMPILED_BLOCK = 2  # queries whose candidate rows are gathered at once: they stay in the caches
 
 
 @dataclass
@@ -107,21 +111,48 @@ def _order(rows: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
 
 
 class _Rows:
-    """Gathers pool rows as float32 for the exact re-scoring: from the backend's own
-    float32 copy when it has one (``backend.vectors32``: Faiss on the CPU), else by
-    converting rows of the float16 store. float16 values convert to float32 exactly, so
-    both give the same bits. (Gathering float16 rows and converting them with torch was
-    measured no faster: 0.37 against 0.40 s per 1,000 queries of 500 x 768.)
+    """Gathers pool rows as float32 for the exact re-scoring. float16 values convert to
+    float32 exactly, so every source gives the same bits. Fastest first: torch's
+    ``index_select`` on the float16 rows plus its conversion; the backend's own float32
+    copy (``backend.vectors32``: Faiss on the CPU); else numpy on the float16 rows. Rows
+    land in a buffer kept per thread (fresh arrays of this size cost more in page faults
+    than the gather itself), so a result is valid until the thread's next call.
     """
 
     def __init__(self, db: np.ndarray, vectors32: np.ndarray | None) -> None:
         self.db = db
         self.vectors32 = vectors32
+        self._local = threading.local()
+        self._db16: Any = None
+        if db.dtype == np.float16 and db.flags.c_contiguous and db.flags.writeable:
+            try:
+                import torch
+            except ImportError:
+                pass
+            else:
+                self._db16 = torch.from_numpy(db)
 
     def float32(self, rows: np.ndarray) -> np.ndarray:
+        m, dim = len(rows), self.db.shape[1]
+        if self._db16 is not None:
+            import torch
+
+            b16, b32 = getattr(self._local, "torch", (None, None))
+            if b16 is None or b32 is None or len(b16) < m:
+                b16 = torch.empty((m, dim), dtype=torch.float16)
+                b32 = torch.empty((m, dim), dtype=torch.float32)
+                self._local.torch = (b16, b32)
+            torch.index_select(self._db16, 0, torch.from_numpy(rows), out=b16[:m])
+            b32[:m].copy_(b16[:m])
+            return np.asarray(b32[:m].numpy())
+        buf = getattr(self._local, "numpy", None)
+        if buf is None or len(buf) < m:
+            buf = self._local.numpy = np.empty((m, dim), dtype=np.float32)
         if self.vectors32 is not None:
-            return self.vectors32[rows]
-        return np.asarray(self.db[rows], dtype=np.float32)
+            return np.take(self.vectors32, rows, axis=0, out=buf[:m])
+        out: np.ndarray = buf[:m]
+        out[...] = self.db[rows]
+        return out
 
 
 def _scores_against(rows_of: _Rows, q: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -129,7 +160,7 @@ def _scores_against(rows_of: _Rows, q: np.ndarray, rows: np.ndarray) -> np.ndarr
     (float32 products of float16 values are exact; their float64 pairwise sum per row)."""
     if rows_of.db.dtype != np.float16 or q.dtype != np.float32:
         return _dots(np.asarray(rows_of.db[rows]), q[None, :])
-    prod = rows_of.float32(rows)
+    prod = rows_of.float32(np.asarray(rows, dtype=np.int64))
     prod *= q
     return np.add.reduce(prod, axis=-1, dtype=np.float64)
 
@@ -140,6 +171,7 @@ def rescore(
     cand: np.ndarray,
     metric: SearchMetric,
     db_sq: np.ndarray | None,
+    db_max_norm: float,
     threads: int | None = None,
 ) -> np.ndarray:
     """float64 scores of ``queries[i]`` against pool rows ``cand[i, j]``, shape ``cand.shape``.
@@ -152,8 +184,21 @@ def rescore(
     out = np.empty(cand.shape, dtype=np.float64)
     q_src = np.asarray(queries, dtype=np.float32) if rows_of.db.dtype == np.float16 else queries
     q_sq = squared_norms(queries) if metric == "l2" else None
+    q64 = np.asarray(queries, dtype=np.float64)
+    q_norm_max = float(np.linalg.norm(q64, axis=1).max()) if len(q64) else 0.0
+    compiled = compiled_rescoring(rows_of.db, q_norm_max, db_max_norm)
 
     def work(js: np.ndarray) -> None:
+        if compiled:
+            for s in range(0, len(js), COMPILED_BLOCK):
+                block = js[s : s + COMPILED_BLOCK]
+                owner = np.repeat(np.arange(len(block)), cand.shape[1])
+                rows = cand[block].ravel()
+                sc = exact_dots(rows_of.float32(rows), owner, q64[block]).reshape(len(block), -1)
+                if db_sq is not None and q_sq is not None:
+                    sc = -(db_sq[cand[block]] + q_sq[block][:, None] - 2.0 * sc)
+                out[block] = sc
+            return
         for i in js:
             sc = _scores_against(rows_of, q_src[i], cand[i])
             if db_sq is not None and q_sq is not None:
@@ -202,10 +247,13 @@ def exact_topk(
         return results
     q64 = np.asarray(queries, dtype=np.float64)
     norm = max_norm(db) if db_max_norm is None else db_max_norm
-    eps = error_bound(np.linalg.norm(q64, axis=1), norm, db.shape[1], metric)
+    q_norms = np.linalg.norm(q64, axis=1)
+    eps = error_bound(q_norms, norm, db.shape[1], metric)
     db_sq = squared_norms(db) if metric == "l2" else None
     q_sq = squared_norms(queries) if metric == "l2" else None
     src = _Rows(db, getattr(backend, "vectors32", None))
+    compiled = compiled_rescoring(db, float(q_norms.max()), norm)
+    stats.extra["compiled_rescoring"] = int(compiled)
     q_src = np.asarray(queries, dtype=np.float32) if db.dtype == np.float16 else queries
     window = min(n, k + 1 + margin)
     pending = np.arange(nq)
@@ -226,6 +274,21 @@ def exact_topk(
         results[qi] = (rows[pos], sc[pos])
         return window < n and not sc[pos[-1]] > last[qi] + eps[qi]
 
+    def finish_compiled(qis: np.ndarray, approx: np.ndarray, cand: np.ndarray) -> list[int]:
+        """``finish`` for a block of queries, compiled (:mod:`mdcr.index.exact_kernel`)."""
+        retry: list[int] = []
+        for s in range(0, len(qis), COMPILED_BLOCK):  # bounds the gathered float32 rows
+            at = slice(s, s + COMPILED_BLOCK)
+            block = qis[at]
+            rows, scores, lengths, widen = finish_queries(
+                src.float32, q64[block], approx[at], cand[at], exclude[block], eps[block], k,
+                db_sq, None if q_sq is None else q_sq[block], window < n,
+            )  # fmt: skip
+            for j, qi in enumerate(block):
+                results[int(qi)] = (rows[j, : lengths[j]], scores[j, : lengths[j]])
+            retry.extend(int(qi) for qi in block[widen])
+        return retry
+
     last = np.zeros(nq, dtype=np.float64)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         while pending.size:
@@ -243,6 +306,8 @@ def exact_topk(
                     cand: np.ndarray = cand,
                     part: np.ndarray = part,
                 ) -> list[int]:
+                    if compiled:
+                        return finish_compiled(part[js], approx[js], cand[js])
                     return [int(part[j]) for j in js if finish(int(part[j]), approx[j], cand[j])]
 
                 for found in pool.map(work, chunks):
@@ -265,7 +330,7 @@ def exact_topk_multi(
     metric: SearchMetric,
     *,
     margin: int = 64,
-    batch: int = 64,
+    batch: int = 1024,
     db_max_norm: float | None = None,
     stats: SearchStats | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -274,7 +339,10 @@ def exact_topk_multi(
     ``sentences`` (float16) are the pool's sentence vectors the backend was built from and
     ``sentence_doc`` the document row of each; query document ``i`` has the vectors
     ``query_sentences[query_offsets[i]:query_offsets[i + 1]]``. Returns per query
-    ``(document rows, float64 scores)`` in rank order (ties by document row).
+    ``(document rows, float64 scores)`` in rank order (ties by document row). Each search
+    call takes whole query documents, up to ``batch`` query sentences (at least one
+    document): Faiss's CPU search pays per call, 1.26x at 576 sentences per call against
+    1,800 (``scripts/bench_search.py --sentences 9``).
     """
     stats = stats if stats is not None else SearchStats()
     n_sent, nq = len(sentences), len(query_offsets) - 1
@@ -292,8 +360,7 @@ def exact_topk_multi(
     stats.queries += nq
     while pending.size:
         retry: list[int] = []
-        for b in range(0, pending.size, batch):
-            part = pending[b : b + batch]
+        for part in _sentence_batches(pending, query_offsets, batch):
             stats.max_window = max(stats.max_window, window)
             retry.extend(
                 _multi_round(
@@ -308,6 +375,7 @@ def exact_topk_multi(
                     metric,
                     window,
                     eps,
+                    norm,
                     db_sq,
                     results,
                 )
@@ -317,6 +385,18 @@ def exact_topk_multi(
             stats.widened += int(pending.size)
             window = min(n_sent, window * 2)
     return results
+
+
+def _sentence_batches(docs: np.ndarray, offsets: np.ndarray, batch: int) -> list[np.ndarray]:
+    """``docs`` in order, cut into runs of at most ``batch`` sentences (at least one doc)."""
+    ends = np.cumsum(offsets[docs + 1] - offsets[docs])
+    out, lo = [], 0
+    while lo < len(docs):
+        base = ends[lo - 1] if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(ends, base + max(1, batch), side="right")))
+        out.append(docs[lo:hi])
+        lo = hi
+    return out
 
 
 def _multi_round(
@@ -331,6 +411,7 @@ def _multi_round(
     metric: SearchMetric,
     window: int,
     eps: np.ndarray,
+    db_max_norm: float,
     db_sq: np.ndarray | None,
     results: list[tuple[np.ndarray, np.ndarray]],
 ) -> list[int]:
@@ -347,6 +428,7 @@ def _multi_round(
         cand,
         metric,
         db_sq,
+        db_max_norm,
     )
     bound = approx[:, -1].astype(np.float64) + eps[qrows]
     retry = []

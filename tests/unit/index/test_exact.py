@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 
 from mdcr.device import Device
+from mdcr.index import exact as exact_module
 from mdcr.index.backends import FaissBackend, TorchBackend, choose_backend
-from mdcr.index.exact import SearchStats, exact_topk, exact_topk_multi
+from mdcr.index.exact import (
+    SearchStats,
+    _dots,
+    _sentence_batches,
+    exact_topk,
+    exact_topk_multi,
+)
+from mdcr.index.exact_kernel import compiled_rescoring, exact_dots
 from mdcr.index.runs import rank_candidates
 
 
@@ -136,3 +144,91 @@ def test_multi_vector_equals_brute_force(levels: int | None) -> None:
 def test_auto_backend_on_cpu_is_faiss() -> None:
     assert choose_backend("auto", Device()) == "faiss"
     assert choose_backend("torch", Device()) == "torch"
+
+
+def test_compiled_dots_are_the_numpy_bits_signed_zeros_and_subnormals_included() -> None:
+    """The compiled dot product (reassociated, vectorised) equals numpy's pairwise float64
+    sum bit for bit whenever |q| |x| < 32: the sums are exact in any order."""
+    rng = np.random.default_rng(7)
+    d = 96
+    rows = rng.standard_normal((300, d)) / np.sqrt(d)
+    rows[0] = 0.0  # +0.0 row: every product a signed zero
+    rows[1] = -0.0
+    rows[2, :] = 2.0**-24 * rng.integers(-3, 4, size=d)  # float16 subnormals
+    rows[3, ::2] = 6e-5  # at the normal/subnormal boundary
+    rows[4] = rows[5] * 0 - rows[5]  # exact cancellation against row 5 for some queries
+    db = rows.astype(np.float16)
+    queries = np.concatenate([db[:6], rng.standard_normal((6, d)) / np.sqrt(d)]).astype(np.float16)
+    queries[6] = -np.abs(queries[6])  # all negative: products with +0.0 rows are -0.0
+    cand = rng.integers(0, len(db), size=(len(queries), 40))
+    cand[:, :6] = np.arange(6)
+    q_norm = float(np.linalg.norm(queries.astype(np.float64), axis=1).max())
+    assert compiled_rescoring(db, q_norm, 1.5)
+    owner = np.repeat(np.arange(len(queries)), cand.shape[1])
+    got = exact_dots(db[cand.ravel()].astype(np.float32), owner, queries.astype(np.float64))
+    want = np.concatenate([_dots(db[c], q[None, :]) for c, q in zip(cand, queries, strict=True)])
+    assert np.array_equal(got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))  # zeros keep their sign
+    products = db[cand[6, 0]].astype(np.float32) * queries[6].astype(np.float32)
+    assert np.signbit(products).all() and not products.any()  # an all -0.0 sum was tested
+
+
+def test_compiled_rescoring_needs_float16_and_norms_below_32() -> None:
+    db = np.ones((4, 8), dtype=np.float16)
+    assert compiled_rescoring(db, 1.0, 30.0)
+    assert not compiled_rescoring(db, 1.0, 32.0)  # the sums may round: the numpy path
+    assert not compiled_rescoring(db.astype(np.float32), 1.0, 1.0)
+    assert not compiled_rescoring(db, float("nan"), 1.0)
+
+
+@pytest.mark.parametrize("metric", ["ip", "l2"])
+@pytest.mark.parametrize("scale", [1.0, 16.0])
+def test_compiled_and_numpy_paths_write_the_same_runs(
+    metric: str, scale: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both paths, on both backends, give the same rows and float64 bits; vectors of norm
+    above the bound (scale 16: |q| |x| ~ 256) take the numpy path by themselves."""
+    db, queries, exclude = _data(600, 40, 16, seed=9, levels=2)
+    db = (db.astype(np.float32) * scale / 4).astype(np.float16)
+    queries = (queries.astype(np.float32) * scale / 4).astype(np.float16)
+    runs = []
+    for compiled in (True, False):
+        if not compiled:
+            monkeypatch.setattr(exact_module, "compiled_rescoring", lambda *a: False)
+        for backend in _backends(db, metric):
+            stats = SearchStats()
+            run = exact_topk(backend, db, queries, exclude, 30, metric, margin=2, stats=stats)  # type: ignore[arg-type]
+            runs.append(run)
+            assert stats.extra["compiled_rescoring"] == int(compiled and scale == 1.0)
+            assert stats.widened > 0  # ties at the boundary exercised the widening
+    for other in runs[1:]:
+        for (ra, sa), (rb, sb) in zip(runs[0], other, strict=True):
+            np.testing.assert_array_equal(ra, rb)
+            assert np.array_equal(sa.view(np.int64), sb.view(np.int64))
+
+
+def test_multi_vector_compiled_and_numpy_paths_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    sents, offsets, qs, q_off, q_docs = _multi_data(200, 12, 8, seed=5, levels=1)
+    sents = (sents.astype(np.float32) / 4).astype(np.float16)
+    qs = (qs.astype(np.float32) / 4).astype(np.float16)
+    doc_of = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    runs = []
+    for compiled in (True, False):
+        if not compiled:
+            monkeypatch.setattr(exact_module, "compiled_rescoring", lambda *a: False)
+        for metric in ("ip", "l2"):
+            backend = FaissBackend(sents, metric, Device())  # type: ignore[arg-type]
+            run = exact_topk_multi(backend, sents, doc_of, qs, q_off, q_docs, 25, metric, margin=2)  # type: ignore[arg-type]
+            runs.append(run)
+    for a, b in ((runs[0], runs[2]), (runs[1], runs[3])):
+        for (ra, sa), (rb, sb) in zip(a, b, strict=True):
+            np.testing.assert_array_equal(ra, rb)
+            assert np.array_equal(sa.view(np.int64), sb.view(np.int64))
+
+
+def test_multi_vector_batches_hold_whole_queries_up_to_the_sentence_budget() -> None:
+    offsets = np.concatenate([[0], np.cumsum([3, 1, 5, 2, 2, 9, 1])])
+    docs = np.array([0, 1, 2, 3, 4, 5, 6])
+    got = [b.tolist() for b in _sentence_batches(docs, offsets, 4)]
+    assert got == [[0, 1], [2], [3, 4], [5], [6]]  # a 5- or 9-sentence query goes alone
+    assert [b.tolist() for b in _sentence_batches(docs[[1, 3, 6]], offsets, 100)] == [[1, 3, 6]]
