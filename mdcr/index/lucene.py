@@ -52,6 +52,11 @@ INDEX_FORMAT = 1
 META_FILE = "mdcr-index.json"
 IDS_FILE = "paper_ids.parquet"
 FIELD = "contents"
+# Texts analysed per JVM call by Analyzer.analyze_many, joined around a word the analyzer
+# keeps as it is (lower case, no stopword, no suffix Porter removes).
+ANALYZE_BATCH = 512
+SEPARATOR_WORD = "mdcrdocsep"
+_SEPARATOR = f"\n{SEPARATOR_WORD}\n"
 # Distinct analysed terms a query may have: far above any title + abstract (Lucene's default
 # limit, 1024, is not). Queries past it fail loudly; they are never cut.
 MAX_QUERY_TERMS = 65_536
@@ -202,6 +207,41 @@ class Analyzer:
     def analyze(self, text: str) -> list[str]:
         joined = _join_class().join(" ", self.j.AnalyzerUtils.analyze(self.analyzer, text))
         return str(joined).split(" ") if joined else []
+
+    def analyze_many(self, texts: Sequence[str]) -> tuple[pa.Array, np.ndarray]:
+        """The terms of many texts: (every term, text after text, as one Arrow string
+        array; the number of terms of each text), exactly as :meth:`analyze` gives them.
+
+        :data:`ANALYZE_BATCH` texts go to the JVM in one call, joined by a newline, the
+        word :data:`SEPARATOR_WORD` and a newline. A newline always ends a word (Unicode
+        word breaks, rules WB3a and WB3b, which Lucene's StandardTokenizer follows) and the
+        filters after it see one term at a time, so each text is analysed as if alone. The
+        separator words are counted: a batch with a text that holds the word itself is
+        analysed text by text instead. One call per text cost twice as much
+        (``scripts/bench_bm25.py``: pyjnius pays per call and per returned string).
+        """
+        import pyarrow.compute as pc
+
+        lengths = np.zeros(len(texts), dtype=np.int64)
+        parts: list[pa.Array] = []
+        for start in range(0, len(texts), ANALYZE_BATCH):
+            batch = texts[start : start + ANALYZE_BATCH]
+            analysed = self.j.AnalyzerUtils.analyze(self.analyzer, _SEPARATOR.join(batch))
+            joined = str(_join_class().join(" ", analysed))
+            terms = pc.split_pattern(pa.array([joined] if joined else [], pa.string()), " ")
+            flat = terms.flatten()
+            is_separator = pc.equal(flat, SEPARATOR_WORD)
+            ends = np.flatnonzero(is_separator.to_numpy(zero_copy_only=False))
+            if len(ends) == len(batch) - 1:
+                bounds = np.concatenate([[-1], ends, [len(flat)]])
+                lengths[start : start + len(batch)] = np.diff(bounds) - 1
+                parts.append(flat.filter(pc.invert(is_separator)))
+            else:  # a text holds the separator word: one call per text
+                alone = [self.analyze(text) for text in batch]
+                lengths[start : start + len(batch)] = [len(t) for t in alone]
+                parts.append(pa.array([term for t in alone for term in t], pa.string()))
+        flat_all = pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+        return flat_all, lengths
 
 
 # ---------------------------------------------------------------------------------------

@@ -92,7 +92,7 @@ def test_pool_statistics_equal_the_lucene_index(sample_index: Path, s2orc_papers
     from mdcr.index.lucene import FIELD, Analyzer, open_index
     from mdcr.index.sweep import PoolTerms
 
-    terms = PoolTerms.build([p.text for p in s2orc_papers], Analyzer().analyze, threads=2)
+    terms = PoolTerms.build([p.text for p in s2orc_papers], Analyzer().analyze_many)
     term_cls = autoclass("org.apache.lucene.index.Term")
     with open_index(sample_index) as index:
         stats = index.searcher(0.9, 0.4).collectionStatistics(FIELD)
@@ -164,13 +164,19 @@ def test_stages_give_the_same_outputs_with_either_engine(stage_inputs: dict[str,
     assert runs["lucene"].equals(runs["sweep"])
 
 
-def test_index_built_in_chunks_equals_one_build(lucene_jvm: object, s2orc_papers: list) -> None:  # type: ignore[type-arg]
+def test_index_built_in_chunks_equals_one_build(
+    lucene_jvm: object,
+    s2orc_papers: list,  # type: ignore[type-arg]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mdcr.index import sweep
     from mdcr.index.lucene import Analyzer
     from mdcr.index.sweep import PoolTerms
 
     texts = [p.text for p in s2orc_papers]
-    whole = PoolTerms.build(texts, Analyzer().analyze, threads=2, chunk=len(texts))
-    chunked = PoolTerms.build(texts, Analyzer().analyze, threads=2, chunk=37)
+    whole = PoolTerms.build(texts, Analyzer().analyze_many, chunk=len(texts))
+    monkeypatch.setattr(sweep, "ANALYZE_PIECE", 10)  # chunks of 37 in pieces of 10, 2 threads
+    chunked = PoolTerms.build(texts, Analyzer().analyze_many, threads=2, chunk=37)
     assert whole.vocab == chunked.vocab
     for name in ("df", "inv_ptr", "inv_docs", "inv_tfs", "norms"):
         assert np.array_equal(getattr(whole, name), getattr(chunked, name)), name
@@ -181,6 +187,43 @@ def test_index_built_in_chunks_equals_one_build(lucene_jvm: object, s2orc_papers
         assert (np.diff(docs) > 0).all() and len(docs) == whole.df[t]
 
 
+def test_many_texts_analyse_as_each_text_alone(lucene_jvm: object, s2orc_papers: list) -> None:  # type: ignore[type-arg]
+    """Texts joined around the separator word give each text's own terms, whatever sits at
+    a text's edges; a text holding the word itself sends its batch text by text."""
+    from mdcr.index import lucene
+    from mdcr.index.lucene import SEPARATOR_WORD, Analyzer
+
+    edges = [
+        "",
+        "ends in a hyphen-",
+        "-starts with one",
+        "a joiner\u200d",
+        "\u200dand a format mark\u00ad",
+        "carriage\r",
+        "\ndouble\n\nnewlines\n",
+        "x" * 300,  # longer than a token may be: split by the tokenizer
+        "possessive's",
+        "",
+        "digits 123,456.7 and e-mail a@b.org http://x.y/z",
+        "the of and",  # stopwords only: no terms
+    ]
+    texts = edges + [p.text for p in s2orc_papers]
+    analyzer = Analyzer()
+    alone = [analyzer.analyze(t) for t in texts]
+    for batch in (1, 5, 512):
+        lucene.ANALYZE_BATCH = batch
+        try:
+            flat, lengths = analyzer.analyze_many(texts)
+            with_word, with_lengths = analyzer.analyze_many([*texts[:3], f"x {SEPARATOR_WORD} y"])
+        finally:
+            lucene.ANALYZE_BATCH = 512
+        assert lengths.tolist() == [len(t) for t in alone]
+        assert flat.to_pylist() == [term for t in alone for term in t]
+        assert with_lengths.tolist() == [*(len(t) for t in alone[:3]), 3]
+        assert with_word.to_pylist()[-3:] == ["x", SEPARATOR_WORD, "y"]
+    assert sum(len(t) for t in alone[:12]) > 10 and alone[0] == [] and alone[11] == []
+
+
 def test_term_score_cache_bounds_do_not_change_results(
     lucene_jvm: object, s2orc_papers: list
 ) -> None:  # type: ignore[type-arg]
@@ -188,7 +231,7 @@ def test_term_score_cache_bounds_do_not_change_results(
     from mdcr.index.sweep import PoolTerms, norm_tables, sweep_query
 
     analyzer = Analyzer()
-    terms = PoolTerms.build([p.text for p in s2orc_papers], analyzer.analyze, threads=2)
+    terms = PoolTerms.build([p.text for p in s2orc_papers], analyzer.analyze_many)
     tables = norm_tables(terms, GRID[::7])
     for paper in s2orc_papers[::40]:
         words = analyzer.analyze(paper.text)
