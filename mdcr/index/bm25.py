@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from mdcr.config import input_path, param, setting
+from mdcr.device import DEVICE_HELP, check_device_spec
 from mdcr.engine import (
     EXECUTOR_HELP,
     RAY_ADDRESS_HELP,
@@ -36,6 +37,8 @@ from mdcr.errors import ConfigError, InputDataError
 from mdcr.index.bm25_data import PoolData, PoolInfo, PoolJob, PoolWorker, open_pool_worker
 from mdcr.paper import DEPTH
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+
+SWEEP_DEVICE_HELP = f"{DEVICE_HELP}; the sweep uses one GPU, torch's, and Lucene none"
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,6 +101,7 @@ class TuneConfig:
         help="sweep: the whole grid from one pass over each query's postings (exact: equal "
         "to Lucene's rankings and scores, tested); lucene: one Lucene search per grid point",
     )
+    device: str = setting("auto", help=f"where the sweep scores: {SWEEP_DEVICE_HELP}")
     executor: Literal["local", "ray"] = setting("local", help=EXECUTOR_HELP)
     ray_address: str = setting("", help=RAY_ADDRESS_HELP)
     ray_workers: int = setting(0, help=RAY_WORKERS_HELP)
@@ -114,6 +118,7 @@ class TuneConfig:
         if self.threads < 0:
             raise ConfigError(f"bm25-tune.threads: must be >= 0, got {self.threads}")
         check_engine_settings(self, "bm25-tune")
+        check_device_spec(self.device, "bm25-tune.device")
         metric_name(self.metric, self.depth)
 
 
@@ -132,6 +137,7 @@ class BM25Config:
     engine: Literal["lucene", "sweep"] = setting(
         "lucene", help="lucene (the reference) or sweep (mdcr's exact BM25, equal to Lucene's)"
     )
+    device: str = setting("auto", help=f"where the sweep scores: {SWEEP_DEVICE_HELP}")
     executor: Literal["local", "ray"] = setting("local", help=EXECUTOR_HELP)
     ray_address: str = setting("", help=RAY_ADDRESS_HELP)
     ray_workers: int = setting(0, help=RAY_WORKERS_HELP)
@@ -147,6 +153,7 @@ class BM25Config:
         if self.threads < 0:
             raise ConfigError(f"bm25.threads: must be >= 0, got {self.threads}")
         check_engine_settings(self, "bm25")
+        check_device_spec(self.device, "bm25.device")
 
 
 # ---------------------------------------------------------------------------------------
@@ -367,9 +374,12 @@ def grid_rankings(
     threads: int,
     engine: str,
     ctx: StageContext,
+    device: str = "cpu",
 ) -> Iterator[tuple[tuple[float, float], list[tuple[np.ndarray, np.ndarray]]]]:
-    """((k1, b), the pool's ranked papers per query) at every grid point, by either engine."""
+    """((k1, b), the pool's ranked papers per query) at every grid point, by either engine
+    (the sweep on ``device``)."""
     if engine == "sweep":
+        from mdcr.device import resolve_device
         from mdcr.index.lucene import default_threads
         from mdcr.index.sweep import sweep_pool
 
@@ -377,8 +387,9 @@ def grid_rankings(
         if not len(ids):
             raise InputDataError(f"pool '{pool.pool_id}' has no papers in pools.parquet")
         per_grid = sweep_pool(
-            ids, docs, qids, texts, grid, depth, threads=threads or default_threads()
-        )
+            ids, docs, qids, texts, grid, depth, threads=threads or default_threads(),
+            device=resolve_device(device),
+        )  # fmt: skip
         yield from zip(grid, per_grid, strict=True)
         return
     from mdcr.index.lucene import open_index
@@ -491,6 +502,7 @@ def _pool_job(
         index_dir=index_root().resolve(),
         threads=cfg.threads,
         engine=cfg.engine,
+        device=cfg.device,
         depth=depth,
         grid=grid,
         metrics=metrics,
@@ -539,8 +551,9 @@ def bm25_pool(worker: PoolWorker, pool: PoolInfo) -> tuple[int, float]:
     qids, texts = data.queries(pool.pool_id)
     t0 = time.perf_counter()
     ((_, ranked),) = grid_rankings(
-        data, pool, qids, texts, job.grid, job.depth, job.threads, job.engine, worker.ctx
-    )
+        data, pool, qids, texts, job.grid, job.depth, job.threads, job.engine, worker.ctx,
+        job.device,
+    )  # fmt: skip
     seconds = time.perf_counter() - t0
     side = {"engine": job.engine, "n_terms": query_terms(texts).tolist()}
     if job.engine == "lucene":
@@ -558,8 +571,9 @@ def tune_one_pool(worker: PoolWorker, pool: PoolInfo) -> tuple[int, float]:
     qids, texts = data.queries(pool.pool_id)
     t0 = time.perf_counter()
     rankings = grid_rankings(
-        data, pool, qids, texts, job.grid, job.depth, job.threads, job.engine, worker.ctx
-    )
+        data, pool, qids, texts, job.grid, job.depth, job.threads, job.engine, worker.ctx,
+        job.device,
+    )  # fmt: skip
     df = tune_pool(pool, qids, rankings, data.qrels(pool.pool_id), job.metrics, job.depth)
     seconds = time.perf_counter() - t0
     table = pa.Table.from_pandas(df, preserve_index=False)

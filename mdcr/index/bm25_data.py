@@ -149,6 +149,7 @@ class PoolJob:
     threads: int
     engine: str
     depth: int
+    device: str  # where the sweep scores (a device spec)
     grid: tuple[tuple[float, float], ...]
     metrics: tuple[str, ...] = ()
 

@@ -33,10 +33,14 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from mdcr.device import Device
+    from mdcr.index.sweep_torch import TorchPostings
 
 
 def _small_float() -> tuple[Callable[[int], int], np.ndarray]:
@@ -184,6 +188,7 @@ def sweep_query(
     tables: np.ndarray,
     k: int,
     exclude: int = -1,
+    postings: TorchPostings | None = None,
     **kernel: Any,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per grid point (a row of ``tables``): (document numbers, float32 scores) of the top
@@ -191,7 +196,8 @@ def sweep_query(
     ``kernel``: :func:`mdcr.index.sweep_kernel.grid_top`'s bounds and pruning (for tests).
 
     One pass over the query terms' postings (:mod:`mdcr.index.sweep_kernel`) scores every
-    grid point at once.
+    grid point at once; with ``postings`` (the pool on a torch device) the same scores are
+    computed by :mod:`mdcr.index.sweep_torch` there.
     """
     from mdcr.index.sweep_kernel import grid_top
 
@@ -203,17 +209,22 @@ def sweep_query(
     tids = np.array([t for t, _ in found], dtype=np.int64)
     boosts = np.array([c for _, c in found], dtype=np.float32)
     weights = boosts * idf(terms.df[tids], terms.doc_count)
-    ranked = grid_top(
-        tids,
-        weights,
-        terms.inv_ptr,
-        terms.inv_docs,
-        terms.inv_tfs,
-        terms.norms,
-        np.ascontiguousarray(tables.T),
-        k + 1,
-        **kernel,
-    )
+    if postings is not None:
+        from mdcr.index.sweep_torch import grid_top_torch
+
+        ranked = grid_top_torch(tids, weights, postings, np.ascontiguousarray(tables.T), k + 1)
+    else:
+        ranked = grid_top(
+            tids,
+            weights,
+            terms.inv_ptr,
+            terms.inv_docs,
+            terms.inv_tfs,
+            terms.norms,
+            np.ascontiguousarray(tables.T),
+            k + 1,
+            **kernel,
+        )
     out = []
     for docs, scores in ranked:
         keep = docs != exclude
@@ -230,12 +241,15 @@ def sweep_pool(
     k: int,
     *,
     threads: int = 1,
+    device: Device | None = None,
 ) -> list[list[tuple[np.ndarray, np.ndarray]]]:
     """BM25 runs of one pool at every grid point: ``[grid point][query] -> (paper ids,
     float64 scores)``, exactly as :meth:`LuceneIndex.search` returns them.
 
     ``paper_ids`` are the pool's papers sorted (Lucene's document order) and ``texts``
-    their title + newline + abstract in that order.
+    their title + newline + abstract in that order. Queries are scored on ``device``: a
+    GPU through torch (one query at a time, the pool's postings held there), else on
+    ``threads`` CPU threads.
     """
     from mdcr.errors import InputDataError
     from mdcr.index.lucene import MAX_QUERY_TERMS, Analyzer
@@ -245,6 +259,14 @@ def sweep_pool(
     terms = PoolTerms.build(texts, analyzer.analyze_many, threads=workers)
     tables = norm_tables(terms, grid)
     position = {pid: i for i, pid in enumerate(paper_ids.tolist())}
+    postings = None
+    if device is not None and device.is_cuda:
+        from mdcr.index.sweep_torch import TorchPostings
+
+        postings = TorchPostings.of(
+            terms.inv_ptr, terms.inv_docs, terms.inv_tfs, terms.norms, device.torch_device
+        )
+        workers = 1  # the GPU takes one query at a time
 
     def one(i: int) -> list[tuple[np.ndarray, np.ndarray]]:
         words = analyzer.analyze(query_texts[i])
@@ -253,7 +275,9 @@ def sweep_pool(
                 f"query {query_ids[i]!r} has more than {MAX_QUERY_TERMS} distinct terms; "
                 f"no query is ever truncated: shorten its text in the corpus"
             )
-        ranked = sweep_query(terms, words, tables, k, position.get(query_ids[i], -1))
+        ranked = sweep_query(
+            terms, words, tables, k, position.get(query_ids[i], -1), postings=postings
+        )
         return [(paper_ids[d].astype(str), s.astype(np.float64)) for d, s in ranked]
 
     with ThreadPoolExecutor(max_workers=workers) as pool:

@@ -250,3 +250,53 @@ def test_term_score_cache_bounds_do_not_change_results(
             other = sweep_query(terms, words, tables, 20, **bounds)
             for (d1, s1), (d2, s2) in zip(full, other, strict=True):
                 assert d1.tolist() == d2.tolist() and np.array_equal(s1, s2)
+
+
+def _torch_equals_kernel(terms: Any, queries: list[list[str]], device: str) -> int:
+    """The torch scorer on ``device`` against the numba kernel: every grid point, bit for
+    bit; returns the rankings compared."""
+    from mdcr.index.sweep import norm_tables, sweep_query
+    from mdcr.index.sweep_torch import TorchPostings
+
+    tables = norm_tables(terms, GRID)
+    postings = TorchPostings.of(terms.inv_ptr, terms.inv_docs, terms.inv_tfs, terms.norms, device)
+    compared = 0
+    for i, words in enumerate(queries):
+        for k in (500, 7):  # every match, and a cut inside long runs of equal scores
+            want = sweep_query(terms, words, tables, k, exclude=i)
+            got = sweep_query(terms, words, tables, k, exclude=i, postings=postings)
+            for (w_docs, w_sc), (g_docs, g_sc) in zip(want, got, strict=True):
+                assert np.array_equal(w_docs, g_docs)
+                assert np.array_equal(w_sc.view(np.int32), g_sc.view(np.int32))
+                compared += 1
+    return compared
+
+
+def test_torch_scorer_equals_the_kernel(lucene_jvm: object, s2orc_papers: list) -> None:  # type: ignore[type-arg]
+    """The GPU path's arithmetic, run by torch on the CPU, gives the kernel's (and so
+    Lucene's) rankings and float32 scores at all 42 grid points."""
+    from mdcr.index.lucene import Analyzer
+    from mdcr.index.sweep import PoolTerms
+
+    analyzer = Analyzer()
+    texts = [p.text for p in s2orc_papers]
+    terms = PoolTerms.build(texts, analyzer.analyze_many)
+    queries = [analyzer.analyze(t) for t in texts[::8]]
+    queries.append(analyzer.analyze(" ".join(texts[:4])))  # a long query
+    queries.append(["nosuchterm"])  # no match at all
+    assert _torch_equals_kernel(terms, queries, "cpu") == 2 * 42 * len(queries)
+
+
+@pytest.mark.gpu
+def test_torch_scorer_on_a_gpu_equals_the_kernel(lucene_jvm: object, s2orc_papers: list) -> None:  # type: ignore[type-arg]
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from mdcr.index.lucene import Analyzer
+    from mdcr.index.sweep import PoolTerms
+
+    analyzer = Analyzer()
+    texts = [p.text for p in s2orc_papers]
+    terms = PoolTerms.build(texts, analyzer.analyze_many)
+    queries = [analyzer.analyze(t) for t in texts[::8]]
+    assert _torch_equals_kernel(terms, queries, "cuda") == 2 * 42 * len(queries)
