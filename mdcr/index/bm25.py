@@ -529,7 +529,10 @@ def _map_pools(
     if len(todo) < len(pools):
         ctx.log(f"[{label}] {len(pools) - len(todo)} pool(s) done earlier (resumed)")
     ctx.record("pools_done_earlier", len(pools) - len(todo))
-    if engine.in_process:  # this process's data and context
+    if engine.in_process:  # this process's data and context: one corpus scan for all pools
+        if todo:
+            read = data.prefetch([p.pool_id for p in todo], ctx.out / PARTS / "spill")
+            ctx.log(f"[{label}] texts of {read:,} pool papers and queries read in one pass")
 
         def setup() -> PoolWorker:
             return PoolWorker(job, data, ctx)

@@ -47,6 +47,7 @@ class PoolData:
         }
         if POOL_META.exists(pools):
             files["pool_meta"] = POOL_META.require(pools)
+        self._prefetched: set[str] = set()
         self.con: duckdb.DuckDBPyConnection = duckdb.connect()
         if threads:
             self.con.execute(f"SET threads = {int(threads)}")
@@ -64,6 +65,31 @@ class PoolData:
 
     def close(self) -> None:
         self.con.close()
+
+    def prefetch(self, pool_ids: Sequence[str], spill: Path) -> int:
+        """Read the texts of every paper and query of ``pool_ids`` in one scan of the
+        corpus, into a DuckDB table (in memory, spilling under ``spill`` past DuckDB's
+        memory limit); later reads of these pools come from it. Without it each pool scans
+        the whole corpus twice (its papers and its queries): about 20 s a scan at 16M
+        papers on 2 cores. Returns the papers read."""
+        spill.mkdir(parents=True, exist_ok=True)
+        self.con.execute(f"SET temp_directory = {_sql_str(str(spill))}").fetchall()
+        ids = list(pool_ids)
+        self.con.execute(
+            "CREATE OR REPLACE TEMP TABLE pool_papers AS "
+            "SELECT p.paper_id, p.title, p.abstract FROM papers p SEMI JOIN ("
+            "SELECT paper_id FROM pools WHERE list_contains(?, pool_id) UNION ALL "
+            "SELECT query_id FROM qrels WHERE list_contains(?, pool_id)) w "
+            "ON p.paper_id = w.paper_id",
+            [ids, ids],
+        ).fetchall()
+        self._prefetched = set(ids)
+        ((count,),) = self.con.execute("SELECT count(*) FROM pool_papers").fetchall()
+        return int(count)
+
+    def _papers_of(self, pool_id: str) -> str:
+        """The table holding the texts of ``pool_id``'s papers and queries."""
+        return "pool_papers" if pool_id in self._prefetched else "papers"
 
     def pools_of(self, splits: Sequence[str]) -> list[PoolInfo]:
         rows = self.con.execute(
@@ -87,7 +113,8 @@ class PoolData:
         """(paper ids, title + newline + abstract) of the pool's papers, in batches."""
         rel: Any = self.con.sql(
             "SELECT p.paper_id, coalesce(p.title, '') || chr(10) || coalesce(p.abstract, '') "
-            "FROM papers p SEMI JOIN (SELECT paper_id FROM pools WHERE pool_id = ?) c "
+            f"FROM {self._papers_of(pool_id)} p "
+            "SEMI JOIN (SELECT paper_id FROM pools WHERE pool_id = ?) c "
             "ON p.paper_id = c.paper_id",
             params=[pool_id],
         )
@@ -113,7 +140,8 @@ class PoolData:
             "SELECT q.query_id, p.paper_id IS NULL, "
             "coalesce(p.title, '') || chr(10) || coalesce(p.abstract, '') "
             "FROM (SELECT DISTINCT query_id FROM qrels WHERE pool_id = ?) q "
-            "LEFT JOIN papers p ON p.paper_id = q.query_id ORDER BY q.query_id",
+            f"LEFT JOIN {self._papers_of(pool_id)} p ON p.paper_id = q.query_id "
+            "ORDER BY q.query_id",
             [pool_id],
         ).fetchall()
         missing = [r[0] for r in rows if r[1]]

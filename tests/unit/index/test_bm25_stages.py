@@ -257,3 +257,27 @@ def test_inputs_without_val_pools_or_text_are_clear_errors(
     with pytest.raises(InputDataError, match="index got 1 documents for 2 paper ids"):
         _execute(tmp_path / "home", bm25.SPEC, cfg2)
     assert np.all([not p.name.startswith(".") for p in index_dir.glob("*")])
+
+
+def test_prefetched_texts_equal_the_corpus_reads(real: dict[str, Any], tmp_path: Path) -> None:
+    """One scan for the pools asked for gives the same texts and queries as reading the
+    corpus per pool; a pool not asked for is still read from the corpus."""
+    from mdcr.index.bm25_data import PoolData
+
+    pool_ids = ["dataset/test/300/r0", "field/test/Medicine/r0", "dataset/val/300/r0"]
+    plain = PoolData(real["corpus"], real["pools"], 1)
+    cached = PoolData(real["corpus"], real["pools"], 1)
+    try:
+        for asked, papers in ((pool_ids[2:], 300), (pool_ids[:2], 488)):
+            assert cached.prefetch(asked, tmp_path / "spill") == papers  # pools and queries
+            for pool_id in pool_ids:
+                ids_a, texts_a = plain.pool_texts_sorted(pool_id)
+                ids_b, texts_b = cached.pool_texts_sorted(pool_id)
+                assert ids_a.tolist() == ids_b.tolist() and texts_a == texts_b
+                assert plain.queries(pool_id) == cached.queries(pool_id)
+                assert cached._papers_of(pool_id) == (
+                    "pool_papers" if pool_id in asked else "papers"
+                )
+    finally:
+        plain.close()
+        cached.close()
