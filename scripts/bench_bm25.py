@@ -28,6 +28,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import shutil
 import sys
 import time
@@ -335,8 +336,7 @@ def main() -> None:
             f"faster; identical to Lucene: {sw['identical_to_lucene']}"
         )
     if args.no_bm25s:
-        (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-        print(f"results: {args.out / 'results.json'}")
+        write_results(results, args.out)
         return
     bs = bm25s_run(ids, texts, qids, qtexts, args, pretokenized=False)
     print(
@@ -398,8 +398,15 @@ def main() -> None:
             f"bm25s on Lucene's tokens: top-100 overlap mean {r['overlap_top100']['mean']} "
             f"(min {r['overlap_top100']['min']}), top-10 mean {r['overlap_top10']['mean']}"
         )
-    (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"results: {args.out / 'results.json'}")
+    write_results(results, args.out)
+
+
+def write_results(results: dict[str, Any], out: Path) -> None:
+    """results.json, with the peak resident memory of this process (corpus, Lucene, sweep)."""
+    results["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    print(f"peak RSS of this process: {results['peak_rss_mib']:,} MiB")
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"results: {out / 'results.json'}")
 
 
 if __name__ == "__main__":
