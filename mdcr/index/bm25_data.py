@@ -69,9 +69,9 @@ class PoolData:
     def prefetch(self, pool_ids: Sequence[str], spill: Path) -> int:
         """Read the texts of every paper and query of ``pool_ids`` in one scan of the
         corpus, into a DuckDB table (in memory up to a quarter of the machine's, then
-        spilling under ``spill``); later reads of these pools come from it. Without it each pool scans
-        the whole corpus twice (its papers and its queries): about 20 s a scan at 16M
-        papers on 2 cores. Returns the papers read."""
+        spilling under ``spill``); later reads of these pools come from it. Without it
+        each pool scans the whole corpus twice (its papers and its queries): about 20 s a
+        scan at 16M papers on 2 cores. Returns the papers read."""
         import os
 
         spill.mkdir(parents=True, exist_ok=True)
