@@ -493,8 +493,11 @@ def _pool_job(
     depth: int,
     metrics: tuple[str, ...] = (),
 ) -> PoolJob:
+    from mdcr.device import resolve_device
     from mdcr.index.lucene import index_root
 
+    if cfg.engine == "sweep" and cfg.executor == "local":
+        resolve_device(cfg.device)  # a GPU asked for but absent: one line, before any pool
     return PoolJob(
         corpus=ctx.input("corpus").resolve(),
         pools=ctx.input("pools").resolve(),

@@ -281,3 +281,13 @@ def test_prefetched_texts_equal_the_corpus_reads(real: dict[str, Any], tmp_path:
     finally:
         plain.close()
         cached.close()
+
+
+def test_a_gpu_asked_for_but_absent_stops_before_any_pool(
+    tmp_path: Path, real: dict[str, Any], index_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("mdcr.device.cuda_device_count", lambda: 0)
+    cfg = bm25.TuneConfig(corpus=str(real["corpus"]), pools=str(real["pools"]), device="cuda:1")
+    with pytest.raises(ConfigError, match=r"asks for GPU 1 but 0 GPU\(s\) are visible"):
+        _execute(tmp_path / "home", bm25.TUNE_SPEC, cfg)
+    assert not list((tmp_path / "home").rglob("*.parquet"))  # no pool was started
