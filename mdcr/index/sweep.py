@@ -161,6 +161,20 @@ class PoolTerms:
             doc_count=int((lengths > 0).sum()),
         )
 
+    def on_device(self, device: str) -> TorchPostings:
+        """The postings and norms as torch tensors on ``device``, for the GPU scorer."""
+        import torch
+
+        from mdcr.index.sweep_torch import TorchPostings
+
+        return TorchPostings(
+            inv_ptr=self.inv_ptr,
+            inv_docs=torch.from_numpy(self.inv_docs.astype(np.int64)).to(device),
+            inv_tfs=torch.from_numpy(np.ascontiguousarray(self.inv_tfs, np.float32)).to(device),
+            norms=torch.from_numpy(self.norms.astype(np.int64)).to(device),
+            n_docs=len(self.norms),
+        )
+
 
 def norm_tables(terms: PoolTerms, grid: Sequence[tuple[float, float]]) -> np.ndarray:
     """Lucene's per-(k1, b) ``cache``: float32 (len(grid), 256)."""
@@ -261,11 +275,7 @@ def sweep_pool(
     position = {pid: i for i, pid in enumerate(paper_ids.tolist())}
     postings = None
     if device is not None and device.is_cuda:
-        from mdcr.index.sweep_torch import TorchPostings
-
-        postings = TorchPostings.of(
-            terms.inv_ptr, terms.inv_docs, terms.inv_tfs, terms.norms, device.torch_device
-        )
+        postings = terms.on_device(device.torch_device)
         workers = 1  # the GPU takes one query at a time
 
     def one(i: int) -> list[tuple[np.ndarray, np.ndarray]]:

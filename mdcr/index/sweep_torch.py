@@ -32,26 +32,14 @@ GRID_BLOCK = 8  # grid points whose term scores are held at once
 
 @dataclass(frozen=True)
 class TorchPostings:
-    """A pool's inverted index (:class:`mdcr.index.sweep.PoolTerms`) as tensors on a device."""
+    """A pool's inverted index as tensors on a device
+    (:meth:`mdcr.index.sweep.PoolTerms.on_device`)."""
 
     inv_ptr: np.ndarray  # int64, on the host: where each term's postings are
     inv_docs: Any  # int64 tensor
     inv_tfs: Any  # float32 tensor
     norms: Any  # int64 tensor: the norm byte of each document
     n_docs: int
-
-    @classmethod
-    def of(cls, inv_ptr: np.ndarray, inv_docs: np.ndarray, inv_tfs: np.ndarray,
-           norms: np.ndarray, device: str) -> TorchPostings:  # fmt: skip
-        import torch
-
-        return cls(
-            inv_ptr=inv_ptr,
-            inv_docs=torch.from_numpy(inv_docs.astype(np.int64)).to(device),
-            inv_tfs=torch.from_numpy(np.ascontiguousarray(inv_tfs, np.float32)).to(device),
-            norms=torch.from_numpy(norms.astype(np.int64)).to(device),
-            n_docs=len(norms),
-        )
 
 
 def grid_top_torch(

@@ -187,7 +187,11 @@ def test_index_built_in_chunks_equals_one_build(
         assert (np.diff(docs) > 0).all() and len(docs) == whole.df[t]
 
 
-def test_many_texts_analyse_as_each_text_alone(lucene_jvm: object, s2orc_papers: list) -> None:  # type: ignore[type-arg]
+def test_many_texts_analyse_as_each_text_alone(
+    lucene_jvm: object,
+    s2orc_papers: list,  # type: ignore[type-arg]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Texts joined around the separator word give each text's own terms, whatever sits at
     a text's edges; a text holding the word itself sends its batch text by text."""
     from mdcr.index import lucene
@@ -211,12 +215,9 @@ def test_many_texts_analyse_as_each_text_alone(lucene_jvm: object, s2orc_papers:
     analyzer = Analyzer()
     alone = [analyzer.analyze(t) for t in texts]
     for batch in (1, 5, 512):
-        lucene.ANALYZE_BATCH = batch
-        try:
-            flat, lengths = analyzer.analyze_many(texts)
-            with_word, with_lengths = analyzer.analyze_many([*texts[:3], f"x {SEPARATOR_WORD} y"])
-        finally:
-            lucene.ANALYZE_BATCH = 512
+        monkeypatch.setattr(lucene, "ANALYZE_BATCH", batch)
+        flat, lengths = analyzer.analyze_many(texts)
+        with_word, with_lengths = analyzer.analyze_many([*texts[:3], f"x {SEPARATOR_WORD} y"])
         assert lengths.tolist() == [len(t) for t in alone]
         assert flat.to_pylist() == [term for t in alone for term in t]
         assert with_lengths.tolist() == [*(len(t) for t in alone[:3]), 3]
@@ -256,10 +257,9 @@ def _torch_equals_kernel(terms: Any, queries: list[list[str]], device: str) -> i
     """The torch scorer on ``device`` against the numba kernel: every grid point, bit for
     bit; returns the rankings compared."""
     from mdcr.index.sweep import norm_tables, sweep_query
-    from mdcr.index.sweep_torch import TorchPostings
 
     tables = norm_tables(terms, GRID)
-    postings = TorchPostings.of(terms.inv_ptr, terms.inv_docs, terms.inv_tfs, terms.norms, device)
+    postings = terms.on_device(device)
     compared = 0
     for i, words in enumerate(queries):
         for k in (500, 7):  # every match, and a cut inside long runs of equal scores
