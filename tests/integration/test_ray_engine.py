@@ -243,22 +243,26 @@ try:
 except InputDataError as exc:
     out["error"] = [type(exc).__name__, str(exc)]
 out["info"] = engine.info()
-print(json.dumps(out))
+with open(sys.argv[2], "w") as f:  # not stdout: Ray's own log lines reach it too
+    json.dump(out, f)
 """
 
 
 def test_ray_map_keeps_order_and_passes_mdcr_errors_as_one_line(
     ray_address: str, tmp_path: Path
 ) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    result = tmp_path / "result.json"
     done = subprocess.run(
-        [sys.executable, "-c", MAP_SCRIPT, str(tmp_path)],
+        [sys.executable, "-c", MAP_SCRIPT, str(shared), str(result)],
         env={**os.environ, **ENV, "RAY_ADDRESS": ray_address},
         cwd=REPO,
         capture_output=True,
         text=True,
     )
     _ok(done)
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = json.loads(result.read_text())
     assert out["sums"] == [15, 11, 13, 14]
     assert out["error"] == ["InputDataError", "paper 2 is bad; fix it"]
     assert out["info"] == {
@@ -269,4 +273,4 @@ def test_ray_map_keeps_order_and_passes_mdcr_errors_as_one_line(
         "gpus": 0,
         "workers": 2,
     }
-    assert not list(tmp_path.iterdir())  # the storage probe's marker is gone again
+    assert not list(shared.iterdir())  # the storage probe's marker is gone again
