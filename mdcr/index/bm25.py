@@ -502,6 +502,7 @@ def _pool_job(
         corpus=ctx.input("corpus").resolve(),
         pools=ctx.input("pools").resolve(),
         out=ctx.out.resolve(),
+        spill=(ctx.out / PARTS / "spill").resolve(),
         index_dir=index_root().resolve(),
         threads=cfg.threads,
         engine=cfg.engine,
@@ -534,7 +535,7 @@ def _map_pools(
     ctx.record("pools_done_earlier", len(pools) - len(todo))
     if engine.in_process:  # this process's data and context: one corpus scan for all pools
         if todo:
-            read = data.prefetch([p.pool_id for p in todo], ctx.out / PARTS / "spill")
+            read = data.prefetch([p.pool_id for p in todo], job.spill)
             ctx.log(f"[{label}] texts of {read:,} pool papers and queries read in one pass")
 
         def setup() -> PoolWorker:
@@ -554,6 +555,7 @@ def bm25_pool(worker: PoolWorker, pool: PoolInfo) -> tuple[int, float]:
 
     job, data = worker.job, worker.data
     part = job.out / PARTS / part_name(pool.pool_id)
+    worker.open_pool(pool.pool_id)
     qids, texts = data.queries(pool.pool_id)
     t0 = time.perf_counter()
     ((_, ranked),) = grid_rankings(
@@ -574,6 +576,7 @@ def tune_one_pool(worker: PoolWorker, pool: PoolInfo) -> tuple[int, float]:
     import pyarrow as pa
 
     job, data = worker.job, worker.data
+    worker.open_pool(pool.pool_id)
     qids, texts = data.queries(pool.pool_id)
     t0 = time.perf_counter()
     rankings = grid_rankings(

@@ -172,13 +172,15 @@ def _sql_str(s: str) -> str:
 class PoolJob:
     """What a worker needs to work on pools (paths absolute, picklable).
 
-    ``out``: the stage's work folder (each pool's part goes under it); ``index_dir``: the
-    shared Lucene indexes; ``metrics``: bm25-tune's metrics (empty for bm25).
+    ``out``: the stage's work folder (each pool's part goes under it); ``spill``: where
+    DuckDB spills the texts it holds; ``index_dir``: the shared Lucene indexes;
+    ``metrics``: bm25-tune's metrics (empty for bm25).
     """
 
     corpus: Path
     pools: Path
     out: Path
+    spill: Path
     index_dir: Path
     threads: int
     engine: str
@@ -190,17 +192,30 @@ class PoolJob:
 
 @dataclass
 class PoolWorker:
-    """A worker's state: the job, the pools' data and a quiet context for index builds."""
+    """A worker's state: the job, the pools' data and a quiet context for index builds.
+
+    ``spill`` is set in a worker process of its own: it reads each pool's texts with one
+    corpus scan as the pool starts (:meth:`open_pool`); the stage's own process read every
+    pool's at once before it mapped them.
+    """
 
     job: PoolJob
     data: PoolData
     ctx: Any
+    spill: Path | None = None
+
+    def open_pool(self, pool_id: str) -> None:
+        """Get ready to work on ``pool_id``: in a worker process, read the texts of its
+        papers and queries in one corpus scan (two otherwise: papers, then queries)."""
+        if self.spill is not None:
+            self.data.prefetch([pool_id], self.spill)
 
 
 def open_pool_worker(job: PoolJob) -> PoolWorker:
     """A worker's state, opened in the worker's own process (its own DuckDB and JVM)."""
     import dataclasses
     import os
+    import socket
 
     from mdcr.stage import StageContext
 
@@ -208,4 +223,7 @@ def open_pool_worker(job: PoolJob) -> PoolWorker:
     if not job.threads:  # the CPUs Ray gave this worker (it sets OMP_NUM_THREADS to them)
         job = dataclasses.replace(job, threads=int(os.environ.get("OMP_NUM_THREADS") or 1))
     data = PoolData(job.corpus, job.pools, job.threads)
-    return PoolWorker(job, data, StageContext(out=job.out, inputs={}, quiet=True))
+    ctx = StageContext(out=job.out, inputs={}, quiet=True)
+    # DuckDB's spill files are named per database, not per process: a folder of its own.
+    spill = job.spill / f"{socket.gethostname()}-{os.getpid()}"
+    return PoolWorker(job, data, ctx, spill=spill)

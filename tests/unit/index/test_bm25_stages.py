@@ -283,6 +283,38 @@ def test_prefetched_texts_equal_the_corpus_reads(real: dict[str, Any], tmp_path:
         cached.close()
 
 
+def test_a_worker_process_reads_each_pool_in_one_scan_of_its_own(
+    real: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker opened in its own process (as on Ray) reads each pool's texts as the pool
+    starts, into a spill folder of its own; the texts equal the corpus reads."""
+    import os
+
+    from mdcr.index.bm25_data import PoolData, PoolJob, open_pool_worker
+
+    monkeypatch.setenv("MDCR_INDEX_DIR", str(tmp_path / "ix"))  # the worker sets it; restored
+    job = PoolJob(
+        corpus=real["corpus"], pools=real["pools"], out=tmp_path / "out",
+        spill=tmp_path / "out" / "parts" / "spill", index_dir=tmp_path / "ix", threads=1,
+        engine="sweep", depth=10, device="cpu", grid=((0.9, 0.4),),
+    )  # fmt: skip
+    worker, plain = open_pool_worker(job), PoolData(real["corpus"], real["pools"], 1)
+    try:
+        assert worker.spill is not None and worker.spill.parent == job.spill
+        assert worker.spill.name.endswith(f"-{os.getpid()}")
+        for pool_id in ("dataset/test/300/r0", "field/test/Medicine/r0"):
+            worker.open_pool(pool_id)
+            assert worker.data._papers_of(pool_id) == "pool_papers"
+            assert worker.data._papers_of("dataset/val/300/r0") == "papers"  # not this pool
+            ids_a, texts_a = plain.pool_texts_sorted(pool_id)
+            ids_b, texts_b = worker.data.pool_texts_sorted(pool_id)
+            assert ids_a.tolist() == ids_b.tolist() and texts_a == texts_b
+            assert plain.queries(pool_id) == worker.data.queries(pool_id)
+    finally:
+        worker.data.close()
+        plain.close()
+
+
 def test_a_gpu_asked_for_but_absent_stops_before_any_pool(
     tmp_path: Path, real: dict[str, Any], index_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
