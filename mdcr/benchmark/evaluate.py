@@ -254,9 +254,11 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
 def report_pipeline(req: EvaluateRequest, store: Store, scored: Path) -> tuple[Pipeline, int]:
     """The report of a new score output beside the earlier ones on the same pools.
 
-    Earlier score outputs are found with ``Store.find``; one holding a retriever that is
-    scored later (or now) is left out, so each retriever's newest scores are reported.
-    Returns the pipeline and the number of earlier outputs it includes.
+    Earlier score outputs are found with ``Store.find`` and listed oldest first, the new
+    one last; the report takes each retriever's scores from the last output holding it
+    (``repeated_retrievers = "last"``), so each retriever's newest scores are reported and
+    an output's other retrievers stay. An output whose every retriever is scored again
+    later is left out. Returns the pipeline and the number of earlier outputs it includes.
     """
     from mdcr.artifacts import score_info, scores_on_pools
     from mdcr.pipeline import Pipeline
@@ -266,16 +268,18 @@ def report_pipeline(req: EvaluateRequest, store: Store, scored: Path) -> tuple[P
         raise ConfigError(f"'{scored}' is not a score output")
     new = found[1]
     chosen: list[Path] = []
-    taken = set(new.retrievers)
+    later = set(new.retrievers)
     for _, folder, info in reversed(scores_on_pools(store, new.pools_fingerprint)):
-        if folder == scored or info.retrievers & taken:
+        if folder == scored:
             continue
-        chosen.append(folder)
-        taken |= info.retrievers
+        if info.retrievers - later:  # a retriever scored nowhere later
+            chosen.append(folder)
+        later |= info.retrievers
     report = {
-        "scores": [*(str(p) for p in sorted(chosen)), str(scored)],
+        "scores": [*(str(p) for p in reversed(chosen)), str(scored)],
         "splits": list(req.splits) or ["test"],
         "paper_comparison": True,
+        "repeated_retrievers": "last",
     }
     steps = (_step("report", "report", report),)
     return Pipeline("evaluate", Path("evaluate"), None, steps), len(chosen)

@@ -59,6 +59,12 @@ class ReportConfig:
     paper_comparison: bool = param(True, help="compare with the paper's published numbers")
     chance_rows: bool = param(True, help="add the analytic expected-chance row to tables")
     title: str = param("mdcr evaluation report", help="the report's title")
+    repeated_retrievers: Literal["error", "last"] = param(
+        "error",
+        help="a retriever scored in several score outputs: error, or last (its scores come "
+        "from the last output listed that holds it; the others' are left out, and the "
+        "report's inputs say so)",
+    )
 
     def validate(self) -> None:
         from mdcr.eval.significance import STAT_TESTS
@@ -103,16 +109,18 @@ class Scores:
         return pd.concat(frames).drop_duplicates("pool_id").reset_index(drop=True)
 
 
-def load_scores(folders: list[Path]) -> Scores:
-    """Read and merge score outputs; they must share their pools and not overlap."""
+def load_scores(folders: list[Path], repeated: str = "error") -> Scores:
+    """Read and merge score outputs; they must share their pools. A retriever in several
+    of them is an error, or with ``repeated="last"`` taken from the last one holding it."""
     import pandas as pd
 
     from mdcr.artifacts import CHANCE, POOL_MEANS, POOL_METRICS, score_info
 
-    pq_frames, pp_frames, ch_frames, sources = [], [], [], []
-    for folder in folders:
-        pq_frames.append(POOL_METRICS.read_pandas(folder))
-        pp_frames.append(POOL_MEANS.read_pandas(folder))
+    pq_frames, pp_frames, ch_frames = [], [], []
+    sources: list[dict[str, Any]] = []
+    for source, folder in enumerate(folders):
+        pq_frames.append(POOL_METRICS.read_pandas(folder).assign(_source=source))
+        pp_frames.append(POOL_MEANS.read_pandas(folder).assign(_source=source))
         if CHANCE.exists(folder):
             ch_frames.append(CHANCE.read_pandas(folder))
         found = score_info(folder)
@@ -125,6 +133,7 @@ def load_scores(folders: list[Path]) -> Scores:
                 "runs": list(info.runs) if info else [],
                 "depth": info.depth if info else None,
                 "recall_k": info.recall_k if info else None,
+                "left_out": [],  # retrievers scored again in a later output
             }
         )
     pools = {str(s["pools_fingerprint"]) for s in sources if s["pools_fingerprint"]}
@@ -134,6 +143,15 @@ def load_scores(folders: list[Path]) -> Scores:
             f"({', '.join(sorted(pools))}); report retrievers scored on the same pools"
         )
     per_pool = pd.concat(pp_frames, ignore_index=True)
+    per_query = pd.concat(pq_frames, ignore_index=True)
+    if repeated == "last":
+        newest = per_pool.groupby("retriever")["_source"].max()
+        held = per_pool[["_source", "retriever"]].drop_duplicates()
+        for source, retriever in held.itertuples(index=False):
+            if source < newest[retriever]:
+                sources[int(source)]["left_out"].append(str(retriever))
+        per_pool = per_pool[per_pool["_source"] == per_pool["retriever"].map(newest)]
+        per_query = per_query[per_query["_source"] == per_query["retriever"].map(newest)]
     dup = per_pool.duplicated(["retriever", "pool_id", "metric"])
     if dup.any():
         r = per_pool[dup].iloc[0]
@@ -158,7 +176,12 @@ def load_scores(folders: list[Path]) -> Scores:
             ]
         )
     )
-    return Scores(pd.concat(pq_frames, ignore_index=True), per_pool, chance, sources)
+    return Scores(
+        per_query.drop(columns="_source").reset_index(drop=True),
+        per_pool.drop(columns="_source").reset_index(drop=True),
+        chance,
+        sources,
+    )
 
 
 def _inputs_lines(scores: Scores) -> list[str]:
@@ -178,11 +201,25 @@ def _inputs_lines(scores: Scores) -> list[str]:
     ]
     for src in scores.sources:
         for r in src["runs"]:
+            if r.get("retriever") in src["left_out"]:
+                continue
             lines.append(
                 f"| {r.get('retriever')} | `{r.get('fingerprint')}` | `{r.get('path')}` | "
                 f"{r.get('pools', '')} | {r.get('queries', '')} | "
                 f"{r.get('queries_without_results', '')} |"
             )
+    left_out = [
+        f"{', '.join(f'`{r}`' for r in src['left_out'])} from `{src['path']}`"
+        for src in scores.sources
+        if src["left_out"]
+    ]
+    if left_out:
+        lines += [
+            "",
+            "Left out, since a later score output scores the same retriever name again: "
+            + "; ".join(left_out)
+            + ".",
+        ]
     return lines
 
 
@@ -284,7 +321,7 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     folders = ctx.inputs.get("scores") or []
     if not folders:
         raise ConfigError("report.scores: no score outputs given; name at least one")
-    scores = load_scores(folders)
+    scores = load_scores(folders, cfg.repeated_retrievers)
     pool_meta = scores.pool_meta
     keep = scores.per_pool["split"].isin(cfg.splits)
     per_pool = scores.per_pool[keep]

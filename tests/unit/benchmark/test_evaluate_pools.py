@@ -33,8 +33,9 @@ def test_pools_mode_adds_rows_beside_existing_retrievers(tmp_path: Path) -> None
     corpus = make_corpus(tmp_path / "corpus")
     pools = make_pools(home, corpus, field_pool_size=400)
     earlier = make_run(home, pools, "bm25", k=100)
-    cfg = ScoreConfig(pools=str(pools), runs=(str(earlier),))
-    Store(home).execute(SCORE, cfg, resolve_inputs(cfg), quiet=True)
+    old_random = make_run(home, pools, "random", k=100)  # scored again below
+    cfg = ScoreConfig(pools=str(pools), runs=(str(earlier), str(old_random)))
+    old_score = Store(home).execute(SCORE, cfg, resolve_inputs(cfg), quiet=True).path
 
     rc, out = _evaluate(home, pools)
     assert rc == 0
@@ -43,6 +44,9 @@ def test_pools_mode_adds_rows_beside_existing_retrievers(tmp_path: Path) -> None
     assert info["retrievers"][:1] == ["bm25"] and "random" in info["retrievers"]
     text = report.read_text()
     assert "`bm25`" in text and "`random`" in text
+    # bm25 stays from the earlier output; its random is the one scored now
+    assert f"scores the same retriever name again: `random` from `{old_score}`." in text
+    assert old_random.name not in text
     # A second call builds nothing: encode, search, score and report are all cached.
     n_before = sum(1 for _ in home.rglob("manifest.json"))
     rc, out2 = _evaluate(home, pools)

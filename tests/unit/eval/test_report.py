@@ -166,6 +166,27 @@ def test_merging_score_outputs(built: Built) -> None:
     assert not math.isnan(sig["p_value"].iloc[0])
 
 
+def _values(report: Path) -> dict[str, list[float]]:
+    """Each row's numbers in the dataset table (its significance marks left out)."""
+    rows = _csv(report / "tables" / "dataset_test.csv")[1:]
+    return {r[0]: [float(v) for v in r[1:] if v.replace(".", "", 1).isdigit()] for r in rows}
+
+
+def test_a_retriever_scored_again_is_taken_from_the_last_output(built: Built) -> None:
+    """With repeated_retrievers = "last", a retriever in two score outputs comes from the
+    later one, the earlier output's other retrievers stay, and the inputs say so."""
+    again = run_score(built.store, built.pools, [built.runs["random"]], names=["bm25"])
+    out = run_report(built.store, [built.score, again], repeated_retrievers="last")
+    table, first = _values(out), _values(run_report(built.store, [built.score]))
+    assert list(table) == ["bm25", "specter", "random", CHANCE_ROW]
+    assert table["bm25"] == first["random"] != first["bm25"]  # the later bm25: random's run
+    assert table["specter"] == first["specter"] and table["random"] == first["random"]
+    md = (out / "report.md").read_text()
+    assert f"`bm25` from `{built.score}`" in md
+    with pytest.raises(InputDataError, match="scored twice"):
+        run_report(built.store, [built.score, again])  # the default: an error
+
+
 def test_report_is_byte_identical_when_rebuilt(built: Built, report: Path, tmp_path: Path) -> None:
     from mdcr.store import Store
 
