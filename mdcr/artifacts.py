@@ -405,8 +405,32 @@ def stage_of(folder: Path) -> str | None:
 
 
 def input_paths(folder: Path, name: str) -> list[Path]:
-    """The paths a finished output was made from, for one of its inputs."""
+    """The paths a finished output was made from, for one of its inputs.
+
+    A manifest records each input's path as it was given (often relative to the folder
+    the run started in) and its fingerprint. Each is found again as the same stage folder
+    in the store holding ``folder`` (``<home>/<stage>/<fingerprint>``), else at the path
+    recorded; either must still have the recorded fingerprint. An input found nowhere is
+    returned as recorded (the caller says it does not exist); one whose fingerprint
+    changed is an error.
+    """
+    from mdcr.store import artifact_fingerprint
+
     out = _output(folder)
     if out is None:
         return []
-    return [Path(e["path"]) for e in out.manifest.get("inputs", {}).get(name, [])]
+    found = []
+    for entry in out.manifest.get("inputs", {}).get(name, []):
+        recorded = Path(entry["path"])
+        home = folder.resolve().parent.parent
+        candidates = [home / recorded.parent.name / recorded.name, recorded]
+        existing = [c for c in candidates if c.exists()]
+        same = [c for c in existing if artifact_fingerprint(c) == entry["fingerprint"]]
+        if existing and not same:
+            raise ManifestMismatchError(
+                f"'{folder}' was made from {name} '{recorded}' (fingerprint "
+                f"{entry['fingerprint']}), which has changed since; re-run that step or "
+                f"give the {name} explicitly"
+            )
+        found.append(same[0] if same else recorded)
+    return found

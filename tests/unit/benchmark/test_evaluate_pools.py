@@ -52,3 +52,35 @@ def test_pools_mode_adds_rows_beside_existing_retrievers(tmp_path: Path) -> None
     rc, out2 = _evaluate(home, pools)
     assert rc == 0 and out2 == out
     assert sum(1 for _ in home.rglob("manifest.json")) == n_before
+
+
+def test_inputs_are_found_again_in_the_store_holding_an_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A manifest records an input's path as given (here relative to the folder the run
+    started in); it is found again from any folder, in a copy of the store, and an input
+    that changed since is an error."""
+    import json
+    import shutil
+
+    from mdcr.artifacts import input_paths
+    from mdcr.errors import ManifestMismatchError
+
+    corpus = make_corpus(tmp_path / "corpus")
+    monkeypatch.chdir(tmp_path)
+    pools = make_pools(Path("home"), corpus)
+    run = make_run(Path("home"), pools, "bm25")  # pools given as home/pools/<fp>
+    assert input_paths(run, "pools") == [(tmp_path / pools).resolve()]
+    monkeypatch.chdir(tmp_path / "corpus")  # elsewhere: the relative path leads nowhere
+    assert input_paths(tmp_path / run, "pools") == [(tmp_path / pools).resolve()]
+    shutil.copytree(tmp_path / "home", tmp_path / "copy")
+    copied = tmp_path / "copy" / run.relative_to("home")
+    assert input_paths(copied, "pools") == [(tmp_path / "copy" / pools.relative_to("home"))]
+    # the copy's pools gone, and a different output where the recorded path points
+    shutil.rmtree(tmp_path / "copy" / pools.relative_to("home"))
+    other = tmp_path / "corpus" / pools
+    shutil.copytree(tmp_path / pools, other)
+    manifest = json.loads((other / "manifest.json").read_text())
+    (other / "manifest.json").write_text(json.dumps({**manifest, "fingerprint": "0" * 16}))
+    with pytest.raises(ManifestMismatchError, match="has changed since; re-run that step"):
+        input_paths(copied, "pools")
