@@ -369,12 +369,14 @@ def print_results(done: Evaluated) -> None:
                     continue
                 print("\t".join([field] + [f"{k}: {v:g}" for k, v in m.items()]))
             print("\t".join(["AVG"] + [f"{k}: {v:g}" for k, v in fields["AVG"].items()]))
+            # Beside any files in the official format: the label says what they compare with.
             if done.official and split == "test":
                 for row in published_mdcr(name):
                     if row["field"] == "AVG":
                         cells = [
                             f"{k}: {row[k]:g}" for k in ("map", "ndcg", "recall_5") if k in row
                         ]
-                        print("\t".join([f"published AVG ({row['citation']})", *cells]))
+                        label = f"published AVG on the official MDCR test files ({row['citation']})"
+                        print("\t".join([label, *cells]))
             print()
     print(f"report: {done.result / 'report.md'}")
