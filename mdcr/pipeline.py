@@ -142,7 +142,11 @@ def load_pipeline(path: Path, overrides: list[str] | None = None) -> Pipeline:
     return Pipeline(str(meta.get("name", path.stem)), path, home, tuple(steps))
 
 
-def _resolve(step: Step, folders: dict[str, Path], where: str) -> dict[str, list[Path]]:
+def _resolve(
+    step: Step, folders: dict[str, Path], where: str, missing: dict[Path, str] | None = None
+) -> dict[str, list[Path]]:
+    """The step's input paths. A path that does not exist is an error, or, given
+    ``missing`` (a dry run: data not downloaded yet), recorded there and planned on."""
     out: dict[str, list[Path]] = {}
     for name, refs in inputs_of(step.cfg).items():
         paths: list[Path] = []
@@ -158,7 +162,9 @@ def _resolve(step: Step, folders: dict[str, Path], where: str) -> dict[str, list
             else:
                 p = Path(ref).expanduser()
                 if not p.exists():
-                    raise ConfigError(f"{where}.{name}: path '{ref}' does not exist")
+                    if missing is None:
+                        raise ConfigError(f"{where}.{name}: path '{ref}' does not exist")
+                    missing[p] = f"'{ref}' (not there yet)"
                 paths.append(p)
         out[name] = paths
     return out
@@ -192,7 +198,7 @@ def run_pipeline(
     timed: list[tuple[Step, float]] = []
     for step in steps:
         where = f"{pipeline.path.name}:{step.id}"
-        inputs = _resolve(step, folders, where)
+        inputs = _resolve(step, folders, where, unknown if dry_run else None)
         if dry_run:
             plan = _dry_run_step(
                 step, store, inputs, known, facts, folders, selected, unknown, echo=print
@@ -231,7 +237,7 @@ def planned_work(pipeline: Pipeline, store: Store) -> dict[str, Work]:
     selected = {s.id for s in pipeline.steps}
     works: dict[str, Work] = {}
     for step in pipeline.steps:
-        inputs = _resolve(step, folders, f"{pipeline.path.name}:{step.id}")
+        inputs = _resolve(step, folders, f"{pipeline.path.name}:{step.id}", unknown)
         plan = _dry_run_step(
             step,
             store,

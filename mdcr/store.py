@@ -257,6 +257,13 @@ class Store:
     home: Path
     wait: bool = True
 
+    def __post_init__(self) -> None:
+        if self.home.exists() and not self.home.is_dir():
+            raise ConfigError(
+                f"the store home '{self.home}' is a file, not a folder; give a folder with "
+                "--home or $MDCR_HOME"
+            )
+
     def folder(self, stage: str, fp: str) -> Path:
         return self.home / stage / fp
 

@@ -85,6 +85,18 @@ def test_dry_run_plans_without_running(tmp_path: Path, capsys) -> None:
     assert not (tmp_path / "home").exists()
 
 
+def test_a_dry_run_plans_on_an_input_not_there_yet(tmp_path: Path, capsys) -> None:
+    """Data not downloaded yet: the dry run plans on (fingerprint unknown); a run stops."""
+    later = tmp_path / "later"
+    pipe = load_pipeline(write(tmp_path, PIPE.replace('source = "@src"', f'source = "{later}"')))
+    assert run_pipeline(pipe, Store(tmp_path / "home"), dry_run=True) == {}
+    out = capsys.readouterr().out
+    assert f"fingerprint unknown: depends on '{later}' (not there yet)" in out
+    assert "src" in out and "will run" in out
+    with pytest.raises(ConfigError, match=r"dbl\.source: path '.*later' does not exist"):
+        run_pipeline(pipe, Store(tmp_path / "home"))
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -193,3 +193,13 @@ def test_resumable_stage_continues_after_crash(tmp_path: Path, monkeypatch) -> N
     assert manifest is not None
     assert manifest["info"] == {"skipped_0": True, "skipped_1": True}
     assert sorted(manifest["outputs"]) == [f"shard_{i}.txt" for i in range(4)]
+
+
+def test_a_store_home_that_is_a_file_is_a_one_line_error(tmp_path: Path) -> None:
+    from mdcr.errors import ConfigError
+    from mdcr.store import Store
+
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(ConfigError, match="is a file, not a folder; give a folder with --home"):
+        Store(tmp_path / "afile")
+    assert Store(tmp_path / "new").home == tmp_path / "new"  # a folder not made yet is fine
