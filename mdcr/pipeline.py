@@ -97,6 +97,8 @@ def parse_overrides(overrides: list[str]) -> dict[str, dict[str, str]]:
 
 def load_pipeline(path: Path, overrides: list[str] | None = None) -> Pipeline:
     """Read and validate a pipeline file; every step's config is checked before anything runs."""
+    if path.is_dir():
+        raise ConfigError(f"'{path}' is a folder; give a pipeline file such as pipelines/demo.toml")
     if not path.is_file():
         raise ConfigError(f"pipeline file '{path}' does not exist; see the pipelines/ folder")
     try:

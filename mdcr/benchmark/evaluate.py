@@ -72,8 +72,20 @@ class EvaluateRequest:
             if not self.encoders and self.scores is None:
                 raise ConfigError("evaluate: give --encoder SPEC (repeatable) or --scores FILE")
         for spec in self.encoders:
-            if spec != BM25:
+            if spec == BM25:
+                continue
+            try:
                 lookup(spec)
+            except ConfigError as exc:  # here bm25 is an encoder spec too
+                raise ConfigError(
+                    str(exc).replace("valid encoders: ", f"valid encoders: {BM25}, ")
+                ) from None
+        for item in self.encode_set:
+            if "=" not in item:
+                raise ConfigError(
+                    f"--encode-set '{item}': expected KEY=VALUE, e.g. max_length=128 "
+                    "(`mdcr encode --help` lists the keys)"
+                )
         if self.bm25_params is not None and (self.k1 is not None or self.b is not None):
             raise ConfigError("evaluate: give either --bm25-params or --k1/--b, not both")
 

@@ -114,6 +114,11 @@ def test_pipeline_errors(tmp_path: Path, text: str, message: str) -> None:
         run_pipeline(pipe, Store(tmp_path / "home"), dry_run=True)
 
 
+def test_a_folder_for_a_pipeline_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is a folder; give a pipeline file such as"):
+        load_pipeline(tmp_path)
+
+
 def test_bad_override_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"expected STEP\.KEY=VALUE"):
         load_pipeline(write(tmp_path), ["n=3"])

@@ -218,3 +218,21 @@ def test_published_rows_are_printed_beside_ours(evaluated: dict, capsys) -> None
     assert readme in out and "map: 32.5704\tndcg: 58.9317\trecall_5: 27.2675" in out
     assert "test files (allenai/specter2 model card" in out and "map: 32.6" in out
     assert "published" not in evaluated["stdout"]  # random has no published results
+
+
+@pytest.mark.parametrize(
+    ("request_args", "message"),
+    [
+        ({"encoders": ("nonsense",)}, "unknown encoder 'nonsense'; valid encoders: bm25, "),
+        ({"encoders": ("random",), "encode_set": ("dim",)}, "--encode-set 'dim': expected KEY"),
+    ],
+)
+def test_evaluate_requests_that_cannot_work_name_the_option(
+    request_args: dict, message: str
+) -> None:
+    from mdcr.benchmark.evaluate import EvaluateRequest
+    from mdcr.errors import ConfigError
+
+    req = EvaluateRequest(benchmark=FIXTURE, **request_args)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        req.check()
