@@ -80,6 +80,11 @@ class EvaluateRequest:
                 raise ConfigError(
                     str(exc).replace("valid encoders: ", f"valid encoders: {BM25}, ")
                 ) from None
+        if self.scores is not None and not self.scores.is_file():
+            raise ConfigError(
+                f"--scores: '{self.scores}' is not a file; give a scores JSON file "
+                '({"<qid>_<cid>": score}, as the original evaluate.py reads)'
+            )
         for item in self.encode_set:
             if "=" not in item:
                 raise ConfigError(

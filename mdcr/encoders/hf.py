@@ -396,7 +396,8 @@ class HFEncoder:
         if max_length > self.runner.max_positions:
             raise ConfigError(
                 f"max_length {max_length} exceeds the model's {self.runner.max_positions} "
-                f"positions; use at most {self.runner.max_positions}"
+                f"positions; set max_length={self.runner.max_positions} (--encode-set on "
+                "evaluate, --max-length on encode)"
             )
         tok = self.runner.tokenizer
         if input_format == "sep" and not tok.sep_token:

@@ -228,7 +228,10 @@ def read_chosen(path: Path) -> tuple[float, float, dict[str, Any]]:
     """(k1, b, the whole choice) of a bm25-tune output (or its chosen.json)."""
     file = path / CHOSEN_FILE if path.is_dir() else path
     if not file.is_file():
-        raise InputDataError(f"no {CHOSEN_FILE} at '{path}'; point params to a bm25-tune output")
+        raise InputDataError(
+            f"no {CHOSEN_FILE} at '{path}'; point params (evaluate: --bm25-params) to a "
+            "bm25-tune output"
+        )
     try:
         chosen = json.loads(file.read_text())
         k1, b = float(chosen["k1"]), float(chosen["b"])

@@ -225,6 +225,7 @@ def test_published_rows_are_printed_beside_ours(evaluated: dict, capsys) -> None
     [
         ({"encoders": ("nonsense",)}, "unknown encoder 'nonsense'; valid encoders: bm25, "),
         ({"encoders": ("random",), "encode_set": ("dim",)}, "--encode-set 'dim': expected KEY"),
+        ({"scores": Path("/nonexistent/s.json")}, "--scores: '/nonexistent/s.json' is not a file"),
     ],
 )
 def test_evaluate_requests_that_cannot_work_name_the_option(
