@@ -419,10 +419,10 @@ def input_paths(folder: Path, name: str) -> list[Path]:
     out = _output(folder)
     if out is None:
         return []
+    home = folder.resolve().parent.parent
     found = []
     for entry in out.manifest.get("inputs", {}).get(name, []):
         recorded = Path(entry["path"])
-        home = folder.resolve().parent.parent
         candidates = [home / recorded.parent.name / recorded.name, recorded]
         existing = [c for c in candidates if c.exists()]
         same = [c for c in existing if artifact_fingerprint(c) == entry["fingerprint"]]
