@@ -541,9 +541,9 @@ def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
         check_benchmark,
         data_name,
         export_hf,
-        official_name,
-        write_official,
+        release_json_name,
         write_papers_jsonl,
+        write_release_json,
     )
     from mdcr.benchmark.graph import create_graph_tables
     from mdcr.pools.db import CorpusFiles, connect
@@ -620,7 +620,7 @@ def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
     short.to_parquet(ctx.output(SHORT_FILE, rows=len(short)), index=False)
     for split in [s for s in ("val", "test") if s in set(bench["split"])]:
         part = bench[bench["split"] == split]
-        write_official(part, ctx.output(official_name(split)))
+        write_release_json(part, ctx.output(release_json_name(split)))
         ids = set(part["paper_id"]) | set(part["query_id"])
         n = write_papers_jsonl(papers[papers["paper_id"].isin(ids)], ctx.output(data_name(split)))
         ctx.outputs[data_name(split)] = n

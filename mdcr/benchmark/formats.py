@@ -1,11 +1,13 @@
-"""The MDCR benchmark on disk: the official release format, HF datasets, and scores files.
+"""The MDCR benchmark on disk: the release format, HF datasets, and scores files.
 
 Internal form (ARCHITECTURE section 4): one row per (query, candidate) with columns
 ``query_id, field, paper_id, candidate_type, split``; ``candidate_type`` is ``"true"`` for a
 positive (a paper the query cites) and a negative type otherwise (``bm25``, ``specter``,
 ``scincl``, ``graph``, ``most_cited``, ``random``, or another model's name).
 
-Official release (github.com/zoranmedic/mdcr):
+The release format (github.com/zoranmedic/mdcr; any files in this layout are read the
+same way, and only :mod:`mdcr.benchmark.release` decides whether they are the official
+release):
 
 - ``mdcr_{val,test}.json``: ``{field: {query_id: {type: [paper ids], "true": [ids]}}}``;
 - ``mdcr_{val,test}_data.jsonl``: one ``{"paper_id", "title", "abstract"}`` per line, for
@@ -38,7 +40,7 @@ from mdcr.store import atomic_path
 BENCHMARK_COLUMNS = ["query_id", "field", "paper_id", "candidate_type", "split"]
 PAPER_COLUMNS = ["paper_id", "title", "abstract"]
 SPLITS = ("val", "test")
-_OFFICIAL = re.compile(r"^mdcr_(val|test)\.json$")
+_RELEASE_JSON = re.compile(r"^mdcr_(val|test)\.json$")
 
 
 def type_order(types: Iterable[str]) -> list[str]:
@@ -116,14 +118,14 @@ def benchmark_splits(bench: pd.DataFrame, wanted: Sequence[str], where: str) -> 
     return [s for s in have if s in wanted]
 
 
-# ------------------------------------------------------------------ official JSON
+# ------------------------------------------------------------------ release JSON
 
 
-def to_official(df: pd.DataFrame) -> dict[str, dict[str, dict[str, list[str]]]]:
+def to_release_json(df: pd.DataFrame) -> dict[str, dict[str, dict[str, list[str]]]]:
     """One split of the internal form as the release's nested dict."""
     splits = df["split"].unique()
     if len(splits) > 1:
-        raise InputDataError(f"to_official: one split at a time, got {sorted(splits)}")
+        raise InputDataError(f"to_release_json: one split at a time, got {sorted(splits)}")
     df = sort_benchmark(df)
     types = type_order(df["candidate_type"].unique())
     out: dict[str, dict[str, dict[str, list[str]]]] = {}
@@ -135,7 +137,7 @@ def to_official(df: pd.DataFrame) -> dict[str, dict[str, dict[str, list[str]]]]:
     return out
 
 
-def from_official(obj: Any, split: str, where: str) -> pd.DataFrame:
+def from_release_json(obj: Any, split: str, where: str) -> pd.DataFrame:
     """The release's nested dict as the internal form (checked, one-line errors).
 
     A paper listed under several types of one query keeps one row: ``true`` if it is
@@ -166,7 +168,7 @@ def from_official(obj: Any, split: str, where: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=BENCHMARK_COLUMNS)
 
 
-def official_name(split: str) -> str:
+def release_json_name(split: str) -> str:
     return f"mdcr_{split}.json"
 
 
@@ -174,18 +176,18 @@ def data_name(split: str) -> str:
     return f"mdcr_{split}_data.jsonl"
 
 
-def write_official(df: pd.DataFrame, path: Path) -> None:
+def write_release_json(df: pd.DataFrame, path: Path) -> None:
     """Write one split as ``mdcr_<split>.json`` (atomically)."""
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(to_official(df)) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps(to_release_json(df)) + "\n", encoding="utf-8")
 
 
 def split_of_file(path: Path) -> str | None:
-    m = _OFFICIAL.match(path.name)
+    m = _RELEASE_JSON.match(path.name)
     return m.group(1) if m else None
 
 
-def read_official(path: Path, split: str | None = None) -> pd.DataFrame:
+def read_release_json(path: Path, split: str | None = None) -> pd.DataFrame:
     """Read ``mdcr_<split>.json``; the split comes from the file name unless given."""
     split = split or split_of_file(path)
     if split is None:
@@ -196,7 +198,7 @@ def read_official(path: Path, split: str | None = None) -> pd.DataFrame:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputDataError(f"cannot read '{path}' as JSON ({exc})") from None
-    return from_official(obj, split, str(path))
+    return from_release_json(obj, split, str(path))
 
 
 # ------------------------------------------------------------------ papers JSONL
@@ -254,21 +256,21 @@ def read_papers_jsonl(path: Path) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def find_official(path: Path) -> dict[str, tuple[Path, Path | None]]:
-    """The official files at ``path`` (a folder, or one ``mdcr_<split>.json``): split ->
+def find_release_files(path: Path) -> dict[str, tuple[Path, Path | None]]:
+    """The release-format files at ``path`` (a folder, or one ``mdcr_<split>.json``): split ->
     (benchmark JSON, data JSONL or None when it is not beside the JSON)."""
     if path.is_file():
         split = split_of_file(path)
         if split is None:
             raise InputDataError(
-                f"'{path.name}' is not an official MDCR file; expected mdcr_val.json or "
+                f"'{path.name}' is not an MDCR benchmark file; expected mdcr_val.json or "
                 "mdcr_test.json"
             )
         data = path.with_name(data_name(split))
         return {split: (path, data if data.is_file() else None)}
     out: dict[str, tuple[Path, Path | None]] = {}
     for split in SPLITS:
-        js = path / official_name(split)
+        js = path / release_json_name(split)
         if js.is_file():
             data = path / data_name(split)
             out[split] = (js, data if data.is_file() else None)

@@ -34,10 +34,10 @@ def run_benchmark_import(cfg: ImportConfig, ctx: StageContext) -> None:
     from mdcr.benchmark.formats import (
         benchmark_splits,
         check_benchmark,
-        find_official,
+        find_release_files,
         load_hf,
-        read_official,
         read_papers_jsonl,
+        read_release_json,
         sort_benchmark,
     )
 
@@ -47,14 +47,14 @@ def run_benchmark_import(cfg: ImportConfig, ctx: StageContext) -> None:
         bench, papers = load_hf(source)
         kind = "hf"
     else:
-        found = find_official(source)
+        found = find_release_files(source)
         if not found:
             raise InputDataError(
                 f"'{source}' holds no mdcr_val.json or mdcr_test.json; give the official files"
             )
         frames, texts = [], []
         for _split, (js, data) in sorted(found.items()):
-            frames.append(read_official(js))
+            frames.append(read_release_json(js))
             if data is not None:
                 texts.append(read_papers_jsonl(data))
         bench = pd.concat(frames, ignore_index=True)

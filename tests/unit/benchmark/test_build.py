@@ -13,8 +13,8 @@ import pytest
 from mdcr.benchmark.build import SPEC, BenchmarkConfig, type_seed
 from mdcr.benchmark.formats import (
     load_hf,
-    read_official,
     read_papers_jsonl,
+    read_release_json,
     sort_benchmark,
 )
 from mdcr.errors import ConfigError, InputDataError
@@ -173,13 +173,13 @@ def test_deterministic_and_seeded(world: dict, tmp_path: Path) -> None:
     assert set(map(tuple, b0.values)) != set(map(tuple, b7.values))
 
 
-def test_official_and_hf_round_trips(world: dict) -> None:
+def test_release_json_and_hf_round_trips(world: dict) -> None:
     out = world["out"]
     bench = pd.read_parquet(out / "benchmark.parquet")
     papers = pd.read_parquet(out / "papers.parquet")
     for split in ("val", "test"):
         ours = sort_benchmark(bench[bench["split"] == split])
-        back = sort_benchmark(read_official(out / f"mdcr_{split}.json"))
+        back = sort_benchmark(read_release_json(out / f"mdcr_{split}.json"))
         pd.testing.assert_frame_equal(ours, back)
         data = read_papers_jsonl(out / f"mdcr_{split}_data.jsonl")
         assert set(data["paper_id"]) == set(ours["paper_id"]) | set(ours["query_id"])

@@ -1,4 +1,4 @@
-"""``mdcr evaluate`` end to end on the official-format fixture, against pytrec_eval."""
+"""``mdcr evaluate`` end to end on the MDCR-format fixture, against pytrec_eval."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from mdcr.cli import main
 from tests.unit.benchmark.reference import MEASURES, original_scorer
 
-FIXTURE = Path(__file__).resolve().parents[2] / "data" / "mdcr_official"
+FIXTURE = Path(__file__).resolve().parents[2] / "data" / "mdcr_format_fixture"
 
 
 def _printed(out: str) -> dict[str, dict[str, dict[str, float]]]:

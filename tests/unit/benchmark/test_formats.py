@@ -1,4 +1,4 @@
-"""Format round trips: official JSON <-> internal <-> HF datasets, data JSONL, scores files."""
+"""Format round trips: release JSON <-> internal <-> HF datasets, data JSONL, scores files."""
 
 from __future__ import annotations
 
@@ -10,30 +10,30 @@ import pytest
 
 from mdcr.benchmark.formats import (
     export_hf,
-    find_official,
+    find_release_files,
     load_hf,
-    read_official,
     read_papers_jsonl,
+    read_release_json,
     read_scores,
     scores_for,
     sort_benchmark,
-    to_official,
+    to_release_json,
     type_order,
-    write_official,
     write_papers_jsonl,
+    write_release_json,
     write_scores,
 )
 from mdcr.errors import InputDataError
 
-FIXTURE = Path(__file__).resolve().parents[2] / "data" / "mdcr_official"
+FIXTURE = Path(__file__).resolve().parents[2] / "data" / "mdcr_format_fixture"
 
 
-def test_official_json_round_trip(tmp_path: Path) -> None:
-    bench = read_official(FIXTURE / "mdcr_test.json")
+def test_release_json_round_trip(tmp_path: Path) -> None:
+    bench = read_release_json(FIXTURE / "mdcr_test.json")
     assert set(bench["split"]) == {"test"}
     assert bench.groupby(["field", "query_id"]).ngroups == 7
-    write_official(bench, tmp_path / "mdcr_test.json")
-    again = read_official(tmp_path / "mdcr_test.json")
+    write_release_json(bench, tmp_path / "mdcr_test.json")
+    again = read_release_json(tmp_path / "mdcr_test.json")
     pd.testing.assert_frame_equal(sort_benchmark(bench), sort_benchmark(again))
     # The written file is the release's nested dict; the only changes are the duplicates
     # the fixture lists on purpose (3041 in 'random' and 3018 in 'graph' are dropped).
@@ -48,8 +48,8 @@ def test_official_json_round_trip(tmp_path: Path) -> None:
                 assert sorted(written[f][q].get(t, [])) == sorted(kept)
 
 
-def test_official_to_hf_and_back(tmp_path: Path) -> None:
-    bench = read_official(FIXTURE / "mdcr_test.json")
+def test_release_json_to_hf_and_back(tmp_path: Path) -> None:
+    bench = read_release_json(FIXTURE / "mdcr_test.json")
     papers = read_papers_jsonl(FIXTURE / "mdcr_test_data.jsonl")
     files = export_hf(bench, papers, tmp_path / "hf")
     assert any(p.name == "dataset_dict.json" for p in files)
@@ -59,13 +59,13 @@ def test_official_to_hf_and_back(tmp_path: Path) -> None:
     assert set(hf_papers["paper_id"]) == ids  # only the benchmark's papers are exported
     merged = hf_papers.merge(papers, on="paper_id", suffixes=("", "_src"))
     assert (merged["title"] == merged["title_src"]).all()
-    # Back to the official form: identical to the direct conversion.
-    assert to_official(hf_bench) == to_official(bench)
+    # Back to the release form: identical to the direct conversion.
+    assert to_release_json(hf_bench) == to_release_json(bench)
 
 
 def test_hf_dataset_has_a_field_column_and_a_list_per_type(tmp_path: Path) -> None:
     datasets = pytest.importorskip("datasets")
-    bench = read_official(FIXTURE / "mdcr_test.json")
+    bench = read_release_json(FIXTURE / "mdcr_test.json")
     papers = read_papers_jsonl(FIXTURE / "mdcr_test_data.jsonl")
     export_hf(bench, papers, tmp_path / "hf")
     dd = datasets.load_from_disk(str(tmp_path / "hf" / "queries"))
@@ -95,7 +95,7 @@ def test_papers_jsonl_round_trip(tmp_path: Path) -> None:
 
 
 def test_scores_file_round_trip_and_lookup(tmp_path: Path) -> None:
-    bench = read_official(FIXTURE / "mdcr_test.json")
+    bench = read_release_json(FIXTURE / "mdcr_test.json")
     pairs = bench[["query_id", "paper_id"]].drop_duplicates()
     scores = pairs.assign(score=[i / 7 for i in range(len(pairs))])
     n = write_scores(scores, tmp_path / "s.json")
@@ -111,15 +111,15 @@ def test_scores_file_round_trip_and_lookup(tmp_path: Path) -> None:
         scores_for(bench, read, "s")
 
 
-def test_malformed_official_files_are_one_line_errors(tmp_path: Path) -> None:
+def test_malformed_release_files_are_one_line_errors(tmp_path: Path) -> None:
     bad = tmp_path / "mdcr_val.json"
     bad.write_text('{"Art": {"q1": {"true": "p1"}}}')
     with pytest.raises(InputDataError, match="'true' must be a list"):
-        read_official(bad)
+        read_release_json(bad)
     other = tmp_path / "benchmark.json"
     other.write_text("{}")
     with pytest.raises(InputDataError, match="cannot tell the split"):
-        read_official(other)
-    assert set(find_official(FIXTURE)) == {"test"}
-    js, data = find_official(FIXTURE)["test"]
+        read_release_json(other)
+    assert set(find_release_files(FIXTURE)) == {"test"}
+    js, data = find_release_files(FIXTURE)["test"]
     assert js.name == "mdcr_test.json" and data is not None

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mdcr.benchmark.formats import read_official, score_key, scores_for
+from mdcr.benchmark.formats import read_release_json, score_key, scores_for
 from mdcr.benchmark.scoring import (
     ALL,
     field_means,
@@ -26,7 +26,7 @@ from tests.unit.benchmark.reference import original_scorer
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
-FIXTURE = Path(__file__).resolve().parents[2] / "data" / "mdcr_official"
+FIXTURE = Path(__file__).resolve().parents[2] / "data" / "mdcr_format_fixture"
 
 
 def reference(benchmark: dict, scores: dict[str, float]) -> tuple[dict, dict, dict]:
@@ -58,7 +58,7 @@ METRIC = {"map": "map", "ndcg": "ndcg", "recall@5": "recall_5"}
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_parity_with_pytrec_eval_distinct_scores(seed: int) -> None:
     raw_json = json.loads((FIXTURE / "mdcr_test.json").read_text())
-    bench = read_official(FIXTURE / "mdcr_test.json")
+    bench = read_release_json(FIXTURE / "mdcr_test.json")
     scores = fixture_scores(bench, seed, ties=False)
     ref_round, ref_avg, ref_raw = reference(raw_json, scores)
     pf, _mc = ours(bench, scores, "paper_id")
@@ -75,7 +75,7 @@ def test_parity_with_pytrec_eval_distinct_scores(seed: int) -> None:
 
 def test_parity_with_ties_needs_trec_eval_rule() -> None:
     raw_json = json.loads((FIXTURE / "mdcr_test.json").read_text())
-    bench = read_official(FIXTURE / "mdcr_test.json")
+    bench = read_release_json(FIXTURE / "mdcr_test.json")
     scores = fixture_scores(bench, 5, ties=True)
     _, _, ref_raw = reference(raw_json, scores)
     pf, _ = ours(bench, scores, "trec_eval")
@@ -88,7 +88,7 @@ def test_parity_with_ties_needs_trec_eval_rule() -> None:
 
 
 def test_duplicates_count_once_and_positive_wins() -> None:
-    bench = read_official(FIXTURE / "mdcr_test.json")
+    bench = read_release_json(FIXTURE / "mdcr_test.json")
     q5 = bench[bench["query_id"] == "1005"]
     assert (q5["paper_id"] == "3041").sum() == 1
     assert q5.loc[q5["paper_id"] == "3041", "candidate_type"].item() == "true"
@@ -99,7 +99,7 @@ def test_duplicates_count_once_and_positive_wins() -> None:
 
 
 def test_perfect_and_worst_rankings() -> None:
-    bench = read_official(FIXTURE / "mdcr_test.json")
+    bench = read_release_json(FIXTURE / "mdcr_test.json")
     pos = bench["candidate_type"] == "true"
     scored = bench[["split", "field", "query_id", "paper_id"]].assign(score=pos.astype(float))
     pq_ = per_query_metrics(bench, scored, by_type=True)

@@ -123,7 +123,7 @@ def test_benchmark_ranking_uses_query_vectors(
 ) -> None:
     from mdcr.cli import main
 
-    fixture = Path(__file__).resolve().parents[2] / "data" / "mdcr_official"
+    fixture = Path(__file__).resolve().parents[2] / "data" / "mdcr_format_fixture"
     home = tmp_path / "bench-home"
     argv = ["evaluate", "--encoder", "py:role_enc_mod:TwoTower", "--benchmark", str(fixture)]
     assert main([*argv, "--home", str(home), "-q", "--scores-out", str(tmp_path / "s.json")]) == 0
