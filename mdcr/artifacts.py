@@ -388,6 +388,72 @@ def scores_on_pools(store: Store, pools_fingerprint: str) -> list[tuple[str, Pat
     return sorted(found, key=lambda x: (x[0], str(x[1])))
 
 
+# What a benchmark's files are. benchmark-import records it as "origin" (decided by
+# mdcr.benchmark.release from provenance records, and hashed into the import's identity);
+# a benchmark build is built. Only an official benchmark stands beside published numbers.
+OFFICIAL, DECLARED, MDCR_FORMAT, BUILT = "official", "declared", "mdcr-format", "built"
+_ORIGIN_LABELS = {
+    OFFICIAL: "official",
+    DECLARED: "official (declared by the user)",
+    MDCR_FORMAT: "an MDCR-format benchmark",
+    BUILT: "a benchmark built by mdcr",
+}
+
+
+@dataclass(frozen=True)
+class BenchmarkOrigin:
+    """Where a benchmark's files come from: ``kind`` (official, declared, mdcr-format,
+    built) and a one-line ``detail`` (the files' record, or why they are not official)."""
+
+    kind: str
+    detail: str = ""
+
+    @property
+    def official(self) -> bool:
+        """The official release, proven by provenance (downloaded, or declared by the user)."""
+        return self.kind in (OFFICIAL, DECLARED)
+
+    @property
+    def label(self) -> str:
+        """``official``, ``official (declared by the user)``, ``an MDCR-format benchmark``
+        or ``a benchmark built by mdcr``."""
+        return _ORIGIN_LABELS[self.kind]
+
+    def files(self, split: str) -> str:
+        """The benchmark's files as a phrase: ``the official MDCR test files``, ``the
+        official (declared by the user) MDCR test files``."""
+        if self.official:
+            return f"the {self.label} MDCR {split} files"
+        return f"{self.label} (its {split} split)"
+
+    def line(self) -> str:
+        """One line for printouts and reports: what the benchmark is, and why."""
+        if self.kind == OFFICIAL:
+            what = "the official MDCR release"
+        elif self.kind == DECLARED:
+            what = f"the MDCR release, {self.label}"
+        else:
+            what = f"{self.label}, not the official MDCR release"
+        return f"Benchmark: {what}" + (f"; {self.detail}" if self.detail else "") + "."
+
+    def as_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "detail": self.detail}
+
+
+def benchmark_origin(folder: Path) -> BenchmarkOrigin:
+    """The origin of a benchmark or benchmark-import output; any other folder, and an import
+    recorded before origins were, is an MDCR-format benchmark."""
+    out = _output(folder)
+    if out is None or out.stage not in ("benchmark", "benchmark-import"):
+        return BenchmarkOrigin(MDCR_FORMAT, "not made by the benchmark or import stage")
+    if out.stage == "benchmark":
+        return BenchmarkOrigin(BUILT, "built from a corpus by the benchmark stage")
+    rec = out.info("origin")
+    if isinstance(rec, dict) and rec.get("kind") in _ORIGIN_LABELS:
+        return BenchmarkOrigin(str(rec["kind"]), str(rec.get("detail", "")))
+    return BenchmarkOrigin(MDCR_FORMAT, "imported without a provenance check")
+
+
 # What the encode stage records of the encoder its vectors come from (see
 # mdcr.encoders.stage.encoder_key): outputs of one key hold the same vector for one text.
 ENCODER_KEY = "encoder_key"

@@ -172,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_stage_parser(sub, spec, groups)
     _add_evaluate_parser(sub)
     _add_export_parser(sub)
+    _add_download_parser(sub)
     return parser
 
 
@@ -290,8 +291,9 @@ def _add_evaluate_parser(sub: Any) -> None:
     p.add_argument(
         "--benchmark",
         type=Path,
-        help="a benchmark build/import output, or the official files (a folder with "
-        "mdcr_<split>.json and mdcr_<split>_data.jsonl, or one mdcr_<split>.json)",
+        help="a benchmark build/import output, or MDCR benchmark files (a folder with "
+        "mdcr_<split>.json and mdcr_<split>_data.jsonl, or one mdcr_<split>.json); "
+        "official only if fetched with `mdcr download mdcr` (or registered)",
     )
     p.add_argument(
         "--pools", type=Path, help="a pools output: evaluate on its pools instead of a benchmark"
@@ -351,6 +353,50 @@ def _add_export_parser(sub: Any) -> None:
     _common(p, top=False)
 
 
+def _add_download_parser(sub: Any) -> None:
+    """``mdcr download mdcr``: the official release and its provenance
+    (:mod:`mdcr.benchmark.release`)."""
+    p = sub.add_parser(
+        "download",
+        help="fetch the official MDCR release (recording where each file came from)",
+        description="Fetch the four files of the MDCR release (mdcr_val.json, mdcr_test.json, "
+        "mdcr_val_data.jsonl, mdcr_test_data.jsonl) from the addresses in the MDCR README "
+        "(github.com/zoranmedic/mdcr), resuming an interrupted transfer, and record each "
+        "file's address, time and sha256 in provenance.json beside them. Only files that "
+        "match such a record are labelled official.",
+    )
+    p.add_argument("dataset", choices=("mdcr",), help="what to fetch: mdcr (the MDCR release)")
+    p.add_argument(
+        "--to",
+        type=Path,
+        default=Path("data/mdcr"),
+        help="folder to fetch into [default: data/mdcr]",
+    )
+    p.add_argument(
+        "--register",
+        type=Path,
+        metavar="DIR",
+        help="fetch nothing: record the sha256 of release files you fetched by hand in DIR, as "
+        "declared by the user (their label says so)",
+    )
+    _common(p, top=False)
+
+
+def _run_download(args: argparse.Namespace) -> int:
+    from mdcr.benchmark.release import PROVENANCE, download_release, register_release
+
+    if args.register is not None:
+        folder = args.register
+        records = register_release(folder, quiet=args.quiet)
+    else:
+        folder = args.to
+        records = download_release(folder, quiet=args.quiet)
+    for name, rec in records.items():
+        print(f"{folder / name}\t{rec['size']} bytes\tsha256 {rec['sha256']}\t{rec['how']}")
+    print(f"provenance: {folder / PROVENANCE}")
+    return 0
+
+
 def _run_export(args: argparse.Namespace) -> int:
     from mdcr.eval.trec import write_trec_qrels, write_trec_run
 
@@ -382,6 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_evaluate(args)
         if args.command == "export":
             return _run_export(args)
+        if args.command == "download":
+            return _run_download(args)
         if not hasattr(args, "_stage"):
             parser.parse_args([args.command, "--help"])
         return _run_stage(args)

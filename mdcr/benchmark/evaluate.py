@@ -4,11 +4,13 @@
 runner as ``mdcr run`` (:func:`mdcr.pipeline.run_pipeline`), so every step is a cached
 stage output and reuse comes from fingerprints alone:
 
-- on a benchmark (``--benchmark``: a benchmark build or import output, or the official
-  files, which a ``benchmark-import`` step reads): per encoder an ``encode`` and a
-  ``benchmark-rank`` step (``bm25``: a Lucene rank step; ``--scores``: a scores-file rank
-  step), then ``benchmark-score``. It prints MAP, nDCG and R@5 per field and the macro
-  average, as the original MDCR scorer prints them.
+- on a benchmark (``--benchmark``: a benchmark build or import output, or files in the
+  MDCR release's layout, which a ``benchmark-import`` step reads): per encoder an
+  ``encode`` and a ``benchmark-rank`` step (``bm25``: a Lucene rank step; ``--scores``: a
+  scores-file rank step), then ``benchmark-score``. It prints MAP, nDCG and R@5 per field
+  and the macro average, as the original MDCR scorer prints them, and the published
+  results of the same model only when the benchmark is the official release, proven by
+  provenance (:mod:`mdcr.benchmark.release`).
 - on pools (``--pools``): per encoder an ``encode`` and a ``search`` step (``bm25``: a
   ``bm25`` step), then ``score`` and a ``report`` that adds the new rows to the score
   outputs already made on those pools (found with ``Store.find``; for a retriever scored
@@ -27,6 +29,7 @@ from mdcr.errors import ConfigError
 from mdcr.paper import DEPTH, RECALL_K
 
 if TYPE_CHECKING:
+    from mdcr.artifacts import BenchmarkOrigin
     from mdcr.pipeline import Pipeline, Step
     from mdcr.store import Artifact, Store
 
@@ -101,7 +104,7 @@ class Evaluated:
 
     result: Path  # the benchmark-score or report output
     retrievers: tuple[tuple[str, Path], ...]  # (encoder spec, rank or run output)
-    official: bool = False  # benchmark mode: the official release files were imported
+    origin: BenchmarkOrigin | None = None  # benchmark mode: where its files come from
     pools: Path | None = None  # pools mode: the pools scored on
     earlier_scores: int = 0  # pools mode: earlier score outputs in the report
     scores: tuple[Path, ...] = ()  # pools mode: the score output of this evaluation
@@ -149,6 +152,19 @@ def _safe(spec: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in spec)
 
 
+def _check_texts(folder: Path) -> None:
+    """An import made without its data files cannot be encoded: name the user's files."""
+    from mdcr.store import open_output
+
+    out = open_output(folder)
+    if out is not None and out.stage == "benchmark-import" and out.info("texts") is False:
+        raise ConfigError(
+            f"--benchmark: '{folder}' holds the candidate lists of '{out.info('source')}' "
+            "without titles and abstracts (imported without its mdcr_<split>_data.jsonl "
+            "files); give the folder of the files with their data files beside them"
+        )
+
+
 def benchmark_pipeline(req: EvaluateRequest) -> tuple[Pipeline, list[tuple[str, str]]]:
     """The steps that score ``req.encoders`` (and a scores file) on a benchmark.
 
@@ -164,17 +180,23 @@ def benchmark_pipeline(req: EvaluateRequest) -> tuple[Pipeline, list[tuple[str, 
         raise ConfigError(f"--benchmark: '{path}' does not exist")
     steps: list[Step] = []
     made_by = stage_of(path) if path.is_dir() else None
+    needs_texts = bool(req.encoders)
     if made_by in BENCHMARK_STAGES:
         bench = str(path)
+        if needs_texts:
+            _check_texts(path)
     else:
         from mdcr.artifacts import BENCHMARK
 
         if path.is_dir() and BENCHMARK.exists(path):
             raise ConfigError(
                 f"--benchmark: '{path}' has a benchmark.parquet but no manifest; give the "
-                "official files or a benchmark stage output"
+                "MDCR benchmark files or a benchmark stage output"
             )
-        steps.append(_step("import", "benchmark-import", {"source": str(path)}))
+        values: dict[str, Any] = {"source": str(path)}
+        if not needs_texts:  # a scores file alone needs no titles and abstracts
+            values["texts"] = False
+        steps.append(_step("import", "benchmark-import", values))
         bench = "@import"
     splits = list(req.splits)
     ranks: list[tuple[str, str]] = []
@@ -304,6 +326,7 @@ def report_pipeline(req: EvaluateRequest, store: Store, scored: Path) -> tuple[P
 
 def evaluate(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Evaluated:
     """Build the request's pipeline and run it through the store; see the module docstring."""
+    from mdcr.artifacts import benchmark_origin
     from mdcr.pipeline import run_pipeline, set_engine
 
     req.check()
@@ -311,10 +334,11 @@ def evaluate(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Eval
         pipeline, ranks = benchmark_pipeline(req)
         pipeline = set_engine(pipeline, req.engine)
         results: dict[str, Artifact] = run_pipeline(pipeline, store, quiet=quiet)
+        bench = results["import"].path if "import" in results else req.benchmark
         return Evaluated(
             results["score"].path,
             tuple((spec, results[step].path) for spec, step in ranks),
-            official=any(s.spec.name == "benchmark-import" for s in pipeline.steps),
+            origin=benchmark_origin(bench) if bench is not None else None,
         )
     pipeline, runs = pools_pipeline(req, store)
     pipeline = set_engine(pipeline, req.engine)
@@ -375,9 +399,15 @@ def print_results(done: Evaluated) -> None:
         print(f"report: {done.result / 'report.md'}")
         return
     from mdcr.benchmark.score import read_official_results
-    from mdcr.eval.published import order_retrievers, published_mdcr
+    from mdcr.eval.published import comparable_with_published, order_retrievers, published_mdcr
 
     official = read_official_results(done.result)
+    published = comparable_with_published(done.origin)
+    if done.origin is not None:
+        print(done.origin.line())
+        if not published:
+            print("No published results beside it: they were computed on the official release.")
+        print()
     for name in order_retrievers(list(official)):
         for split, fields in official[name].items():
             print(f"{name} on MDCR {split}:")
@@ -386,14 +416,15 @@ def print_results(done: Evaluated) -> None:
                     continue
                 print("\t".join([field] + [f"{k}: {v:g}" for k, v in m.items()]))
             print("\t".join(["AVG"] + [f"{k}: {v:g}" for k, v in fields["AVG"].items()]))
-            # Beside any files in the official format: the label says what they compare with.
-            if done.official and split == "test":
+            # Only beside the official release; the label says which (declared or not).
+            if published and done.origin is not None and split == "test":
+                files = done.origin.files(split)
                 for row in published_mdcr(name):
                     if row["field"] == "AVG":
                         cells = [
                             f"{k}: {row[k]:g}" for k in ("map", "ndcg", "recall_5") if k in row
                         ]
-                        label = f"published AVG on the official MDCR test files ({row['citation']})"
+                        label = f"published AVG on {files} ({row['citation']})"
                         print("\t".join([label, *cells]))
             print()
     print(f"report: {done.result / 'report.md'}")

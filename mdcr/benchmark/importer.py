@@ -1,17 +1,24 @@
-"""Stage ``benchmark-import`` (``mdcr benchmark import``): the official MDCR release files.
+"""Stage ``benchmark-import`` (``mdcr benchmark import``): MDCR benchmark files in.
 
-The official files (``mdcr_{val,test}.json`` + ``mdcr_{val,test}_data.jsonl``, see
-:mod:`mdcr.benchmark.formats`), one such JSON file, or an HF export folder become the
+Files in the release's layout (``mdcr_{val,test}.json`` + ``mdcr_{val,test}_data.jsonl``,
+see :mod:`mdcr.benchmark.formats`), one such JSON file, or an HF export folder become the
 internal form: ``benchmark.parquet`` and ``papers.parquet`` (paper_id, title, abstract).
+
+Each split's data file is required (``texts``; a missing one is an error naming it, and
+nothing is written); ``texts = false`` imports the candidate lists alone, enough to score a
+scores file. The import records the files' origin (:mod:`mdcr.benchmark.release`): official
+only when every file it reads matches a provenance record of the release. The origin and
+every file's sha256 are hashed into its identity, so a relabel is a new output.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from mdcr.config import input_path, param
-from mdcr.errors import InputDataError
+from mdcr.errors import ConfigError, InputDataError
 from mdcr.stage import StageContext, StageSpec, register
 
 if TYPE_CHECKING:
@@ -21,10 +28,66 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ImportConfig:
     source: str = input_path(
-        help="official release: a folder with mdcr_<split>.json (+ mdcr_<split>_data.jsonl), "
-        "one such JSON file, or an HF export folder (queries/ and papers/)"
+        help="a folder with mdcr_<split>.json and mdcr_<split>_data.jsonl (the release's "
+        "layout), one such JSON file (its data file beside it), or an HF export folder "
+        "(queries/ and papers/)"
     )
     splits: tuple[Literal["val", "test"], ...] = param((), help="splits to import; empty = all")
+    texts: bool = param(
+        True,
+        help="read each split's titles and abstracts (mdcr_<split>_data.jsonl, required); "
+        "--no-texts: the candidate lists alone, enough to score a scores file",
+    )
+
+
+def _is_hf(source: Path) -> bool:
+    return source.is_dir() and (source / "queries").is_dir() and (source / "papers").is_dir()
+
+
+def files_to_read(source: Path, cfg: ImportConfig) -> dict[str, tuple[Path, Path | None]]:
+    """Split -> (benchmark JSON, data JSONL or None without ``texts``) for the splits the
+    import reads; a missing data file is an error naming it."""
+    from mdcr.benchmark.formats import data_name, find_release_files
+
+    found = find_release_files(source)
+    if not found:
+        raise InputDataError(
+            f"'{source}' holds no mdcr_val.json or mdcr_test.json; give a folder of MDCR "
+            "benchmark files (mdcr download mdcr fetches the official release)"
+        )
+    wanted = {s: f for s, f in found.items() if not cfg.splits or s in cfg.splits}
+    if not wanted:
+        raise ConfigError(
+            f"benchmark-import.splits: '{source}' has no {' or '.join(cfg.splits)} split; it "
+            f"has: {', '.join(sorted(found))}"
+        )
+    out: dict[str, tuple[Path, Path | None]] = {}
+    for split, (js, data) in sorted(wanted.items()):
+        if cfg.texts and data is None:
+            raise InputDataError(
+                f"'{js.with_name(data_name(split))}' does not exist: the titles and abstracts "
+                f"of {js.name}'s papers are read from it; put it beside {js.name} (mdcr "
+                "download mdcr fetches all four release files), or score a scores file, "
+                "which needs none (evaluate --scores, or import with --no-texts)"
+            )
+        out[split] = (js, data if cfg.texts else None)
+    return out
+
+
+def identify_benchmark_import(cfg: ImportConfig) -> dict[str, Any]:
+    """The sha256 of every file the import reads and their origin (official or not)."""
+    from mdcr.artifacts import MDCR_FORMAT, BenchmarkOrigin
+    from mdcr.benchmark.release import origin_of
+
+    source = Path(cfg.source).expanduser()
+    if cfg.source.startswith("@") or not source.exists():
+        origin = BenchmarkOrigin(MDCR_FORMAT, "the output of a pipeline step")
+        return {"origin": origin.as_dict()}
+    if _is_hf(source):
+        return {"origin": BenchmarkOrigin(MDCR_FORMAT, "an HF datasets export").as_dict()}
+    files = [p for pair in files_to_read(source, cfg).values() for p in pair if p is not None]
+    origin, sums = origin_of(files)
+    return {"files": sums, "origin": origin.as_dict()}
 
 
 def run_benchmark_import(cfg: ImportConfig, ctx: StageContext) -> None:
@@ -34,7 +97,6 @@ def run_benchmark_import(cfg: ImportConfig, ctx: StageContext) -> None:
     from mdcr.benchmark.formats import (
         benchmark_splits,
         check_benchmark,
-        find_release_files,
         load_hf,
         read_papers_jsonl,
         read_release_json,
@@ -42,33 +104,20 @@ def run_benchmark_import(cfg: ImportConfig, ctx: StageContext) -> None:
     )
 
     source = ctx.input("source")
+    identity = ctx.identity or identify_benchmark_import(cfg)
     papers: pd.DataFrame | None
-    if source.is_dir() and (source / "queries").is_dir() and (source / "papers").is_dir():
+    if _is_hf(source):
         bench, papers = load_hf(source)
         kind = "hf"
     else:
-        found = find_release_files(source)
-        if not found:
-            raise InputDataError(
-                f"'{source}' holds no mdcr_val.json or mdcr_test.json; give the official files"
-            )
-        frames, texts = [], []
-        for _split, (js, data) in sorted(found.items()):
-            frames.append(read_release_json(js))
-            if data is not None:
-                texts.append(read_papers_jsonl(data))
+        found = files_to_read(source, cfg)
+        frames = [read_release_json(js) for js, _ in found.values()]
+        texts = [read_papers_jsonl(data) for _, data in found.values() if data is not None]
         bench = pd.concat(frames, ignore_index=True)
         papers = pd.concat(texts, ignore_index=True).drop_duplicates("paper_id") if texts else None
-        if papers is not None and len(texts) < len(found):
-            missing = [s for s, (_, d) in found.items() if d is None]
-            raise InputDataError(
-                f"'{source}': mdcr_{missing[0]}_data.jsonl is missing while another split has "
-                "its data file; give both or neither"
-            )
-        kind = "official"
+        kind = "release"
     splits = benchmark_splits(bench, cfg.splits, "benchmark-import")
     bench = sort_benchmark(check_benchmark(bench[bench["split"].isin(splits)], str(source)))
-    bench.to_parquet(BENCHMARK.output(ctx, rows=len(bench)), index=False)
     if papers is not None:
         ids = set(bench["paper_id"]) | set(bench["query_id"])
         missing_ids = sorted(ids - set(papers["paper_id"]))
@@ -79,7 +128,10 @@ def run_benchmark_import(cfg: ImportConfig, ctx: StageContext) -> None:
             )
         papers = papers[papers["paper_id"].isin(ids)].sort_values("paper_id")
         papers.to_parquet(PAPERS.output(ctx, rows=len(papers)), index=False)
+    bench.to_parquet(BENCHMARK.output(ctx, rows=len(bench)), index=False)
     ctx.record("format", kind)
+    ctx.record("source", str(source))
+    ctx.record("origin", identity["origin"])
     ctx.record("splits", splits)
     ctx.record("queries", int(bench.groupby(["split", "field", "query_id"]).ngroups))
     ctx.record("texts", papers is not None)
@@ -88,10 +140,12 @@ def run_benchmark_import(cfg: ImportConfig, ctx: StageContext) -> None:
 SPEC = register(
     StageSpec(
         name="benchmark-import",
-        version="1",
+        version="2",
         config=ImportConfig,
         run=run_benchmark_import,
-        help="read the official MDCR files (or an HF export) into a benchmark folder",
+        identity=identify_benchmark_import,
+        help="read MDCR benchmark files (the release's layout, or an HF export) into a "
+        "benchmark folder, recording whether they are the official release",
         main_output="benchmark.parquet",
         command="benchmark import",
     )

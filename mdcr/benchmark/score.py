@@ -21,7 +21,7 @@ from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mdcr.artifacts import RankInfo
+    from mdcr.artifacts import BenchmarkOrigin, RankInfo
     from mdcr.eval.document import Section
 
 OFFICIAL_JSON = "official.json"
@@ -78,7 +78,7 @@ def _load_ranks(folders: list[Path], bench_fp: str) -> list[Ranked]:
 def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
     import pandas as pd
 
-    from mdcr.artifacts import BENCHMARK_METRICS
+    from mdcr.artifacts import BENCHMARK_METRICS, benchmark_origin
     from mdcr.benchmark.formats import read_benchmark
     from mdcr.benchmark.scoring import field_means, macro_means, per_query_metrics
     from mdcr.eval.document import Report, write_report
@@ -86,6 +86,7 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
 
     folder = ctx.input("benchmark")
     bench = read_benchmark(folder)
+    origin = benchmark_origin(folder)
     ranks = _load_ranks(ctx.inputs.get("ranks") or [], artifact_fingerprint(folder))
     if not ranks:
         raise ConfigError("benchmark-score.ranks: give at least one benchmark-rank output")
@@ -115,13 +116,16 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
     (ctx.out / OFFICIAL_JSON).write_text(json.dumps(official, indent=2, sort_keys=True) + "\n")
     ctx.output(OFFICIAL_JSON)
 
-    report = Report(cfg.title, _method_lines(cfg, bench, ranks))
-    report.sections = [_split_section(cfg, split, per_field, macro, ranks) for split in splits]
+    report = Report(cfg.title, [origin.line(), "", *_method_lines(cfg, bench, ranks)])
+    report.sections = [
+        _split_section(cfg, split, per_field, macro, ranks, origin) for split in splits
+    ]
     write_report(report, ctx)
     ctx.record("retrievers", [r.name for r in ranks])
     ctx.record("splits", splits)
     ctx.record("ties", cfg.ties)
     ctx.record("benchmark_fingerprint", artifact_fingerprint(folder))
+    ctx.record("origin", origin.as_dict())
     ctx.record(
         "macro",
         {
@@ -165,6 +169,7 @@ def _split_section(
     per_field: pd.DataFrame,
     macro: pd.DataFrame,
     ranks: list[Ranked],
+    origin: BenchmarkOrigin,
 ) -> Section:
     from mdcr.benchmark.scoring import summary_lines, table3, table4, table_ndcg
     from mdcr.eval.document import Section
@@ -174,7 +179,7 @@ def _split_section(
     if cfg.by_type:
         s.tables.append(table4(macro, split))
     if split == "test":
-        s.body += _paper_lines(macro) + _published_lines(macro)
+        s.body += _comparison_lines(macro, origin)
     s.body += ["Original scorer's printout (x100, rounded as `evaluate.py` rounds):", ""]
     for r in ranks:
         s.body += [f"`{r.name}`:", "", "```", *summary_lines(per_field, split, r.name), "```", ""]
@@ -208,7 +213,22 @@ def _method_lines(cfg: BenchScoreConfig, bench: pd.DataFrame, ranks: list[Ranked
     return lines
 
 
-def _published_lines(macro: pd.DataFrame) -> list[str]:
+def _comparison_lines(macro: pd.DataFrame, origin: BenchmarkOrigin) -> list[str]:
+    """The paper's and other published numbers beside ours: on the official release only."""
+    from mdcr.eval.published import comparable_with_published
+
+    if not comparable_with_published(origin):
+        return [
+            f"No paper or published numbers beside these: this is {origin.label}, not the "
+            "official MDCR release proven by provenance (`mdcr download mdcr`), and those "
+            "numbers were computed on the official release.",
+            "",
+        ]
+    files = origin.files("test")
+    return _paper_lines(macro, files) + _published_lines(macro, files)
+
+
+def _published_lines(macro: pd.DataFrame, files: str) -> list[str]:
     """Our test AVG next to MDCR results published beyond the paper (model cards, the MDCR
     README), for the retrievers that have them."""
     from mdcr.benchmark.scoring import R_AT_K
@@ -229,7 +249,7 @@ def _published_lines(macro: pd.DataFrame) -> list[str]:
     if not rows:
         return []
     return [
-        "Published MDCR test results (comparable on the official MDCR test files only):",
+        f"Published MDCR test results, beside ours on {files}:",
         "",
         "| retriever | published as | metric | ours | published | source |",
         "|---|---|---|---:|---:|---|",
@@ -238,7 +258,7 @@ def _published_lines(macro: pd.DataFrame) -> list[str]:
     ]
 
 
-def _paper_lines(macro: pd.DataFrame) -> list[str]:
+def _paper_lines(macro: pd.DataFrame, files: str) -> list[str]:
     """Our AVG next to the paper's (Tables 3 and 4) for the paper's models."""
     from mdcr.benchmark.scoring import METRIC_LABELS, R_AT_K, TYPE_LABELS
     from mdcr.encoders.registry import paper_names
@@ -270,8 +290,7 @@ def _paper_lines(macro: pd.DataFrame) -> list[str]:
     if not rows:
         return []
     return [
-        "Comparison with the paper (test, AVG over fields; the paper's benchmark is built on "
-        "full S2ORC, so only the same construction and models give comparable numbers):",
+        f"Comparison with the paper (test, AVG over fields; ours on {files}):",
         "",
         "| model | candidates | metric | ours | paper |",
         "|---|---|---|---:|---:|",
@@ -296,7 +315,7 @@ def plan_benchmark_score(
 SPEC = register(
     StageSpec(
         name="benchmark-score",
-        version="2",
+        version="3",
         config=BenchScoreConfig,
         run=run_benchmark_score,
         plan=plan_benchmark_score,

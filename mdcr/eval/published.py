@@ -16,12 +16,15 @@ import json
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from mdcr.paper import MAG_FIELDS
+
+if TYPE_CHECKING:
+    from mdcr.artifacts import BenchmarkOrigin
 
 # The paper's column label -> our metric name.
 PAPER_METRICS = {"MAP": "map@500", "nDCG": "ndcg@500", "R@30": "recall@30", "R@5": "recall@5"}
@@ -169,3 +172,12 @@ def published_mdcr(retriever: str) -> list[dict[str, Any]]:
         for row in data["results"]
         if row["retriever"] == retriever
     ]
+
+
+def comparable_with_published(origin: BenchmarkOrigin | None) -> bool:
+    """Whether published MDCR numbers (the paper's Tables 3 and 4, the SPECTER2 card, the
+    MDCR README) may stand beside ours on a benchmark: only on the official release, proven
+    by provenance (``mdcr download mdcr``, or files registered as declared by the user; see
+    :mod:`mdcr.benchmark.release`). Any other benchmark, in the release's layout or built by
+    mdcr, has other queries and candidates."""
+    return origin is not None and origin.official

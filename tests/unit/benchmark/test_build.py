@@ -221,3 +221,25 @@ def test_short_queries_error_or_reported(world: dict, tmp_path: Path) -> None:
         bench["query_id"].nunique()
         == pd.read_parquet(world["out"] / "benchmark.parquet")["query_id"].nunique()
     )
+
+
+def test_a_built_benchmark_is_not_official(world: dict, tmp_path: Path, capsys) -> None:
+    """A benchmark mdcr built (the demo's, say) is labelled so, and neither the paper's
+    numbers nor published MDCR rows stand beside it, even for a paper model (BM25)."""
+    from mdcr.benchmark.formats import write_scores
+    from mdcr.cli import main
+
+    bench = pd.read_parquet(world["out"] / "benchmark.parquet")
+    pairs = bench[["query_id", "paper_id"]].drop_duplicates()
+    digits = [hashlib.md5(p.encode()).hexdigest()[:6] for p in pairs["paper_id"]]
+    pairs = pairs.assign(score=[int(d, 16) for d in digits])
+    write_scores(pairs, tmp_path / "scores.json")
+    argv = ["evaluate", "--scores", str(tmp_path / "scores.json"), "--name", "bm25"]
+    argv += ["--benchmark", str(world["out"]), "--home", str(world["home"]), "-q"]
+    assert main([*argv, "--split", "test"]) == 0
+    out = capsys.readouterr().out
+    line = "Benchmark: a benchmark built by mdcr, not the official MDCR release"
+    assert out.startswith(line) and "published AVG" not in out
+    report = Path(out.strip().splitlines()[-1].removeprefix("report: ")).read_text()
+    assert line in report and "No paper or published numbers beside these" in report
+    assert "Comparison with the paper" not in report and "Published MDCR" not in report

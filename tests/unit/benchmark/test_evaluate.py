@@ -207,19 +207,6 @@ def test_hf_minilm_folder_scores_exactly_like_minilm(tmp_path: Path, capsys) -> 
     assert printed["minilm"] == printed[spec] and printed["minilm"]["AVG"]["map"] > 0
 
 
-def test_published_rows_are_printed_beside_ours(evaluated: dict, capsys) -> None:
-    """On the official files, a retriever with published MDCR results gets them printed
-    under its own AVG, with their source; one without gets none."""
-    scores_file = evaluated["home"] / "scores_random.json"
-    argv = ["evaluate", "--scores", str(scores_file), "--name", "scincl"]
-    assert main([*argv, "--benchmark", str(FIXTURE), "--home", str(evaluated["home"])]) == 0
-    out = capsys.readouterr().out
-    readme = "published AVG on the official MDCR test files (README of github.com/zoranmedic/mdcr"
-    assert readme in out and "map: 32.5704\tndcg: 58.9317\trecall_5: 27.2675" in out
-    assert "test files (allenai/specter2 model card" in out and "map: 32.6" in out
-    assert "published" not in evaluated["stdout"]  # random has no published results
-
-
 @pytest.mark.parametrize(
     ("request_args", "message"),
     [
