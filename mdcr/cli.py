@@ -366,12 +366,7 @@ def _add_download_parser(sub: Any) -> None:
         "match such a record are labelled official.",
     )
     p.add_argument("dataset", choices=("mdcr",), help="what to fetch: mdcr (the MDCR release)")
-    p.add_argument(
-        "--to",
-        type=Path,
-        default=Path("data/mdcr"),
-        help="folder to fetch into [default: data/mdcr]",
-    )
+    p.add_argument("--to", type=Path, help="folder to fetch into [default: data/mdcr]")
     p.add_argument(
         "--register",
         type=Path,
@@ -379,18 +374,27 @@ def _add_download_parser(sub: Any) -> None:
         help="fetch nothing: record the sha256 of release files you fetched by hand in DIR, as "
         "declared by the user (their label says so)",
     )
-    _common(p, top=False)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars or messages")
+    p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    p.add_argument(
+        "--no-wait",
+        dest="no_wait",
+        action="store_true",
+        help="when another process downloads into the folder, stop at once instead of waiting",
+    )
 
 
 def _run_download(args: argparse.Namespace) -> int:
     from mdcr.benchmark.release import PROVENANCE, download_release, register_release
 
     if args.register is not None:
+        if args.to is not None:
+            raise MdcrError("download: give --to (fetch) or --register (record), not both")
         folder = args.register
         records = register_release(folder, quiet=args.quiet)
     else:
-        folder = args.to
-        records = download_release(folder, quiet=args.quiet)
+        folder = args.to or Path("data/mdcr")
+        records = download_release(folder, quiet=args.quiet, wait=not args.no_wait)
     for name, rec in records.items():
         print(f"{folder / name}\t{rec['size']} bytes\tsha256 {rec['sha256']}\t{rec['how']}")
     print(f"provenance: {folder / PROVENANCE}")

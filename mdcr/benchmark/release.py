@@ -233,7 +233,7 @@ def _transfer(url: str, part: Path, *, quiet: bool, timeout: float) -> None:
             if start != have:
                 part.unlink(missing_ok=True)
                 raise _Cut(f"the server resumed at byte {start}, not {have}")
-            mode = "ab"
+            mode = "ab" if have else "wb"
         else:  # the whole file (the server ignored the range, or the file changed)
             have, mode = 0, "wb"
             length = resp.headers.get("Content-Length")
@@ -296,17 +296,20 @@ def download_release(
     quiet: bool = False,
     timeout: float = 60.0,
     retries: int = 5,
+    wait: bool = True,
 ) -> dict[str, dict[str, Any]]:
     """Fetch the four release files into ``to`` and record their provenance.
 
-    A file that already matches its record from the same address is kept. Returns the
-    records by file name.
+    A file that already matches its record from the same address is kept. One process at
+    a time downloads into a folder (a second waits, or with ``wait=False`` stops naming
+    the first). Returns the records by file name.
     """
     from mdcr.locks import exclusive
 
     to.mkdir(parents=True, exist_ok=True)
     urls = release_urls(base_url)
-    with exclusive(to / ".download.lock", what=f"the download into '{to}'", quiet=quiet):
+    lock = to / ".download.lock"
+    with exclusive(lock, what=f"the download into '{to}'", wait=wait, quiet=quiet):
         done = read_provenance(to)
         records: dict[str, dict[str, Any]] = {}
         for name, url in urls.items():

@@ -53,6 +53,10 @@ def test_demo_pipeline_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[
         assert re.search(rf"^\| {retriever} \|", text, re.M), retriever
     assert "expected chance" in text
     assert "## MDCR benchmark" in text and "Table 3 layout" in text and "Table 4 layout" in text
+    # The demo's synthetic benchmark is not the official one: no MDCR number of the paper or
+    # of a model card stands beside it (BM25 has both).
+    assert "Benchmark: a benchmark built by mdcr, not the official MDCR release" in text
+    assert "Published MDCR" not in text and "ours on the official" not in text
     assert (report.parent / "plots" / "pool_size_test.png").is_file()
     assert (report.parent / "tables" / "dataset_test.csv").is_file()
 
