@@ -12,7 +12,8 @@ store's promise"):
 
 - the stage's name and version (the version is bumped whenever mdcr's code of the stage
   changes its outputs);
-- its parameters (those left at their default are omitted);
+- its parameters, each by its value, defaults included (a default changed in code gives
+  a new fingerprint, never the outputs made under the old one);
 - the fingerprints of its inputs (a stage output's fingerprint, or a raw input's content);
 - the identity of the code and weights it runs, from the stage's ``identity`` hook (an
   encoder's source or weights hash or hub commit, the resolved precision).

@@ -70,12 +70,35 @@ def test_rerun_is_up_to_date_and_does_not_rewrite(tmp_path: Path, capsys) -> Non
     assert "up to date" in capsys.readouterr().err
 
 
-def test_default_params_are_omitted_from_fingerprint(tmp_path: Path) -> None:
+def test_a_default_hashes_as_its_value(tmp_path: Path) -> None:
     store = Store(tmp_path)
     fp_default = store.plan(SOURCE, SourceConfig(), {}).fingerprint
     fp_explicit = store.plan(SOURCE, SourceConfig(n=5, label="x"), {}).fingerprint
     fp_changed = store.plan(SOURCE, SourceConfig(n=6), {}).fingerprint
     assert fp_default == fp_explicit != fp_changed
+
+
+def test_a_default_changed_in_code_never_reuses_old_outputs(tmp_path: Path) -> None:
+    """The same stage (name and version) whose config's default moved from 5 to 6, as an
+    edited paper constant or BM25 grid would: its default run is a new output."""
+    from dataclasses import dataclass
+
+    from mdcr.config import param
+    from mdcr.stage import StageSpec
+
+    @dataclass(frozen=True)
+    class EditedSourceConfig:
+        n: int = param(6, help="rows")
+        label: str = param("x", help="a label")
+
+    edited = StageSpec(SOURCE.name, SOURCE.version, EditedSourceConfig, SOURCE.run, "edited")
+    store = Store(tmp_path)
+    old = store.execute(SOURCE, SourceConfig(), {}, quiet=True)
+    new = store.execute(edited, EditedSourceConfig(), {}, quiet=True)
+    assert not new.up_to_date and new.fingerprint != old.fingerprint
+    assert pq.read_table(new.path / "values.parquet").num_rows == 6
+    # Given explicitly, the old default is the old output.
+    assert store.plan(edited, EditedSourceConfig(n=5), {}).fingerprint == old.fingerprint
 
 
 def test_new_fingerprint_when_input_changes(tmp_path: Path) -> None:
