@@ -53,11 +53,13 @@ def test_equal_values_hash_equally_however_written() -> None:
         depth: int = param(5, help="d")
         threads: int = setting(1, help="t")
 
+    default_inner = Inner()
+
     @dataclass(frozen=True)
     class Outer:
         weights: Mapping[str, Any] = param(help="w")
         grid: tuple[float, ...] = param((1, 2), help="g")
-        inner: Any = param(Inner(), help="i")
+        inner: Any = param(default_inner, help="i")  # noqa: RUF009
         workers: int = setting(0, help="w")
 
     a = Outer(grid=(1, 2), weights={"b": 1, "a": (1, 2)}, inner=Inner(threads=1))
@@ -70,11 +72,13 @@ def test_equal_values_hash_equally_however_written() -> None:
 
 
 def test_a_parameter_that_cannot_be_hashed_is_a_one_line_error() -> None:
+    unhashable = object()
+
     @dataclass(frozen=True)
     class Odd:
-        what: Any = param(object(), help="o")
+        what: Any = param(unhashable, help="o")  # noqa: RUF009
 
-    with pytest.raises(ConfigError, match="Odd.what: a value of type object cannot be hashed"):
+    with pytest.raises(ConfigError, match=r"Odd\.what: a value of type object cannot be hashed"):
         params_of(Odd(), hashed=True)
 
 
