@@ -23,7 +23,8 @@ hashed. Never mtimes, never anything random. An output folder counts as done onl
 ``manifest.json`` exists and names the same fingerprint; the manifest is written last,
 atomically, and the work folder is then renamed into place, so a killed run never leaves
 something that looks finished. One process at a time works on an output (a lock file);
-a stage that cannot resume leaves no work folder behind when it fails.
+a failed run leaves its work folder only when a later run can resume from it (a resumable
+stage's finished shards or pools), else nothing.
 """
 
 from __future__ import annotations
@@ -376,8 +377,8 @@ class Store:
             wall = time.perf_counter() - t0
             self._finish(planned, ctx, work, started, wall)
         except BaseException:
-            # A stage that cannot resume starts over next time: leave nothing behind.
-            if not spec.resumable:
+            # What cannot be resumed starts over next time: leave nothing behind.
+            if not resumes_from(spec, work):
                 shutil.rmtree(work, ignore_errors=True)
             raise
         if not quiet:
@@ -424,6 +425,14 @@ class Store:
 
 
 _ABSENT = object()
+
+
+def resumes_from(spec: StageSpec, work: Path) -> bool:
+    """Whether a failed run's work folder holds work a later run resumes from: a resumable
+    stage's folder with finished units (all of it, for a stage that does not count them)."""
+    if not spec.resumable:
+        return False
+    return spec.finished_units is None or spec.finished_units(work) > 0
 
 
 def inputs_of_paths(inputs: dict[str, list[Path]]) -> dict[str, list[Path]]:

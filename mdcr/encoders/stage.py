@@ -558,6 +558,14 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     )
 
 
+def finished_encode_shards(work: Path) -> int:
+    """Shards a failed encode finished: a later run resumes from them (a failed run without
+    any leaves no work folder)."""
+    from mdcr.encoders.store import finished_shards
+
+    return finished_shards(work)
+
+
 def plan_encode(
     cfg: EncodeConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
 ) -> StagePlan:
@@ -612,5 +620,6 @@ SPEC = register(
         plan=plan_encode,
         identity=identify_encode,
         main_output="encoder.json",
+        finished_units=finished_encode_shards,
     )
 )

@@ -218,6 +218,32 @@ def test_resumable_stage_continues_after_crash(tmp_path: Path, monkeypatch) -> N
     assert sorted(manifest["outputs"]) == [f"shard_{i}.txt" for i in range(4)]
 
 
+def test_a_failed_run_keeps_its_work_folder_only_with_finished_units(
+    tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A resumable stage that counts its finished units: failing before the first one
+    leaves nothing (no work folder, no lock); failing after one keeps it to resume."""
+    import dataclasses
+
+    counted = dataclasses.replace(
+        SHARDS, finished_units=lambda work: len(list(work.glob("shard_*.txt")))
+    )
+    store = Store(tmp_path)
+    monkeypatch.setenv("TOY_FAIL_AT", "0")
+    for _ in range(3):
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            store.execute(counted, ShardsConfig(), {}, quiet=True)
+    assert list((tmp_path / "toy-shards").iterdir()) == []
+    monkeypatch.setenv("TOY_FAIL_AT", "1")
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        store.execute(counted, ShardsConfig(), {}, quiet=True)
+    (work,) = (tmp_path / "toy-shards").iterdir()
+    assert work.name.endswith(".partial") and [p.name for p in work.iterdir()] == ["shard_0.txt"]
+    monkeypatch.delenv("TOY_FAIL_AT")
+    manifest = read_manifest(store.execute(counted, ShardsConfig(), {}, quiet=True).path)
+    assert manifest is not None and manifest["info"] == {"skipped_0": True}
+
+
 def test_a_store_home_that_is_a_file_is_a_one_line_error(tmp_path: Path) -> None:
     from mdcr.errors import ConfigError
     from mdcr.store import Store
