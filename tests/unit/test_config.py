@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 
@@ -29,7 +30,56 @@ class Cfg:
 def test_typed_values_and_defaults() -> None:
     cfg = from_mapping(Cfg, {"source": "x", "sizes": [1, 2, 3], "ratio": 1}, "t")
     assert cfg.sizes == (1, 2, 3) and cfg.ratio == 1.0 and cfg.k == 3
-    assert params_of(cfg, hashed=True) == {"sizes": [1, 2, 3], "ratio": 1.0}
+    # Every parameter is hashed, those left at their default too.
+    assert params_of(cfg, hashed=True) == {
+        "k": 3,
+        "ratio": 1.0,
+        "mode": "in",
+        "sizes": [1, 2, 3],
+        "name": None,
+        "strict": False,
+    }
+
+
+def test_equal_values_hash_equally_however_written() -> None:
+    """An int given for a float, a list for a tuple, a mapping in any key order and a
+    nested config hash as one canonical value; settings are never hashed."""
+    import dataclasses
+
+    from mdcr.config import canonical_json, setting
+
+    @dataclass(frozen=True)
+    class Inner:
+        depth: int = param(5, help="d")
+        threads: int = setting(1, help="t")
+
+    default_inner = Inner()
+
+    @dataclass(frozen=True)
+    class Outer:
+        weights: Mapping[str, Any] = param(help="w")
+        grid: tuple[float, ...] = param((1, 2), help="g")
+        inner: Any = param(default_inner, help="i")  # noqa: RUF009
+        workers: int = setting(0, help="w")
+
+    a = Outer(grid=(1, 2), weights={"b": 1, "a": (1, 2)}, inner=Inner(threads=1))
+    b = Outer(grid=(1.0, 2.0), weights={"a": [1, 2], "b": 1}, inner=Inner(threads=8), workers=4)
+    ha, hb = params_of(a, hashed=True), params_of(b, hashed=True)
+    assert canonical_json(ha) == canonical_json(hb)
+    assert ha == {"grid": [1.0, 2.0], "weights": {"a": [1, 2], "b": 1}, "inner": {"depth": 5}}
+    c = dataclasses.replace(b, inner=Inner(depth=6))
+    assert canonical_json(params_of(c, hashed=True)) != canonical_json(hb)
+
+
+def test_a_parameter_that_cannot_be_hashed_is_a_one_line_error() -> None:
+    unhashable = object()
+
+    @dataclass(frozen=True)
+    class Odd:
+        what: Any = param(unhashable, help="o")  # noqa: RUF009
+
+    with pytest.raises(ConfigError, match=r"Odd\.what: a value of type object cannot be hashed"):
+        params_of(Odd(), hashed=True)
 
 
 @pytest.mark.parametrize(
@@ -124,4 +174,5 @@ def test_settings_are_recorded_but_not_hashed(tmp_path) -> None:
     manifest = json.loads((a.path / "manifest.json").read_text())
     assert manifest["settings"] == {"threads": 1} and manifest["params"] == {"n": 1}
     assert params_of(Cfg(n=3, threads=4), hashed=True) == {"n": 3}
+    assert params_of(Cfg(threads=4), hashed=True) == {"n": 1}  # its default is hashed too
     assert settings_of(Cfg(threads=4)) == {"threads": 4}

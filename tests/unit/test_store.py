@@ -70,12 +70,35 @@ def test_rerun_is_up_to_date_and_does_not_rewrite(tmp_path: Path, capsys) -> Non
     assert "up to date" in capsys.readouterr().err
 
 
-def test_default_params_are_omitted_from_fingerprint(tmp_path: Path) -> None:
+def test_a_default_hashes_as_its_value(tmp_path: Path) -> None:
     store = Store(tmp_path)
     fp_default = store.plan(SOURCE, SourceConfig(), {}).fingerprint
     fp_explicit = store.plan(SOURCE, SourceConfig(n=5, label="x"), {}).fingerprint
     fp_changed = store.plan(SOURCE, SourceConfig(n=6), {}).fingerprint
     assert fp_default == fp_explicit != fp_changed
+
+
+def test_a_default_changed_in_code_never_reuses_old_outputs(tmp_path: Path) -> None:
+    """The same stage (name and version) whose config's default moved from 5 to 6, as an
+    edited paper constant or BM25 grid would: its default run is a new output."""
+    from dataclasses import dataclass
+
+    from mdcr.config import param
+    from mdcr.stage import StageSpec
+
+    @dataclass(frozen=True)
+    class EditedSourceConfig:
+        n: int = param(6, help="rows")
+        label: str = param("x", help="a label")
+
+    edited = StageSpec(SOURCE.name, SOURCE.version, EditedSourceConfig, SOURCE.run, "edited")
+    store = Store(tmp_path)
+    old = store.execute(SOURCE, SourceConfig(), {}, quiet=True)
+    new = store.execute(edited, EditedSourceConfig(), {}, quiet=True)
+    assert not new.up_to_date and new.fingerprint != old.fingerprint
+    assert pq.read_table(new.path / "values.parquet").num_rows == 6
+    # Given explicitly, the old default is the old output.
+    assert store.plan(edited, EditedSourceConfig(n=5), {}).fingerprint == old.fingerprint
 
 
 def test_new_fingerprint_when_input_changes(tmp_path: Path) -> None:
@@ -193,6 +216,32 @@ def test_resumable_stage_continues_after_crash(tmp_path: Path, monkeypatch) -> N
     assert manifest is not None
     assert manifest["info"] == {"skipped_0": True, "skipped_1": True}
     assert sorted(manifest["outputs"]) == [f"shard_{i}.txt" for i in range(4)]
+
+
+def test_a_failed_run_keeps_its_work_folder_only_with_finished_units(
+    tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A resumable stage that counts its finished units: failing before the first one
+    leaves nothing (no work folder, no lock); failing after one keeps it to resume."""
+    import dataclasses
+
+    counted = dataclasses.replace(
+        SHARDS, finished_units=lambda work: len(list(work.glob("shard_*.txt")))
+    )
+    store = Store(tmp_path)
+    monkeypatch.setenv("TOY_FAIL_AT", "0")
+    for _ in range(3):
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            store.execute(counted, ShardsConfig(), {}, quiet=True)
+    assert list((tmp_path / "toy-shards").iterdir()) == []
+    monkeypatch.setenv("TOY_FAIL_AT", "1")
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        store.execute(counted, ShardsConfig(), {}, quiet=True)
+    (work,) = (tmp_path / "toy-shards").iterdir()
+    assert work.name.endswith(".partial") and [p.name for p in work.iterdir()] == ["shard_0.txt"]
+    monkeypatch.delenv("TOY_FAIL_AT")
+    manifest = read_manifest(store.execute(counted, ShardsConfig(), {}, quiet=True).path)
+    assert manifest is not None and manifest["info"] == {"skipped_0": True}
 
 
 def test_a_store_home_that_is_a_file_is_a_one_line_error(tmp_path: Path) -> None:

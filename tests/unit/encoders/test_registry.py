@@ -140,3 +140,32 @@ def test_py_encoders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         build_encoder("py:no_such_mod_xyz:X")
     with pytest.raises(ConfigError, match="has no 'Missing'"):
         build_encoder("py:user_encoders_mod:Missing")
+
+
+def test_an_encoders_own_defaults_are_what_it_builds_with_and_are_hashed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``max_length = 0`` and ``dim = 0`` mean the encoder's default, kept in the registry:
+    the encoder is built with it and the encode fingerprint hashes it, so a default edited
+    there is a new output, never the vectors made under the old one."""
+    import dataclasses
+
+    from mdcr.encoders.registry import build_encoder, lookup, option_defaults
+    from mdcr.encoders.stage import SPEC, EncodeConfig, identify_encode
+    from mdcr.store import Store
+
+    minilm = build_encoder("minilm")
+    assert (minilm.max_length, minilm.pooling, minilm.metric) == (256, "mean", "cos")
+    assert option_defaults("minilm") == lookup("minilm")[0].defaults
+    cfg = EncodeConfig(corpus="c", encoder="random")
+    assert build_encoder("random").dim == 768
+    assert identify_encode(cfg)["option_defaults"] == {"dim": 768, "seed": 0}
+    # Given, an option is hashed as a parameter and its default is no longer filled in.
+    assert identify_encode(dataclasses.replace(cfg, dim=64))["option_defaults"] == {"seed": 0}
+
+    store = Store(tmp_path)
+    before = store.plan(SPEC, cfg, {}).fingerprint
+    monkeypatch.setitem(lookup("random")[0].defaults, "dim", 32)
+    assert build_encoder("random").dim == 32
+    assert store.plan(SPEC, cfg, {}).fingerprint != before
+    assert store.plan(SPEC, dataclasses.replace(cfg, dim=32), {}).fingerprint != before

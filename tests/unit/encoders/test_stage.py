@@ -18,6 +18,7 @@ import pytest
 from mdcr.encoders.base import PaperText
 from mdcr.encoders.stage import SPEC, EncodeConfig
 from mdcr.encoders.store import EmbeddingStore
+from mdcr.engine.faults import FaultInjected
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.store import Store, resolve_inputs
 from tests.unit.encoders.fixtures import write_corpus, write_pools
@@ -312,3 +313,65 @@ def test_bad_targets_are_one_line_errors(setup: dict[str, Path], tmp_path: Path)
         _run(setup["home"], corpus=str(setup["corpus"]), encoder="random", targets=(str(empty),))
     with pytest.raises(ConfigError, match="unknown encoder 'specter3'"):
         EncodeConfig(corpus="x", encoder="specter3").validate()
+
+
+FAILING_MODULE = """
+import numpy as np
+
+class Broken:
+    '''Fails in encode, before any shard is written.'''
+    name, dim, metric = "broken", 4, "ip"
+
+    def __init__(self, options=None):
+        self.seed = options.seed if options is not None else 0
+
+    def encode(self, texts):
+        raise RuntimeError("the model is broken")
+
+class Unbuildable:
+    '''Fails when it is built.'''
+    def __init__(self):
+        raise ValueError("no weights here")
+"""
+
+
+def test_a_failed_encode_leaves_a_work_folder_only_with_shards_to_resume(
+    setup: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    """Encoders failing before any shard (in encode, or when built) leave no work folder,
+    however many of them fail; one that fails after finished shards keeps them, and the
+    next run resumes from them."""
+    from mdcr.cli import main
+
+    (tmp_path / "mods" / "enc_test_failing.py").write_text(FAILING_MODULE)
+    home = setup["home"]
+    cli = ["encode", "--corpus", str(setup["corpus"]), "--targets", str(setup["pools"])]
+    cli += ["--home", str(home), "-q", "--shard-size", "10"]
+    for seed in range(1, 6):  # five encoders, each its own fingerprint
+        with pytest.raises(RuntimeError, match="the model is broken"):  # the user's error
+            main([*cli, "--encoder", "py:enc_test_failing:Broken", "--seed", str(seed)])
+    for _ in range(2):
+        assert main([*cli, "--encoder", "py:enc_test_failing:Unbuildable"]) == 2
+        assert "building it failed (ValueError: no weights here)" in capsys.readouterr().err
+    with pytest.raises(RuntimeError, match="the model is broken"):  # through the API too
+        _run(home, corpus=str(setup["corpus"]), encoder="py:enc_test_failing:Broken")
+    assert sorted(p.name for p in (home / "encode").iterdir()) == []  # no .partial, no .lock
+
+    # Failing after two finished shards (the fault hook), the work folder stays...
+    kw = dict(corpus=str(setup["corpus"]), encoder="random", targets=(str(setup["pools"]),), dim=8)
+    monkeypatch.setenv("MDCR_FAULT", "encode-shard-2=raise")
+    for _ in range(2):  # ...through a second failure too, which resumes and fails again
+        with pytest.raises(FaultInjected):
+            _run(home, shard_size=10, **kw)
+    (work,) = (home / "encode").iterdir()
+    assert work.name.endswith(".partial")
+    assert sorted(p.name for p in work.glob("ids_*.parquet")) == [
+        "ids_00000.parquet",
+        "ids_00001.parquet",
+    ]
+    monkeypatch.delenv("MDCR_FAULT")
+    out = _run(home, shard_size=10, **kw)
+    assert out.name == work.name[1:].removesuffix(".partial")
+    counts = json.loads((out / "manifest.json").read_text())["info"]["counts"]
+    assert counts["resumed"] == 20 and counts["encoded"] == 32 and counts["papers"] == 52
+    assert sorted(p.name for p in (home / "encode").iterdir()) == [out.name]

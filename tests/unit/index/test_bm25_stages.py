@@ -135,16 +135,20 @@ def test_bm25_stage_resumes_after_a_crash(
     from mdcr.index import lucene
 
     cfg = bm25.BM25Config(corpus=str(real["corpus"]), pools=str(real["pools"]), k=20)
-    calls = {"n": 0}
+    calls = {"n": 0, "fail_at": 1}
     search = lucene.LuceneIndex.search
 
     def failing(self, *a, **kw):  # type: ignore[no-untyped-def]
         calls["n"] += 1
-        if calls["n"] == 2:
+        if calls["n"] == calls["fail_at"]:
             raise RuntimeError("killed")
         return search(self, *a, **kw)
 
     monkeypatch.setattr(lucene.LuceneIndex, "search", failing)
+    with pytest.raises(RuntimeError, match="killed"):  # in the first pool: nothing to resume
+        _execute(tmp_path / "home", bm25.SPEC, cfg)
+    assert list((tmp_path / "home" / "bm25").iterdir()) == []  # no work folder, no lock
+    calls.update(n=0, fail_at=2)
     with pytest.raises(RuntimeError, match="killed"):
         _execute(tmp_path / "home", bm25.SPEC, cfg)
     work = next((tmp_path / "home" / "bm25").glob(".*.partial"))
