@@ -2,7 +2,9 @@
 
 ``mdcr.evaluate(model, benchmark=...)`` takes an in-memory SentenceTransformer, any object
 with ``encode(list of str)``, an mdcr Encoder or an encoder spec string, runs the same
-cached pipeline as ``mdcr evaluate`` and returns the results as a pandas DataFrame. The
+cached pipeline as ``mdcr evaluate`` and returns an
+:class:`~mdcr.benchmark.results.EvaluationResult`: a ``summary`` and a ``per_pool`` pandas
+DataFrame of the same columns in both modes (percent) and the ``report_path``. The
 model's identity is the hash of its weights plus its config
 (:mod:`mdcr.encoders.in_memory`), so a second call with the same model is read from the
 store, and a changed model is scored again.
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from mdcr.benchmark.results import EvaluationResult
 
 
 def evaluate(
@@ -31,21 +33,29 @@ def evaluate(
     engine: str = "local",
     ray_address: str = "",
     ray_workers: int = 0,
-) -> pd.DataFrame:
-    """Score ``model`` on an MDCR benchmark (or on pools); the CLI's numbers as a table.
+) -> EvaluationResult:
+    """Score ``model`` on an MDCR benchmark (or on pools); the CLI's numbers as frames.
 
-    Benchmark: one row per (retriever, split, field) and an ``AVG`` row per split, with
-    ``map``, ``ndcg`` and ``recall_5`` x100, rounded as the original scorer prints them.
-    Pools: the score stage's per-pool means (retriever, pool_id, setup, split, field, size,
-    rep, metric, value, n_queries).
+    Returns an :class:`~mdcr.benchmark.results.EvaluationResult`, the same in both modes:
+
+    - ``summary``: retriever, setup, split, field, pool_size, measure, mean, std, n. Mean
+      and sample std over repetitions, in percent (metric x 100, unrounded; report.md and
+      the CLI show one decimal). Pools: every retriever of the report (this model beside
+      those scored earlier on the pools, and ``expected chance``), setup ``dataset`` (per
+      pool size) or ``field`` (per field and ``AVG``, the macro average over fields); n:
+      the repetitions (for AVG, the fields). Benchmark: setup ``mdcr``, per field and
+      ``AVG``; pool_size empty, std NaN, n 1 (for AVG, the fields).
+    - ``per_pool``: retriever, pool_id, setup, split, field, pool_size, rep, measure,
+      value (percent), n_queries: the mean over each pool's queries (on a benchmark, a
+      field's queries of a split).
+    - ``report_path``: the report.md with every table, significance test and plot.
 
     ``engine="ray"`` runs encoding and search on Ray (``ray_address``, else ``$RAY_ADDRESS``,
     else a local Ray instance with ``ray_workers`` CPUs); results are the same.
     """
-    import pandas as pd
-
     from mdcr.benchmark.evaluate import EvaluateRequest
     from mdcr.benchmark.evaluate import evaluate as run_evaluation
+    from mdcr.benchmark.results import result_of
     from mdcr.encoders.in_memory import register_model
     from mdcr.engine import engine_values
     from mdcr.store import Store, default_home
@@ -62,18 +72,7 @@ def evaluate(
     )
     store = Store(Path(home) if home is not None else default_home())
     done = run_evaluation(req, store, quiet=quiet)
-    if done.pools is not None:
-        from mdcr.artifacts import POOL_MEANS
-
-        return POOL_MEANS.read_pandas(done.scores[0])
-    from mdcr.benchmark.score import read_official_results
-
-    rows = []
-    for retriever, by_split in read_official_results(done.result).items():
-        for split, fields in by_split.items():
-            for field, metrics in fields.items():
-                rows.append({"retriever": retriever, "split": split, "field": field, **metrics})
-    return pd.DataFrame(rows)
+    return result_of(done)
 
 
 def load_run(folder: str | Path, pool_id: str | None = None) -> Any:

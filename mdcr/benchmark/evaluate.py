@@ -387,16 +387,9 @@ def write_scores_out(template: Path, done: Evaluated) -> None:
 def print_results(done: Evaluated) -> None:
     """The original scorer's printout per retriever and split, then the report's path."""
     if done.pools is not None:
-        from mdcr.artifacts import run_info
+        from mdcr.benchmark.results import print_pools_summary
 
-        names = sorted(
-            info.retriever for _, f in done.retrievers if (info := run_info(f)) is not None
-        )
-        print(
-            f"scored {', '.join(names)} on {done.pools}; with {done.earlier_scores} earlier "
-            "score output(s)"
-        )
-        print(f"report: {done.result / 'report.md'}")
+        print_pools_summary(done)
         return
     from mdcr.benchmark.score import read_official_results
     from mdcr.eval.published import comparable_with_published, order_retrievers, published_mdcr

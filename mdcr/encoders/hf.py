@@ -4,7 +4,8 @@
 token budget (:mod:`mdcr.encoders.batching`), ``torch.inference_mode``, SDPA attention,
 bf16/fp16 autocast on CUDA, pinned host memory with non-blocking copies, and tokenization
 of the next chunk on a background thread while the GPU computes the current one (on the
-CPU that thread would only steal cores from the matmuls, so it is off there).
+CPU that thread would only steal cores from the matmuls, so it is off there). Each batch's
+papers are reported to the encode stage's progress bar (:mod:`mdcr.encoders.progress`).
 
 :class:`HFEncoder` adds the single-vector part: the input format (``title [SEP]
 abstract`` by default), pooling (the final layer's ``[CLS]`` vector or the mean of the
@@ -32,6 +33,7 @@ import numpy as np
 from mdcr.device import resolve_device, resolve_precision
 from mdcr.encoders.base import Metric, PaperText
 from mdcr.encoders.batching import pad_batch, plan_batches
+from mdcr.encoders.progress import papers_done
 from mdcr.errors import ConfigError, InputDataError, require
 
 if TYPE_CHECKING:
@@ -300,6 +302,7 @@ class TransformerRunner:
                     hidden, mask = self.hidden(batch)
                     # A copy, so no view keeps the batch's hidden states alive.
                     pooled.append(pool(hidden, mask, batch.rows, prepared).float().clone())
+                    papers_done(len(batch.rows))
                 if not pooled:
                     continue
                 # One device-to-host copy per chunk instead of a sync per batch.

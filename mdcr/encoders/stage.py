@@ -337,6 +337,7 @@ def open_shard_worker(job: ShardJob, encoder: Any = None) -> ShardWorker:
 def encode_shard(worker: ShardWorker, i: int) -> ShardResult:
     """Encode (or copy) shard ``i`` and write it atomically; a finished one is skipped."""
     from mdcr.encoders.base import PaperText
+    from mdcr.encoders.progress import papers_done
     from mdcr.encoders.store import assemble, checked_vectors, shard_done, text_hashes, write_shard
     from mdcr.engine.faults import fault_point
 
@@ -359,6 +360,7 @@ def encode_shard(worker: ShardWorker, i: int) -> ShardResult:
             parts.append((take, vecs, offs if job.multi else None))
             todo[take] = False
     new = np.flatnonzero(todo)
+    papers_done(len(ids) - int(new.size))  # the copied papers move the bar at once
     encode_s = 0.0
     if new.size:
         papers = [PaperText(ids[j], titles[j], abstracts[j]) for j in new]
@@ -380,12 +382,15 @@ def _encode_shards(
     """Encode (or copy, or skip as finished) every shard of one role's texts.
 
     Finished shards are skipped here, whichever engine made them; the others go to the
-    engine. Returns the counts, the seconds spent in the encoder and the shards written.
+    engine. On the local engine the bar moves per batch (:mod:`mdcr.encoders.progress`),
+    on Ray per finished shard. Returns the counts, the seconds spent in the encoder and
+    the shards written.
     """
     import functools
 
     import pyarrow.parquet as pq
 
+    from mdcr.encoders.progress import ShardProgress, report_to
     from mdcr.encoders.store import shard_done
 
     texts_file = pq.ParquetFile(job.texts)
@@ -407,14 +412,25 @@ def _encode_shards(
     gpus = engine.worker_gpus(cfg.device)
     encode_s = 0.0
     results = engine.map(encode_shard, todo, setup=setup, gpus=gpus)
-    for i, result in zip(todo, results, strict=True):
-        counts["encoded"] += result.encoded
-        counts["reused"] += result.reused
-        counts["resumed"] += result.resumed
-        encode_s += result.encode_s
-        bar.update(sizes[i])
+    moved = ShardProgress(bar, [sizes[i] for i in todo])
+    with report_to(moved):  # the local engine encodes each shard here, as results are read
+        for result in results:
+            moved.next_shard()
+            counts["encoded"] += result.encoded
+            counts["reused"] += result.reused
+            counts["resumed"] += result.resumed
+            encode_s += result.encode_s
     bar.close()
     return counts, encode_s, todo
+
+
+def encode_end_line(name: str, counts: Mapping[str, int]) -> str:
+    """What an encode did, in one line: papers encoded, copied, and found finished."""
+    line = f"[encode] {name}: encoded {counts['encoded']:,} papers, reused {counts['reused']:,}"
+    line += " from earlier outputs"
+    if counts["resumed"]:
+        line += f", {counts['resumed']:,} finished by an interrupted run"
+    return line
 
 
 def _worker_options(cfg: EncodeConfig, ctx: StageContext, options: Any, gpus: float) -> Any:
@@ -510,6 +526,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
             if multi:
                 ctx.output(off_name, rows=rows + 1)
 
+    ctx.log(encode_end_line(encoder.name, counts))
     meta = {
         "identity": identity,
         "name": encoder.name,

@@ -353,7 +353,10 @@ def _build_index(
                     ) from None
                 texts = [str(t) for t in batch.texts]
                 if warm and ids:
-                    seen += work(([ords[0]], [texts[0]]))
+                    n = work(([ords[0]], [texts[0]]))
+                    seen += n
+                    if progress is not None:
+                        progress(n)
                     ords, texts = ords[1:], texts[1:]
                     warm = False
                 chunks = [

@@ -1,5 +1,5 @@
 """The Python API: ``mdcr.evaluate`` on model objects gives the CLI's numbers, caches by
-the model's weights and config, and returns a DataFrame."""
+the model's weights and config, and returns tidy frames (summary, per pool)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import mdcr
+from mdcr.benchmark.results import PER_POOL_COLUMNS, SUMMARY_COLUMNS
 from mdcr.cli import main
 from mdcr.errors import ConfigError
 from tests.unit.benchmark.test_evaluate import FIXTURE, _printed
@@ -22,16 +23,37 @@ def _encode_outputs(home: Path) -> int:
 
 
 def test_the_api_returns_the_cli_numbers(tmp_path: Path) -> None:
-    df = mdcr.evaluate("random", benchmark=FIXTURE, home=tmp_path)
+    """The summary holds the unrounded means (percent) of what the CLI prints rounded as
+    the original scorer rounds: per field round(100 x mean, 4), AVG the rounded mean of
+    those (so within 1e-4 of the unrounded AVG); the per-pool frame has the same fields."""
+    result = mdcr.evaluate("random", benchmark=FIXTURE, home=tmp_path)
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         assert main(["evaluate", "--encoder", "random", "--benchmark", str(FIXTURE),
                      "--home", str(tmp_path), "-q"]) == 0  # fmt: skip
-    printed = _printed(buf.getvalue())["random"]
-    rows = df[(df["retriever"] == "random") & (df["split"] == "test")]
-    assert set(rows["field"]) == set(printed)
+    out = buf.getvalue()
+    printed = _printed(out)["random"]
+    assert result.report_path == Path(out.strip().splitlines()[-1].removeprefix("report: "))
+    summary = result.summary
+    assert tuple(summary.columns) == SUMMARY_COLUMNS
+    assert tuple(result.per_pool.columns) == PER_POOL_COLUMNS
+    rows = summary[(summary["retriever"] == "random") & (summary["split"] == "test")]
+    assert set(rows["field"]) == set(printed) and set(rows["setup"]) == {"mdcr"}
+    assert rows["std"].isna().all() and rows["pool_size"].isna().all()
+    names = {"map": "map", "ndcg": "ndcg", "recall@5": "recall_5"}
     for r in rows.itertuples(index=False):
-        assert {"map": r.map, "ndcg": r.ndcg, "recall_5": r.recall_5} == printed[r.field]
+        want = printed[r.field][names[r.measure]]
+        if r.field == "AVG":
+            assert r.n == 3 and abs(r.mean - want) <= 1e-4 + 1e-12
+        else:
+            assert r.n == 1 and float(np.round(r.mean, 4)) == want
+    fields = rows[rows["field"] != "AVG"]
+    per_pool = result.per_pool[result.per_pool["split"] == "test"]
+    by_key = {(r.field, r.measure): r.mean for r in fields.itertuples(index=False)}
+    assert len(per_pool) == len(by_key)
+    for r in per_pool.itertuples(index=False):
+        assert r.value == by_key[(r.field, r.measure)]
+    assert (per_pool["n_queries"] > 0).all()
 
 
 def test_an_in_memory_sentence_transformer_is_cached_by_its_weights(tmp_path: Path) -> None:
@@ -45,18 +67,18 @@ def test_an_in_memory_sentence_transformer_is_cached_by_its_weights(tmp_path: Pa
         modules=[t, Pooling(t.get_embedding_dimension(), pooling_mode="mean"), Normalize()]
     )
     home = tmp_path / "home"
-    first = mdcr.evaluate(model, benchmark=FIXTURE, home=home, name="tiny-st")
+    first = mdcr.evaluate(model, benchmark=FIXTURE, home=home, name="tiny-st").summary
     assert set(first["retriever"]) == {"tiny-st"} and (first["field"] == "AVG").any()
     assert _encode_outputs(home) == 1
-    again = mdcr.evaluate(model, benchmark=FIXTURE, home=home, name="tiny-st")
+    again = mdcr.evaluate(model, benchmark=FIXTURE, home=home, name="tiny-st").summary
     assert again.equals(first) and _encode_outputs(home) == 1  # read from the store
     torch.manual_seed(1)
     with torch.no_grad():  # other weights: another model
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.5)
-    changed = mdcr.evaluate(model, benchmark=FIXTURE, home=home, name="tiny-st")
+    changed = mdcr.evaluate(model, benchmark=FIXTURE, home=home, name="tiny-st").summary
     assert _encode_outputs(home) == 2
-    assert not changed[["map", "ndcg"]].equals(first[["map", "ndcg"]])
+    assert not changed["mean"].equals(first["mean"])
 
 
 class Bag:
@@ -70,9 +92,9 @@ class Bag:
 
 
 def test_any_object_with_encode_and_clear_errors(tmp_path: Path) -> None:
-    df = mdcr.evaluate(Bag(1.0), benchmark=FIXTURE, home=tmp_path)
+    df = mdcr.evaluate(Bag(1.0), benchmark=FIXTURE, home=tmp_path).summary
     assert set(df["retriever"]) == {"Bag"}
-    other = mdcr.evaluate(Bag(3.0), benchmark=FIXTURE, home=tmp_path)  # attributes count
+    other = mdcr.evaluate(Bag(3.0), benchmark=FIXTURE, home=tmp_path).summary  # attributes count
     assert _encode_outputs(tmp_path) == 2 and not other.equals(df)
     with pytest.raises(ConfigError, match="has no encode method") as info:
         mdcr.evaluate(object(), benchmark=FIXTURE, home=tmp_path)

@@ -119,6 +119,19 @@ def test_index_metadata_and_atomic_reuse(lucene_jvm: object, tmp_path: Path) -> 
     assert read_index_meta(path) is not None
 
 
+def test_the_progress_callback_counts_every_document(lucene_jvm: object, tmp_path: Path) -> None:
+    """The indexing bar ends at its total: the first document (added alone, before the
+    threads start) is reported too."""
+    from mdcr.index.lucene import Doc, build_index
+
+    ids = [f"p{i:03d}" for i in range(600)]
+    moved: list[int] = []
+    texts = [f"paper {i} about topic {i % 7}" for i in range(600)]
+    docs = [Doc(ids[:250], texts[:250]), Doc(ids[250:], texts[250:])]
+    build_index(tmp_path / "x", ids, docs, meta={}, threads=2, progress=moved.append)
+    assert sum(moved) == 600
+
+
 def test_missing_text_and_unknown_ids_are_errors(lucene_jvm: object, tmp_path: Path) -> None:
     from mdcr.index.lucene import Doc, build_index
 
