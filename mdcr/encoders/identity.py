@@ -232,6 +232,36 @@ def user_source_files(module_name: str) -> dict[str, Path]:
     return found
 
 
+def is_user_module(name: str) -> bool:
+    """Whether module ``name`` is the user's code (not the standard library, an installed
+    package or mdcr): a file outside those, ``__main__`` (a notebook), or code that was
+    loaded from a path without a module registered for it."""
+    import sys
+
+    if name == "__main__":
+        return True
+    module = sys.modules.get(name)
+    if module is None:
+        top = sys.modules.get(name.split(".")[0])
+        if top is not None:
+            return is_user_module(top.__name__)
+        return name not in sys.builtin_module_names
+    file = getattr(module, "__file__", None)
+    return isinstance(file, str) and _is_user_file(Path(file), _library_dirs())
+
+
+def code_identity(names: list[str]) -> dict[str, Any]:
+    """``code`` (sha256) and ``files`` (module names) of the user source files that the
+    modules ``names`` consist of, with what they import."""
+    files: dict[str, Path] = {}
+    for name in names:
+        files.update(user_source_files(name))
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(f"{name}\0{file_sha256(files[name])}\0".encode())
+    return {"code": "sha256:" + h.hexdigest()[:32], "files": sorted(files)}
+
+
 def python_identity(module_name: str, obj: Any) -> dict[str, Any]:
     """Identity of a ``py:`` encoder: its user source files' hash and declared version."""
     names = [module_name]
@@ -240,14 +270,8 @@ def python_identity(module_name: str, obj: Any) -> dict[str, Any]:
         defining = obj.__module__  # a factory function
     if defining and defining not in names:
         names.append(defining)
-    files: dict[str, Path] = {}
-    for name in names:
-        files.update(user_source_files(name))
-    h = hashlib.sha256()
-    for name in sorted(files):
-        h.update(f"{name}\0{file_sha256(files[name])}\0".encode())
+    out = code_identity(names)
     version = getattr(obj, "version", None)
-    out: dict[str, Any] = {"code": "sha256:" + h.hexdigest()[:32], "files": sorted(files)}
     if version is not None:
         out["version"] = str(version)
     return out
