@@ -12,10 +12,10 @@ a changed encoder never returns a cached vector:
   library, installed packages and mdcr itself are left out), plus the encoder's
   ``version`` string if it declares one (:func:`encoder_source_files`):
 
-  1. the module (and the module defining the attribute), and every user module they
-     import, followed recursively: ``import`` and ``from ... import`` statements and
-     ``importlib.import_module("name")`` / ``__import__("name")`` calls with a literal
-     name, wherever they are in the file;
+  1. the module (and the module defining the attribute), its packages' ``__init__.py``,
+     and every user module they import, followed recursively: ``import`` and ``from ...
+     import`` statements and ``importlib.import_module("name")`` / ``__import__("name")``
+     calls with a literal name, wherever they are in the file;
   2. every ``.py`` file in the module's own folder (not its subfolders), if it holds at
      most :data:`FOLDER_LIMIT` (100) of them: a helper there loaded by a computed name or
      by path (``spec_from_file_location``) is covered;
@@ -235,7 +235,8 @@ def _spec_file(name: str) -> Path | None:
 
 
 def user_source_files(module_name: str, file: Path | None = None) -> dict[str, Path]:
-    """The user's source files a module consists of: itself and what it imports, recursively.
+    """The user's source files a module consists of: itself, its packages' ``__init__.py``
+    and what they import, recursively.
 
     Keys are module names, values their files (``file``: the module's own, when it was
     loaded from a path rather than found by name). Files of the standard library, of
@@ -263,6 +264,8 @@ def user_source_files(module_name: str, file: Path | None = None) -> dict[str, P
         found[name] = file
         package = name if file.name == "__init__.py" else name.rpartition(".")[0]
         tree = ast.parse(file.read_bytes(), filename=str(file))
+        parents = name.split(".")[:-1]  # their __init__.py run first on import
+        todo += [".".join(parents[: i + 1]) for i in range(len(parents))]
         todo += [n for n in _imported_names(tree, package or None) if n not in found]
     return found
 

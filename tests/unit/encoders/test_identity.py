@@ -408,3 +408,28 @@ def test_a_literal_import_module_call_is_followed_like_an_import(
     monkeypatch.syspath_prepend(str(tmp_path / "mods"))
     monkeypatch.syspath_prepend(str(tmp_path / "shared"))
     assert identify_encoder("py:lit_mod:Enc")["files"] == ["lit_far_helper", "lit_mod"]
+
+
+def test_the_packages_of_a_module_are_hashed_and_nothing_is_left_unnamed(
+    tmp_path: Path, corpus: Path
+) -> None:
+    """``py:pkg.sub.enc`` in a fresh process: pkg/__init__.py and pkg/sub/__init__.py run on
+    import, so they are hashed, and the run warns of no unhashed code."""
+    sub = tmp_path / "proj" / "pkgenc" / "sub"
+    sub.mkdir(parents=True)
+    (sub.parent / "__init__.py").write_text("import os\n")
+    (sub / "__init__.py").write_text("")
+    load = "import types\nhelper = types.SimpleNamespace(SCALE=3)"
+    (sub / "enc.py").write_text(DYNAMIC_MODULE.format(load=load))
+    (sub.parent / "other.py").write_text("")  # not imported, not in the module's folder
+    spec = "py:pkgenc.sub.enc:Enc"
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path / 'proj'}{os.pathsep}{REPO}", MDCR_QUIET="1")
+    argv = [sys.executable, "-m", "mdcr.cli", "encode", "--corpus", str(corpus)]
+    argv += ["--encoder", spec, "--home", str(tmp_path / "home")]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stderr
+    manifest = json.loads((Path(done.stdout.strip()).parent / "manifest.json").read_text())
+    ident = manifest["identity"]["encoder"]
+    assert ident["files"] == ["pkgenc", "pkgenc.sub", "pkgenc.sub.enc"]
+    assert manifest["info"]["unhashed_user_files"] == []
