@@ -5,9 +5,11 @@ with ``encode(list of str)``, an mdcr Encoder or an encoder spec string, runs th
 cached pipeline as ``mdcr evaluate`` and returns an
 :class:`~mdcr.benchmark.results.EvaluationResult`: a ``summary`` and a ``per_pool`` pandas
 DataFrame of the same columns in both modes (percent) and the ``report_path``. The
-model's identity is the hash of its weights plus its config
-(:mod:`mdcr.encoders.in_memory`), so a second call with the same model is read from the
-store, and a changed model is scored again.
+model's identity is the hash of its weights, config and whole state (arrays, tensors and
+modules at any depth) plus its class's code (:mod:`mdcr.encoders.in_memory`), so a second
+call with the same model is read from the store, and a changed model is scored again. A
+model whose state cannot be hashed (it holds a lock or an open file) is refused in one line
+that asks for ``cache_key=``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ def evaluate(
     pools: str | Path | None = None,
     name: str | None = None,
     metric: str | None = None,
+    cache_key: str | None = None,
     splits: tuple[str, ...] = (),
     home: str | Path | None = None,
     encode_options: dict[str, Any] | None = None,
@@ -50,6 +53,9 @@ def evaluate(
       field's queries of a split).
     - ``report_path``: the report.md with every table, significance test and plot.
 
+    ``cache_key`` stands in for the hash of the model's weights and state: outputs are
+    cached under it (and the class's code), so give another key whenever the model changes.
+
     ``engine="ray"`` runs encoding and search on Ray (``ray_address``, else ``$RAY_ADDRESS``,
     else a local Ray instance with ``ray_workers`` CPUs); results are the same.
     """
@@ -58,9 +64,15 @@ def evaluate(
     from mdcr.benchmark.results import result_of
     from mdcr.encoders.in_memory import register_model
     from mdcr.engine import engine_values
+    from mdcr.errors import ConfigError
     from mdcr.store import Store, default_home
 
-    spec = model if isinstance(model, str) else register_model(model, name, metric)
+    if isinstance(model, str) and cache_key is not None:
+        raise ConfigError(
+            f"cache_key applies to a model object, not to the encoder spec '{model}' "
+            "(which is identified by its own rule); drop cache_key"
+        )
+    spec = model if isinstance(model, str) else register_model(model, name, metric, cache_key)
     options = tuple(f"{k}={v}" for k, v in (encode_options or {}).items())
     req = EvaluateRequest(
         encoders=(spec,),

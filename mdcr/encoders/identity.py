@@ -8,10 +8,26 @@ a changed encoder never returns a cached vector:
   then loaded at exactly that commit;
 - a local folder (``hf:/path``, ``minilm``'s packaged weights): the sha256 of every file
   in it (weights, config, tokenizer, sentence-transformers modules);
-- ``py:<module>:<attr>``: the sha256 of the module's source and of every source file of
-  the user's that it imports, followed recursively (the standard library, installed
-  packages and mdcr itself are left out), plus the encoder's ``version`` string if it
-  declares one. Data files a ``py:`` encoder reads are not seen: declare ``version``.
+- ``py:<module>:<attr>``: the sha256 of the user source files it runs (the standard
+  library, installed packages and mdcr itself are left out), plus the encoder's
+  ``version`` string if it declares one (:func:`encoder_source_files`):
+
+  1. the module (and the module defining the attribute), its packages' ``__init__.py``,
+     and every user module they import, followed recursively: ``import`` and ``from ...
+     import`` statements and ``importlib.import_module("name")`` / ``__import__("name")``
+     calls with a literal name, wherever they are in the file;
+  2. every ``.py`` file in the module's own folder (not its subfolders), if it holds at
+     most :data:`FOLDER_LIMIT` (100) of them: a helper there loaded by a computed name or
+     by path (``spec_from_file_location``) is covered;
+  3. the user modules, functions and classes the module's globals point to after it is
+     imported, however they were loaded (a file elsewhere loaded by path), followed
+     through their own imports and globals.
+
+  Code loaded only while the encoder is built or encodes, by a computed name or path
+  outside the folder, cannot be seen before the run: the encode stage records such files
+  in the manifest (``unhashed_user_files``) and warns in one line. Data files a ``py:``
+  encoder reads are not seen either: declare ``version``. A hashed file edited in a
+  running process (a notebook) is reloaded before the encoder runs again.
 
 Library versions (torch, transformers) are recorded in every manifest but not hashed.
 """
@@ -189,7 +205,23 @@ def _imported_names(tree: ast.AST, package: str | None) -> list[str]:
                 continue
             names.append(base)
             names += [f"{base}.{alias.name}" for alias in node.names if alias.name != "*"]
+        elif isinstance(node, ast.Call) and (literal := _import_call(node)):
+            parts = literal.split(".")
+            names += [".".join(parts[: i + 1]) for i in range(len(parts))]
     return names
+
+
+def _import_call(node: ast.Call) -> str | None:
+    """The module an ``importlib.import_module("a.b")`` or ``__import__("a.b")`` call with
+    a literal absolute name loads."""
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if called not in ("import_module", "__import__") or not node.args:
+        return None
+    first = node.args[0]
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return first.value if first.value and not first.value.startswith(".") else None
+    return None
 
 
 def _spec_file(name: str) -> Path | None:
@@ -202,80 +234,236 @@ def _spec_file(name: str) -> Path | None:
     return Path(spec.origin)
 
 
-def user_source_files(module_name: str) -> dict[str, Path]:
-    """The user's source files a module consists of: itself and what it imports, recursively.
+def user_source_files(module_name: str, file: Path | None = None) -> dict[str, Path]:
+    """The user's source files a module consists of: itself, its packages' ``__init__.py``
+    and what they import, recursively.
 
-    Keys are module names, values their files. Files of the standard library, of installed
-    packages and of mdcr are left out.
+    Keys are module names, values their files (``file``: the module's own, when it was
+    loaded from a path rather than found by name). Files of the standard library, of
+    installed packages and of mdcr are left out.
     """
     libraries = _library_dirs()
     found: dict[str, Path] = {}
     library_tops: set[str] = set()  # top-level packages that are not the user's
+    origin = file
     todo = [module_name]
     while todo:
         name = todo.pop()
         top = name.split(".")[0]
         if name in found or top in library_tops:
             continue
-        if top != name and top not in found:
+        given = origin if name == module_name else None
+        if top != name and top not in found and given is None:
             top_file = _spec_file(top)
             if top_file is not None and not _is_user_file(top_file, libraries):
                 library_tops.add(top)  # never look inside an installed package
                 continue
-        file = _spec_file(name)
+        file = given or _spec_file(name)
         if file is None or not _is_user_file(file, libraries):
             continue
         found[name] = file
         package = name if file.name == "__init__.py" else name.rpartition(".")[0]
         tree = ast.parse(file.read_bytes(), filename=str(file))
+        parents = name.split(".")[:-1]  # their __init__.py run first on import
+        todo += [".".join(parents[: i + 1]) for i in range(len(parents))]
         todo += [n for n in _imported_names(tree, package or None) if n not in found]
     return found
 
 
-def python_identity(module_name: str, obj: Any) -> dict[str, Any]:
-    """Identity of a ``py:`` encoder: its user source files' hash and declared version."""
-    names = [module_name]
-    defining = getattr(obj if isinstance(obj, type) else type(obj), "__module__", None)
-    if callable(obj) and not isinstance(obj, type) and hasattr(obj, "__module__"):
-        defining = obj.__module__  # a factory function
-    if defining and defining not in names:
-        names.append(defining)
+def is_user_module(name: str) -> bool:
+    """Whether module ``name`` is the user's code (not the standard library, an installed
+    package or mdcr): a file outside those, ``__main__`` (a notebook), or code that was
+    loaded from a path without a module registered for it."""
+    import sys
+
+    if name == "__main__":
+        return True
+    module = sys.modules.get(name)
+    if module is None:
+        top = sys.modules.get(name.split(".")[0])
+        if top is not None:
+            return is_user_module(top.__name__)
+        return name not in sys.builtin_module_names
+    file = getattr(module, "__file__", None)
+    return isinstance(file, str) and _is_user_file(Path(file), _library_dirs())
+
+
+def code_identity(names: list[str]) -> dict[str, Any]:
+    """``code`` (sha256) and ``files`` (module names) of the user source files that the
+    modules ``names`` consist of, with what they import."""
     files: dict[str, Path] = {}
     for name in names:
         files.update(user_source_files(name))
+    return _files_identity(files)
+
+
+def _files_identity(files: dict[str, Path]) -> dict[str, Any]:
     h = hashlib.sha256()
     for name in sorted(files):
         h.update(f"{name}\0{file_sha256(files[name])}\0".encode())
+    return {"code": "sha256:" + h.hexdigest()[:32], "files": sorted(files)}
+
+
+# An encoder module's folder is hashed whole (its .py files, not its subfolders) when it
+# holds at most this many; a larger folder (a home directory) is left to the other rules.
+FOLDER_LIMIT = 100
+
+
+def _folder_files(name: str, file: Path) -> dict[str, Path]:
+    """The .py files beside module ``name``'s file, named as modules of its package."""
+    siblings = sorted(p for p in file.parent.glob("*.py") if p.is_file())
+    if len(siblings) > FOLDER_LIMIT:
+        return {}
+    package = name if file.name == "__init__.py" else name.rpartition(".")[0]
+    out: dict[str, Path] = {}
+    for p in siblings:
+        label = package if p.name == "__init__.py" else ".".join(filter(None, (package, p.stem)))
+        out[label or p.stem] = p
+    return out
+
+
+def _code_places(value: Any) -> tuple[str, Path, dict[str, Any]] | None:
+    """``(module name, file, namespace)`` of a user module, function or class that a
+    module's global points to (however it was loaded), else None."""
+    import sys
+    import types
+
+    if isinstance(value, types.ModuleType):
+        file = getattr(value, "__file__", None)
+        return (value.__name__, Path(file), vars(value)) if isinstance(file, str) else None
+    if isinstance(value, type):
+        module = sys.modules.get(value.__module__)
+        if module is not None:
+            return _code_places(module)
+        value = next((v for v in vars(value).values() if isinstance(v, types.FunctionType)), None)
+    if isinstance(value, types.FunctionType):
+        return (str(value.__module__), Path(value.__code__.co_filename), value.__globals__)
+    return None
+
+
+def encoder_source_files(module_name: str, obj: Any = None) -> dict[str, Path]:
+    """The user's source files a ``py:`` encoder runs, by module name (the rule is in this
+    module's docstring): its module and what that imports, the ``.py`` files of its
+    folder, and the user modules, functions and classes its globals point to, followed
+    through their own imports and globals."""
+    import sys
+
+    libraries = _library_dirs()
+    names = [module_name]
+    if obj is not None:
+        defining = getattr(obj if isinstance(obj, type) else type(obj), "__module__", None)
+        if callable(obj) and not isinstance(obj, type) and hasattr(obj, "__module__"):
+            defining = obj.__module__  # a factory function
+        if defining and defining not in names:
+            names.append(defining)
+    found: dict[Path, str] = {}
+
+    def add(files: dict[str, Path]) -> None:
+        for label, path in files.items():
+            found.setdefault(path.resolve(), label)
+
+    for name in names:
+        add(user_source_files(name))
+        file = _spec_file(name)
+        if file is not None and _is_user_file(file, libraries):
+            for label, path in _folder_files(name, file).items():
+                add(user_source_files(label, path))
+    spaces = [vars(sys.modules[n]) for n in names if n in sys.modules]
+    scanned: set[int] = set()
+    while spaces:
+        space = spaces.pop()
+        if id(space) in scanned:
+            continue
+        scanned.add(id(space))
+        for value in list(space.values()):
+            place = _code_places(value)
+            if place is None or not _is_user_file(place[1], libraries):
+                continue
+            label, path, namespace = place
+            if path.resolve() not in found:
+                add(user_source_files(label, path))
+            spaces.append(namespace)
+    files: dict[str, Path] = {}
+    for path, label in sorted(found.items(), key=lambda item: item[1]):
+        files[label if label not in files else str(path)] = path
+    return files
+
+
+def python_identity(module_name: str, obj: Any) -> dict[str, Any]:
+    """Identity of a ``py:`` encoder: its user source files' hash and declared version."""
+    out = _files_identity(encoder_source_files(module_name, obj))
     version = getattr(obj, "version", None)
-    out: dict[str, Any] = {"code": "sha256:" + h.hexdigest()[:32], "files": sorted(files)}
     if version is not None:
         out["version"] = str(version)
     return out
 
 
-# sha256 of each user module's file when mdcr last (re)loaded it, so that an edited
+# sha256 of each user source file when mdcr last (re)loaded code from it, so that an edited
 # module is reloaded before its encoder runs again in the same process (a notebook).
-_LOADED: dict[str, str] = {}
+_LOADED: dict[Path, str] = {}
+# module name -> the user files that its first import in this process loaded
+_LOADED_BY: dict[str, set[Path]] = {}
+
+
+def _user_files_loaded(names: set[str]) -> set[Path]:
+    import sys
+
+    libraries = _library_dirs()
+    out = set()
+    for name in names:
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if isinstance(file, str) and _is_user_file(Path(file), libraries):
+            out.add(Path(file).resolve())
+    return out
 
 
 def _import_fresh(module_name: str) -> Any:
-    """Import ``module_name``; if it or a user module it imports was loaded before and has
-    changed on disk since, reload them all (its imports first, itself last), so that the
-    code that runs is the code the fingerprint hashes."""
+    """Import ``module_name``, and reload the user modules of the code it runs
+    (:func:`encoder_source_files`) whose files changed on disk since mdcr loaded them (or
+    that it imports and were loaded before mdcr saw them), with the modules it imports and
+    itself last, so that the code that runs is the code the fingerprint hashes."""
     import sys
 
     before = set(sys.modules)
     module = importlib.import_module(module_name)
-    files = user_source_files(module_name)
-    digests = {name: file_sha256(path) for name, path in files.items()}
-    stale = [n for n in files if n in before and _LOADED.get(n) != digests[n]]
+    if module_name not in before:
+        _LOADED_BY[module_name] = _user_files_loaded(set(sys.modules) - before)
+    files = encoder_source_files(module_name)
+    digests = {path.resolve(): file_sha256(path) for path in files.values()}
+    imported = {p.resolve(): n for n, p in user_source_files(module_name).items()}
+    by_file = {
+        Path(f).resolve(): name
+        for name, m in list(sys.modules.items())
+        if isinstance(f := getattr(m, "__file__", None), str)
+    }
+    stale = {
+        p
+        for p, digest in digests.items()
+        if (_LOADED[p] != digest if p in _LOADED else p in imported and by_file.get(p) in before)
+    }
     if stale:
-        for name in sorted(files, key=lambda n: (n == module_name, -n.count("."), n)):
+        names = {by_file[p] for p in stale if p in by_file} | set(imported.values())
+        for name in sorted(names, key=lambda n: (n == module_name, -n.count("."), n)):
             if name in sys.modules:
                 importlib.reload(sys.modules[name])
         module = sys.modules[module_name]
+        files = encoder_source_files(module_name)
+        digests = {path.resolve(): file_sha256(path) for path in files.values()}
     _LOADED.update(digests)
     return module
+
+
+def unhashed_user_files(arg: str, since: set[str]) -> list[str]:
+    """User source files that the ``py:<arg>`` encoder's module loaded (on its first import
+    in this process, and since ``since``, the module names loaded before it was built)
+    and that :func:`encoder_source_files` does not hash."""
+    import sys
+
+    module_name, attr = arg.split(":")
+    obj = getattr(sys.modules.get(module_name), attr, None)
+    hashed = {p.resolve() for p in encoder_source_files(module_name, obj).values()}
+    loaded = _LOADED_BY.get(module_name, set()) | _user_files_loaded(set(sys.modules) - since)
+    return sorted(str(p) for p in loaded - hashed)
 
 
 def import_attr(spec: str, arg: str) -> tuple[str, Any]:

@@ -3,23 +3,35 @@
 
 ``register_model(model)`` keeps the object for this process under the spec
 ``mem:<name>@<digest>``, so that it runs through the same stages and cache as any other
-encoder. The digest is its identity for the fingerprint: for a torch module (a
-SentenceTransformer included) the sha256 of its weights plus its configuration; for another
-object, its class's source (and the user files that module imports) plus its public
-attributes. Changing the weights or the config gives a new fingerprint; the same model in
-a new process finds its cached outputs.
+encoder. The digest is its identity for the fingerprint:
+
+- its class, and the source files of the user's code it runs (its class's module and what
+  that imports, and every user module met in its state);
+- a torch module (a SentenceTransformer included): the sha256 of its state dict plus its
+  configuration (a SentenceTransformer's modules, prompts, max length);
+- for every model, the digest of its whole state (:mod:`mdcr.encoders.state_digest`):
+  arrays, tensors, modules, tokenizers and the user's code at any depth, so a wrapper
+  class that keeps a transformers model in an attribute, or numpy weights in a dict, gets
+  a new fingerprint when a weight changes.
+
+A model whose state cannot be hashed (it holds a lock, an open file, a generator) is
+refused with a one-line error naming the attribute; ``cache_key=`` then names its state
+instead (the caller changes the key when the model changes). The same model in a new
+process finds its cached outputs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from mdcr.encoders.base import METRICS, Metric, PaperText
+from mdcr.encoders.state_digest import UnhashableState, state_digest
 from mdcr.errors import ConfigError
 
 MEM_PREFIX = "mem:"
@@ -37,13 +49,18 @@ def _is_sentence_transformer(model: Any) -> bool:
     return type(model).__name__ == "SentenceTransformer" and hasattr(model, "tokenizer")
 
 
-def _weights_digest(module: Any) -> str:
+def _weights_digest(module: Any) -> tuple[str, dict[int, str]]:
+    """sha256 of a module's state dict, and its tensors' ids -> their keys."""
+    import torch
+
     h = hashlib.sha256()
-    for key, tensor in sorted(module.state_dict().items()):
+    known: dict[int, str] = {}
+    for key, tensor in sorted(module.state_dict(keep_vars=True).items()):
+        known[id(tensor)] = key
         t = tensor.detach().cpu().contiguous()
         h.update(f"{key}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
-        h.update(t.view(-1).view(dtype=__import__("torch").uint8).numpy().tobytes())
-    return h.hexdigest()
+        h.update(t.view(-1).view(dtype=torch.uint8).numpy().tobytes())
+    return h.hexdigest(), known
 
 
 def _st_config(model: Any) -> dict[str, Any]:
@@ -61,36 +78,52 @@ def _st_config(model: Any) -> dict[str, Any]:
     }
 
 
-def model_identity(model: Any) -> dict[str, Any]:
-    """The identity the fingerprint hashes: weights and config, or code and attributes."""
-    try:
-        import torch
+def model_identity(model: Any, cache_key: str | None = None) -> dict[str, Any]:
+    """The identity the fingerprint hashes: the model's class and code, its weights and
+    config (a torch module), and the digest of its whole state (:mod:`.state_digest`);
+    with ``cache_key``, the key given in place of the weights and state."""
+    from mdcr.encoders.identity import code_identity, is_user_module
 
-        is_module = isinstance(model, torch.nn.Module)
-    except ImportError:  # no torch: no module
-        is_module = False
-    if is_module:
-        config = _st_config(model) if _is_sentence_transformer(model) else {}
-        return {
-            "weights": "sha256:" + _weights_digest(model)[:32],
-            "config": config,
-            "class": f"{type(model).__module__}.{type(model).__qualname__}",
-        }
-    from mdcr.encoders.identity import python_identity
+    cls = type(model)
+    out: dict[str, Any] = {"class": f"{cls.__module__}.{cls.__qualname__}"}
+    modules = [cls.__module__] if is_user_module(cls.__module__) else []
+    torch = sys.modules.get("torch")
+    is_module = torch is not None and isinstance(model, torch.nn.Module)
+    if cache_key is not None:
+        out["cache_key"] = str(cache_key)
+    else:
+        known: dict[int, str] = {}
+        if is_module:
+            weights, known = _weights_digest(model)
+            out["weights"] = "sha256:" + weights[:32]
+            out["config"] = _st_config(model) if _is_sentence_transformer(model) else {}
+        else:
+            out["attributes"] = _public_attributes(model)
+        try:
+            state, seen = state_digest(model, is_user_module, known=known)
+        except UnhashableState as exc:
+            raise ConfigError(
+                f"cannot hash {exc.path} ({exc.what}), so a change to the model could not be "
+                "told from its cached results; pass cache_key='<a name for this exact model "
+                "state>' to mdcr.evaluate (and change it whenever the model changes)"
+            ) from None
+        out["state"] = "sha256:" + state[:32]
+        modules += sorted(seen - set(modules))
+    if modules or not is_module:
+        out.update(code_identity(modules))
+    return out
 
+
+def _public_attributes(model: Any) -> dict[str, Any]:
+    """The plain public attributes, shown in the manifest (the state digest hashes all)."""
     try:
         public = vars(model)
     except TypeError:  # __slots__
         public = {}
-    attrs = {
+    return {
         k: v
         for k, v in sorted(public.items())
         if not k.startswith("_") and isinstance(v, str | int | float | bool | type(None))
-    }
-    return {
-        **python_identity(type(model).__module__, type(model)),
-        "attributes": attrs,
-        "class": f"{type(model).__module__}.{type(model).__qualname__}",
     }
 
 
@@ -135,8 +168,18 @@ class _TextModel:
         return self._encode(strings, role)
 
 
-def register_model(model: Any, name: str | None = None, metric: str | None = None) -> str:
-    """Keep ``model`` for this process; return its encoder spec (``mem:<name>@<digest>``)."""
+def register_model(
+    model: Any,
+    name: str | None = None,
+    metric: str | None = None,
+    cache_key: str | None = None,
+) -> str:
+    """Keep ``model`` for this process; return its encoder spec (``mem:<name>@<digest>``).
+
+    ``cache_key`` replaces the digest of the model's weights and state (for a model whose
+    state cannot be hashed, or is too large to hash at every call): the caller answers for
+    giving another key whenever the model changes.
+    """
     if _is_mdcr_encoder(model):
         encoder = model
     elif hasattr(model, "encode"):
@@ -147,7 +190,7 @@ def register_model(model: Any, name: str | None = None, metric: str | None = Non
             f"{type(model).__name__} has no encode method; pass a SentenceTransformer, an "
             "object with encode(list of str), or an mdcr Encoder"
         )
-    identity = model_identity(model)
+    identity = model_identity(model, cache_key)
     identity["metric"] = encoder.metric
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode())
     label = name or encoder.name

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -443,6 +444,24 @@ def _worker_options(cfg: EncodeConfig, ctx: StageContext, options: Any, gpus: fl
     return dataclasses.replace(options, precision=precision, device=device)
 
 
+def _name_unhashed_code(spec: str, ctx: StageContext, since: set[str]) -> None:
+    """Record, and say in one line, which user files a ``py:`` encoder loaded (while being
+    imported, built or run in this process) that its fingerprint did not hash."""
+    from mdcr.encoders.identity import unhashed_user_files
+
+    missed = unhashed_user_files(spec.removeprefix("py:"), since)
+    ctx.record("unhashed_user_files", missed)
+    if missed:
+        print(
+            f"warning: encoder '{spec}' loaded user code that is not hashed into its "
+            f"fingerprint ({', '.join(missed)}), so edits to it are not seen: import it by "
+            "name at the top of the module or keep it in the module's folder, or declare a "
+            "version and change it with the code",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     import dataclasses
 
@@ -460,6 +479,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     commit = ctx.identity.get("encoder", {}).get("commit")
     if commit:  # load exactly the hub commit the fingerprint hashes
         options = dataclasses.replace(options, revision=commit)
+    modules_before = set(sys.modules)
     with ctx.timed("load_model"):
         encoder = build_encoder(cfg.encoder, options)
     identity = encoder_identity(encoder)
@@ -550,6 +570,8 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
             shutil.rmtree(stray)
         else:
             stray.unlink()
+    if cfg.encoder.startswith("py:"):
+        _name_unhashed_code(cfg.encoder, ctx, modules_before)
     runner = getattr(encoder, "runner", None)
     ctx.record("encoder", identity)
     ctx.record(ENCODER_KEY, key)

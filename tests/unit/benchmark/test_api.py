@@ -99,3 +99,98 @@ def test_any_object_with_encode_and_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="has no encode method") as info:
         mdcr.evaluate(object(), benchmark=FIXTURE, home=tmp_path)
     assert "\n" not in str(info.value)
+
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+METRICS = ["field", "map", "ndcg", "recall_5"]
+
+
+class NumpyModel:
+    """A model whose weights are numpy arrays, kept in a dict as a trained model may."""
+
+    def __init__(self, seed: int) -> None:
+        self.layers = {"proj": np.random.default_rng(seed).normal(size=(len(LETTERS), 8))}
+
+    def encode(self, sentences: list[str]) -> np.ndarray:
+        counts = np.array([[s.lower().count(c) for c in LETTERS] for s in sentences], float)
+        return (counts @ self.layers["proj"]).astype(np.float32)
+
+
+def test_a_model_with_numpy_weights_is_scored_again_when_a_weight_changes(
+    tmp_path: Path,
+) -> None:
+    model = NumpyModel(0)
+    home = tmp_path / "home"
+    first = mdcr.evaluate(model, benchmark=FIXTURE, home=home)
+    model.layers["proj"][4, 0] += 8.0  # one weight ("e" to the first dimension)
+    changed = mdcr.evaluate(model, benchmark=FIXTURE, home=home)
+    assert _encode_outputs(home) == 2  # not the cached vectors of the old weights
+    assert not changed[["map", "ndcg"]].equals(first[["map", "ndcg"]])
+    fresh = mdcr.evaluate(model, benchmark=FIXTURE, home=tmp_path / "fresh")
+    assert changed.equals(fresh)  # the numbers of the changed weights, computed afresh
+
+
+class Wrapper:
+    """A model class that keeps a transformers model and its tokenizer in attributes."""
+
+    def __init__(self, folder: Path) -> None:
+        from transformers import AutoModel, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        self.backbone = AutoModel.from_pretrained(folder).eval()
+
+    def encode(self, sentences: list[str]) -> np.ndarray:
+        import torch
+
+        batch = self.tokenizer(sentences, padding=True, truncation=True, max_length=64)
+        with torch.no_grad():
+            out = self.backbone(**batch.convert_to_tensors("pt")).last_hidden_state
+        return out[:, 0].numpy()
+
+
+def test_a_wrapper_of_a_transformers_model_is_scored_again_when_its_weights_change(
+    tmp_path: Path,
+) -> None:
+    import torch
+
+    model = Wrapper(make_tiny_bert(tmp_path / "tiny"))
+    home = tmp_path / "home"
+    first = mdcr.evaluate(model, benchmark=FIXTURE, home=home)
+    again = mdcr.evaluate(model, benchmark=FIXTURE, home=home)
+    assert again.equals(first) and _encode_outputs(home) == 1  # encoding changed no state
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in model.backbone.encoder.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    changed = mdcr.evaluate(model, benchmark=FIXTURE, home=home)
+    assert _encode_outputs(home) == 2
+    assert not changed[["map", "ndcg"]].equals(first[["map", "ndcg"]])
+    assert changed.equals(mdcr.evaluate(model, benchmark=FIXTURE, home=tmp_path / "fresh"))
+
+
+class Guarded(NumpyModel):
+    """A model holding what cannot be hashed: a lock, or an open file."""
+
+    def __init__(self, seed: int, held: object) -> None:
+        super().__init__(seed)
+        self.runtime = {"guard": held}
+
+
+def test_a_model_whose_state_cannot_be_hashed_asks_for_a_cache_key(tmp_path: Path) -> None:
+    import threading
+
+    with (tmp_path / "log.txt").open("w") as log:
+        for held, what in ((threading.Lock(), "_thread.lock"), (log, "TextIOWrapper")):
+            with pytest.raises(ConfigError, match=r"cannot hash model\.runtime\['guard'\]") as info:
+                mdcr.evaluate(Guarded(0, held), benchmark=FIXTURE, home=tmp_path)
+            message = str(info.value)
+            assert "\n" not in message and what in message and "cache_key=" in message
+    model = Guarded(0, threading.Lock())
+    keyed = mdcr.evaluate(model, benchmark=FIXTURE, home=tmp_path, cache_key="v1")
+    plain = mdcr.evaluate(NumpyModel(0), benchmark=FIXTURE, home=tmp_path)
+    assert keyed[METRICS].equals(plain[METRICS])
+    assert _encode_outputs(tmp_path) == 2  # the key, not the state, names the output
+    model.layers["proj"][4, 0] += 8.0  # the caller's word: the same key, the cached output
+    assert mdcr.evaluate(model, benchmark=FIXTURE, home=tmp_path, cache_key="v1").equals(keyed)
+    with pytest.raises(ConfigError, match="cache_key applies to a model object"):
+        mdcr.evaluate("random", benchmark=FIXTURE, home=tmp_path, cache_key="v1")

@@ -283,3 +283,153 @@ def test_a_module_in_a_namespace_package_is_hashed(
     assert ident["files"] == ["nspkg_enc.enc", "nspkg_enc.helper"]
     (pkg / "helper.py").write_text(USER_HELPER.format(scale=2))
     assert identify_encoder("py:nspkg_enc.enc:Enc")["code"] != ident["code"]
+
+
+# -- py: encoders whose helpers are loaded by name or by path --------------------------------
+
+DYNAMIC_MODULE = """
+import numpy as np
+{load}
+
+class Enc:
+    name = "dyn-enc"
+    dim = 4
+    metric = "ip"
+
+    def encode(self, texts):
+        out = np.zeros((len(texts), 4), dtype=np.float32)
+        for i, t in enumerate(texts):
+            out[i] = [len(t.title), len(t.abstract), helper.SCALE, 1.0]
+        return out
+"""
+LOADS = {
+    "byname": 'import importlib\nhelper = importlib.import_module("{name}_" + "helper")',
+    "dunder": 'NAME = "{name}_" + "helper"\nhelper = __import__(NAME)',
+    "bypath": (
+        "import importlib.util, pathlib\n"
+        "_spec = importlib.util.spec_from_file_location(\n"
+        '    "{name}_loaded", pathlib.Path(__file__).parent / "{name}_helper.py")\n'
+        "helper = importlib.util.module_from_spec(_spec)\n"
+        "_spec.loader.exec_module(helper)"
+    ),
+}
+
+
+@pytest.mark.parametrize("how", sorted(LOADS))
+def test_a_helper_loaded_by_name_or_path_is_hashed_and_reloaded(
+    tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """importlib.import_module, __import__ and spec_from_file_location of a file beside the
+    module: editing the helper gives a new fingerprint and its new numbers."""
+    name = f"dyn_{how}"
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / f"{name}_mod.py").write_text(DYNAMIC_MODULE.format(load=LOADS[how].format(name=name)))
+    (mods / f"{name}_helper.py").write_text("SCALE = 1\n")
+    monkeypatch.syspath_prepend(str(mods))
+    spec = f"py:{name}_mod:Enc"
+    assert f"{name}_helper" in identify_encoder(spec)["files"]
+    cfg = EncodeConfig(corpus=str(corpus), encoder=spec)
+    first = Store(tmp_path / "h").execute(SPEC, cfg, resolve_inputs(cfg), quiet=True)
+    (mods / f"{name}_helper.py").write_text("SCALE = 22\n")
+    second = Store(tmp_path / "h").execute(SPEC, cfg, resolve_inputs(cfg), quiet=True)
+    assert not second.up_to_date and second.fingerprint != first.fingerprint
+    a, b = EmbeddingStore(first.path), EmbeddingStore(second.path)
+    assert set(a.vectors(np.arange(len(a)))[:, 2].tolist()) == {1.0}
+    assert set(b.vectors(np.arange(len(b)))[:, 2].tolist()) == {22.0}
+    third = Store(tmp_path / "h").execute(SPEC, cfg, resolve_inputs(cfg), quiet=True)
+    assert third.up_to_date and third.fingerprint == second.fingerprint
+
+
+def test_a_helper_outside_the_folder_is_hashed_through_the_module_globals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file elsewhere, loaded by path at import: found through what the module keeps."""
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "shared").mkdir()
+    far = tmp_path / "shared" / "far_helper.py"
+    far.write_text("SCALE = 1\n")
+    load = (
+        LOADS["bypath"]
+        .format(name="far")
+        .replace('pathlib.Path(__file__).parent / "far_helper.py"', repr(str(far)))
+    )
+    (tmp_path / "mods" / "far_mod.py").write_text(DYNAMIC_MODULE.format(load=load))
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    ident = identify_encoder("py:far_mod:Enc")
+    assert ident["files"] == ["far_loaded", "far_mod"]
+    far.write_text("SCALE = 333\n")
+    assert identify_encoder("py:far_mod:Enc")["code"] != ident["code"]
+
+
+LATE_MODULE = """
+import importlib
+import numpy as np
+
+class Enc:
+    name = "late-enc"
+    dim = 2
+    metric = "ip"
+
+    def encode(self, texts):
+        helper = importlib.import_module(("late" + "_far_helper").strip())
+        return np.full((len(texts), 2), helper.SCALE, dtype=np.float32)
+"""
+
+
+def test_code_loaded_only_while_encoding_is_named_in_a_warning_and_the_manifest(
+    tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "mods" / "late_mod.py").write_text(LATE_MODULE)
+    (tmp_path / "shared" / "late_far_helper.py").write_text("SCALE = 5\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    monkeypatch.syspath_prepend(str(tmp_path / "shared"))
+    cfg = EncodeConfig(corpus=str(corpus), encoder="py:late_mod:Enc")
+    done = Store(tmp_path / "h").execute(SPEC, cfg, resolve_inputs(cfg), quiet=True)
+    err = [line for line in capsys.readouterr().err.splitlines() if "late_far_helper" in line]
+    assert len(err) == 1 and "not hashed" in err[0] and "version" in err[0]
+    manifest = json.loads((done.path / "manifest.json").read_text())
+    far = str((tmp_path / "shared" / "late_far_helper.py").resolve())
+    assert manifest["info"]["unhashed_user_files"] == [far]
+
+
+def test_a_literal_import_module_call_is_followed_like_an_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``importlib.import_module("name")`` inside a method, of a module in another folder."""
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "mods" / "lit_mod.py").write_text(
+        LATE_MODULE.replace('("late" + "_far_helper").strip()', '"lit_far_helper"')
+    )
+    (tmp_path / "shared" / "lit_far_helper.py").write_text("SCALE = 5\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    monkeypatch.syspath_prepend(str(tmp_path / "shared"))
+    assert identify_encoder("py:lit_mod:Enc")["files"] == ["lit_far_helper", "lit_mod"]
+
+
+def test_the_packages_of_a_module_are_hashed_and_nothing_is_left_unnamed(
+    tmp_path: Path, corpus: Path
+) -> None:
+    """``py:pkg.sub.enc`` in a fresh process: pkg/__init__.py and pkg/sub/__init__.py run on
+    import, so they are hashed, and the run warns of no unhashed code."""
+    sub = tmp_path / "proj" / "pkgenc" / "sub"
+    sub.mkdir(parents=True)
+    (sub.parent / "__init__.py").write_text("import os\n")
+    (sub / "__init__.py").write_text("")
+    load = "import types\nhelper = types.SimpleNamespace(SCALE=3)"
+    (sub / "enc.py").write_text(DYNAMIC_MODULE.format(load=load))
+    (sub.parent / "other.py").write_text("")  # not imported, not in the module's folder
+    spec = "py:pkgenc.sub.enc:Enc"
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path / 'proj'}{os.pathsep}{REPO}", MDCR_QUIET="1")
+    argv = [sys.executable, "-m", "mdcr.cli", "encode", "--corpus", str(corpus)]
+    argv += ["--encoder", spec, "--home", str(tmp_path / "home")]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stderr
+    manifest = json.loads((Path(done.stdout.strip()).parent / "manifest.json").read_text())
+    ident = manifest["identity"]["encoder"]
+    assert ident["files"] == ["pkgenc", "pkgenc.sub", "pkgenc.sub.enc"]
+    assert manifest["info"]["unhashed_user_files"] == []
