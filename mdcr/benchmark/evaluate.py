@@ -376,8 +376,12 @@ def print_results(done: Evaluated) -> None:
         return
     from mdcr.benchmark.score import read_official_results
     from mdcr.eval.published import order_retrievers, published_mdcr
+    from mdcr.store import open_output
 
     official = read_official_results(done.result)
+    scored = open_output(done.result)
+    # Published rows go by the registry identity benchmark-score recorded, never a name.
+    identities = scored.info("retriever_identities", {}) if scored else {}
     for name in order_retrievers(list(official)):
         for split, fields in official[name].items():
             print(f"{name} on MDCR {split}:")
@@ -388,7 +392,7 @@ def print_results(done: Evaluated) -> None:
             print("\t".join(["AVG"] + [f"{k}: {v:g}" for k, v in fields["AVG"].items()]))
             # Beside any files in the official format: the label says what they compare with.
             if done.official and split == "test":
-                for row in published_mdcr(name):
+                for row in published_mdcr(identities.get(name)):
                     if row["field"] == "AVG":
                         cells = [
                             f"{k}: {row[k]:g}" for k in ("map", "ndcg", "recall_5") if k in row

@@ -4,6 +4,10 @@ Per field and macro-averaged, with the original MDCR scorer's semantics
 (:mod:`mdcr.benchmark.scoring`), the candidate-type analysis, and the Table 3 / Table 4
 layouts, written through the one report model (:mod:`mdcr.eval.document`): ``report.md``,
 ``report.json`` and ``tables/``.
+
+Each retriever's registry identity (:mod:`mdcr.encoders.builtin`) decides its label and
+whether it is set beside the paper's Tables 3 and 4 and published MDCR rows; its name
+never does. The manifest records the identities (``info.retriever_identities``).
 """
 
 from __future__ import annotations
@@ -45,11 +49,13 @@ class BenchScoreConfig:
 
 @dataclass(frozen=True)
 class Ranked:
-    """One benchmark-rank output: its info, its pair scores and its folder."""
+    """One benchmark-rank output: its info, its pair scores, its folder and its registry
+    identity (None: not a built-in entry)."""
 
     info: RankInfo
     scores: pd.DataFrame
     folder: Path
+    identity: dict[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -58,6 +64,7 @@ class Ranked:
 
 def _load_ranks(folders: list[Path], bench_fp: str) -> list[Ranked]:
     from mdcr.artifacts import PAIR_SCORES, rank_info
+    from mdcr.encoders.builtin import identity_of
 
     out = []
     names: set[str] = set()
@@ -71,7 +78,7 @@ def _load_ranks(folders: list[Path], bench_fp: str) -> list[Ranked]:
                 f"'{folder}' ({info.retriever}) ranks another benchmark "
                 f"({info.benchmark_fingerprint}); rank this one"
             )
-        out.append(Ranked(info, PAIR_SCORES.read_pandas(folder), folder))
+        out.append(Ranked(info, PAIR_SCORES.read_pandas(folder), folder, identity_of(folder)))
     return out
 
 
@@ -119,6 +126,7 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
     report.sections = [_split_section(cfg, split, per_field, macro, ranks) for split in splits]
     write_report(report, ctx)
     ctx.record("retrievers", [r.name for r in ranks])
+    ctx.record("retriever_identities", {r.name: r.identity for r in ranks})
     ctx.record("splits", splits)
     ctx.record("ties", cfg.ties)
     ctx.record("benchmark_fingerprint", artifact_fingerprint(folder))
@@ -168,13 +176,19 @@ def _split_section(
 ) -> Section:
     from mdcr.benchmark.scoring import summary_lines, table3, table4, table_ndcg
     from mdcr.eval.document import Section
+    from mdcr.eval.published import label_for
 
+    labels = {r.name: label_for(r.name, r.identity) for r in ranks}
     s = Section(split)
-    s.tables += [table3(per_field, macro, split), table_ndcg(per_field, macro, split)]
+    s.tables += [
+        table3(per_field, macro, split, labels=labels),
+        table_ndcg(per_field, macro, split, labels=labels),
+    ]
     if cfg.by_type:
-        s.tables.append(table4(macro, split))
+        s.tables.append(table4(macro, split, labels=labels))
     if split == "test":
-        s.body += _paper_lines(macro) + _published_lines(macro)
+        identities = {r.name: r.identity for r in ranks}
+        s.body += _paper_lines(macro, identities) + _published_lines(macro, identities)
     s.body += ["Original scorer's printout (x100, rounded as `evaluate.py` rounds):", ""]
     for r in ranks:
         s.body += [f"`{r.name}`:", "", "```", *summary_lines(per_field, split, r.name), "```", ""]
@@ -202,15 +216,17 @@ def _method_lines(cfg: BenchScoreConfig, bench: pd.DataFrame, ranks: list[Ranked
         "Retrievers:",
         "",
     ]
+    from mdcr.encoders.builtin import describe
+
     for r in ranks:
         extra = f" ({r.info.detail})" if r.info.detail else ""
-        lines.append(f"- `{r.name}`: {r.info.method}{extra}, `{r.folder}`")
+        lines.append(f"- `{r.name}`: {r.info.method}{extra}; {describe(r.identity)}; `{r.folder}`")
     return lines
 
 
-def _published_lines(macro: pd.DataFrame) -> list[str]:
+def _published_lines(macro: pd.DataFrame, identities: Mapping[str, Any]) -> list[str]:
     """Our test AVG next to MDCR results published beyond the paper (model cards, the MDCR
-    README), for the retrievers that have them."""
+    README), for the retrievers whose identity has them (built-in entries only)."""
     from mdcr.benchmark.scoring import R_AT_K
     from mdcr.eval.published import published_mdcr
 
@@ -219,7 +235,7 @@ def _published_lines(macro: pd.DataFrame) -> list[str]:
     rows = []
     for r in ours.itertuples(index=False):
         key = keys.get(str(r.metric))
-        for row in published_mdcr(str(r.retriever)):
+        for row in published_mdcr(identities.get(str(r.retriever))):
             if row["field"] == "AVG" and key in row:
                 ours_v = 100 * float(r.value)  # type: ignore[arg-type]
                 rows.append(
@@ -238,13 +254,13 @@ def _published_lines(macro: pd.DataFrame) -> list[str]:
     ]
 
 
-def _paper_lines(macro: pd.DataFrame) -> list[str]:
-    """Our AVG next to the paper's (Tables 3 and 4) for the paper's models."""
+def _paper_lines(macro: pd.DataFrame, identities: Mapping[str, Any]) -> list[str]:
+    """Our AVG next to the paper's (Tables 3 and 4) for the retrievers whose identity is
+    one of the paper's models (built in, default setup); a name alone never matches."""
     from mdcr.benchmark.scoring import METRIC_LABELS, R_AT_K, TYPE_LABELS
-    from mdcr.encoders.registry import paper_names
-    from mdcr.eval.published import paper_values
+    from mdcr.eval.published import paper_models, paper_values
 
-    ids = paper_names()
+    ids = paper_models(identities)
     mine = macro[(macro["split"] == "test") & macro["retriever"].isin(list(ids))]
     if mine.empty:
         return []
@@ -296,7 +312,7 @@ def plan_benchmark_score(
 SPEC = register(
     StageSpec(
         name="benchmark-score",
-        version="2",
+        version="3",
         config=BenchScoreConfig,
         run=run_benchmark_score,
         plan=plan_benchmark_score,

@@ -23,6 +23,7 @@ plain mean over fields).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -194,8 +195,24 @@ def official_round(per_field: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
     return fields, avg
 
 
-def table3(per_field: pd.DataFrame, macro: pd.DataFrame, split: str, name: str = "") -> Table:
-    """Table 3 layout: rows the fields and AVG; per retriever MAP and R@5 (x100)."""
+def _labeller(labels: Mapping[str, str] | None) -> Callable[[object], str]:
+    """A retriever's display name: from ``labels`` (identity-checked by the caller), else
+    its name as recorded."""
+    given = dict(labels or {})
+    return lambda r: given.get(str(r), str(r))
+
+
+def table3(
+    per_field: pd.DataFrame,
+    macro: pd.DataFrame,
+    split: str,
+    name: str = "",
+    labels: Mapping[str, str] | None = None,
+) -> Table:
+    """Table 3 layout: rows the fields and AVG; per retriever MAP and R@5 (x100).
+
+    ``labels``: display names of retrievers (e.g. the paper's, for built-in entries only);
+    the others show their names."""
     from mdcr.eval.tables import build_table
 
     pf = per_field[(per_field["split"] == split) & (per_field["subset"] == ALL)]
@@ -216,7 +233,7 @@ def table3(per_field: pd.DataFrame, macro: pd.DataFrame, split: str, name: str =
         cols=retrievers,
         subs=["map", R_AT_K],
         row_labels=lambda f: f if f == AVG else field_abbreviation(f),
-        col_labels=retriever_label,
+        col_labels=_labeller(labels),
         sub_labels=METRIC_LABELS,
         row_header="Fields",
         bold_best=False,
@@ -243,7 +260,12 @@ def _bold_row_best(table: Table, retrievers: list[str]) -> None:
                     cells[(r, c)].bold = v == best
 
 
-def table_ndcg(per_field: pd.DataFrame, macro: pd.DataFrame, split: str) -> Table:
+def table_ndcg(
+    per_field: pd.DataFrame,
+    macro: pd.DataFrame,
+    split: str,
+    labels: Mapping[str, str] | None = None,
+) -> Table:
     """nDCG per field (rows fields and AVG, columns retrievers): the metric Table 3 omits."""
     from mdcr.eval.tables import build_table
 
@@ -263,7 +285,7 @@ def table_ndcg(per_field: pd.DataFrame, macro: pd.DataFrame, split: str) -> Tabl
         rows=[*field_order(sorted(pf["field"].unique())), AVG],
         subs=retrievers,
         row_labels=lambda f: f if f == AVG else field_abbreviation(f),
-        sub_labels=retriever_label,
+        sub_labels=_labeller(labels),
         row_header="Fields",
         rule_before=[AVG],
     )
@@ -271,7 +293,7 @@ def table_ndcg(per_field: pd.DataFrame, macro: pd.DataFrame, split: str) -> Tabl
     return table
 
 
-def table4(macro: pd.DataFrame, split: str) -> Table:
+def table4(macro: pd.DataFrame, split: str, labels: Mapping[str, str] | None = None) -> Table:
     """Table 4 layout: rows the retrievers and AVG; per candidate type MAP and R@5 (x100),
     each on the positives plus that type's negatives, macro-averaged over fields."""
     from mdcr.eval.tables import build_table
@@ -293,7 +315,9 @@ def table4(macro: pd.DataFrame, split: str) -> Table:
         rows=[*retrievers, AVG],
         cols=types,
         subs=["map", R_AT_K],
-        row_labels=lambda r: r if r == AVG else retriever_label(r),
+        row_labels=lambda r: r if r == AVG else _labeller(labels)(r),
+        # A benchmark's type names are bound to the registry (benchmark build refuses a run
+        # that only calls itself by a built-in's name), so a type's label is the registry's.
         col_labels=lambda t: TYPE_LABELS.get(str(t), retriever_label(str(t))),
         sub_labels=METRIC_LABELS,
         row_header="Models",

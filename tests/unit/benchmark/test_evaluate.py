@@ -207,17 +207,31 @@ def test_hf_minilm_folder_scores_exactly_like_minilm(tmp_path: Path, capsys) -> 
     assert printed["minilm"] == printed[spec] and printed["minilm"]["AVG"]["map"] > 0
 
 
-def test_published_rows_are_printed_beside_ours(evaluated: dict, capsys) -> None:
-    """On the official files, a retriever with published MDCR results gets them printed
-    under its own AVG, with their source; one without gets none."""
-    scores_file = evaluated["home"] / "scores_random.json"
+def test_a_name_never_brings_published_or_paper_numbers(evaluated: dict, capsys) -> None:
+    """A scores file or a model object named like a model with published MDCR results
+    (``scincl``, ``specter``) is not that model: no published row, no paper comparison, no
+    paper label. Only the registry identity (here: the built-in ``random``) is recorded."""
+    import mdcr
+    from tests.unit.benchmark.test_api import Bag
+
+    home = evaluated["home"]
+    scores_file = home / "scores_random.json"
     argv = ["evaluate", "--scores", str(scores_file), "--name", "scincl"]
-    assert main([*argv, "--benchmark", str(FIXTURE), "--home", str(evaluated["home"])]) == 0
+    assert main([*argv, "--benchmark", str(FIXTURE), "--home", str(home)]) == 0
     out = capsys.readouterr().out
-    readme = "published AVG on the official MDCR test files (README of github.com/zoranmedic/mdcr"
-    assert readme in out and "map: 32.5704\tndcg: 58.9317\trecall_5: 27.2675" in out
-    assert "test files (allenai/specter2 model card" in out and "map: 32.6" in out
+    assert "scincl on MDCR test:" in out and "published" not in out
     assert "published" not in evaluated["stdout"]  # random has no published results
+    mdcr.evaluate(Bag(1.0), benchmark=FIXTURE, home=home, name="specter")
+    identities = {}
+    for folder in (home / "benchmark-score").iterdir():
+        manifest = json.loads((folder / "manifest.json").read_text())
+        identities.update(manifest["info"]["retriever_identities"])
+        md = (folder / "report.md").read_text()
+        assert "Published MDCR" not in md and "Comparison with the paper" not in md
+        header = (folder / "tables" / "mdcr_test_table3.csv").read_text().splitlines()[0]
+        assert "SciNCL" not in header and "SPECTER" not in header and "Specter" not in header
+    assert identities["scincl"] is None and identities["specter"] is None
+    assert identities["random"]["builtin"] == "random" and identities["random"]["options"] == {}
 
 
 @pytest.mark.parametrize(
