@@ -45,7 +45,7 @@ class EvaluateRequest:
     scores: Path | None = None
     name: str = ""
     splits: tuple[str, ...] = ()
-    ties: str = "paper_id"
+    ties: str = "trec_eval"
     by_type: bool = True
     k1: float | None = None
     b: float | None = None
@@ -382,6 +382,7 @@ def print_results(done: Evaluated) -> None:
     scored = open_output(done.result)
     # Published rows go by the registry identity benchmark-score recorded, never a name.
     identities = scored.info("retriever_identities", {}) if scored else {}
+    empty = scored.info("queries_without_positives", {}) if scored else {}
     for name in order_retrievers(list(official)):
         for split, fields in official[name].items():
             print(f"{name} on MDCR {split}:")
@@ -390,6 +391,13 @@ def print_results(done: Evaluated) -> None:
                     continue
                 print("\t".join([field] + [f"{k}: {v:g}" for k, v in m.items()]))
             print("\t".join(["AVG"] + [f"{k}: {v:g}" for k, v in fields["AVG"].items()]))
+            if empty.get(split):
+                n = sum(empty[split].values())
+                where = ", ".join(f"{f}: {k}" for f, k in empty[split].items())
+                print(
+                    f"({n} {'query' if n == 1 else 'queries'} without positives ({where}), "
+                    "scored 0 and counted, as the original scorer does)"
+                )
             # Beside any files in the official format: the label says what they compare with.
             if done.official and split == "test":
                 for row in published_mdcr(identities.get(name)):

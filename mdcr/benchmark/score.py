@@ -7,7 +7,8 @@ layouts, written through the one report model (:mod:`mdcr.eval.document`): ``rep
 
 Each retriever's registry identity (:mod:`mdcr.encoders.builtin`) decides its label and
 whether it is set beside the paper's Tables 3 and 4 and published MDCR rows; its name
-never does. The manifest records the identities (``info.retriever_identities``).
+never does. The manifest records the identities (``info.retriever_identities``) and the
+queries whose ``true`` list is empty (``info.queries_without_positives``).
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ class BenchScoreConfig:
     splits: tuple[Literal["val", "test"], ...] = param(
         (), help="splits to score; empty = every split the ranks cover"
     )
-    ties: Literal["paper_id", "trec_eval"] = param(
-        "paper_id",
-        help="tied scores: paper_id ascending (the project's rule) or paper_id descending "
-        "(trec_eval's, i.e. the original scorer's)",
+    ties: Literal["trec_eval", "paper_id"] = param(
+        "trec_eval",
+        help="tied scores: trec_eval's order, i.e. the original scorer's (paper_id "
+        "descending as strings), or paper_id ascending (the project's rule for runs)",
     )
     by_type: bool = param(True, help="also score each candidate type alone (Table 4)")
     title: str = param("MDCR benchmark results", help="the report's title")
@@ -87,7 +88,12 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
 
     from mdcr.artifacts import BENCHMARK_METRICS
     from mdcr.benchmark.formats import read_benchmark
-    from mdcr.benchmark.scoring import field_means, macro_means, per_query_metrics
+    from mdcr.benchmark.scoring import (
+        field_means,
+        macro_means,
+        per_query_metrics,
+        queries_without_positives,
+    )
     from mdcr.eval.document import Report, write_report
     from mdcr.store import artifact_fingerprint
 
@@ -122,11 +128,21 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
     (ctx.out / OFFICIAL_JSON).write_text(json.dumps(official, indent=2, sort_keys=True) + "\n")
     ctx.output(OFFICIAL_JSON)
 
+    empty = queries_without_positives(bench[bench["split"].isin(splits)])
     report = Report(cfg.title, _method_lines(cfg, bench, ranks))
-    report.sections = [_split_section(cfg, split, per_field, macro, ranks) for split in splits]
+    report.sections = [
+        _split_section(cfg, split, per_field, macro, ranks, empty) for split in splits
+    ]
     write_report(report, ctx)
     ctx.record("retrievers", [r.name for r in ranks])
     ctx.record("retriever_identities", {r.name: r.identity for r in ranks})
+    ctx.record(
+        "queries_without_positives",
+        {
+            s: {str(f): int(n) for f, n in zip(g["field"], g["n"], strict=True)}
+            for s, g in empty.groupby("split", sort=True)
+        },
+    )
     ctx.record("splits", splits)
     ctx.record("ties", cfg.ties)
     ctx.record("benchmark_fingerprint", artifact_fingerprint(folder))
@@ -173,8 +189,15 @@ def _split_section(
     per_field: pd.DataFrame,
     macro: pd.DataFrame,
     ranks: list[Ranked],
+    empty: pd.DataFrame,
 ) -> Section:
-    from mdcr.benchmark.scoring import summary_lines, table3, table4, table_ndcg
+    from mdcr.benchmark.scoring import (
+        summary_lines,
+        table3,
+        table4,
+        table_ndcg,
+        without_positives_line,
+    )
     from mdcr.eval.document import Section
     from mdcr.eval.published import label_for
 
@@ -186,6 +209,9 @@ def _split_section(
     ]
     if cfg.by_type:
         s.tables.append(table4(macro, split, labels=labels))
+    note = without_positives_line(empty, split)
+    if note:
+        s.body += [note, ""]
     if split == "test":
         identities = {r.name: r.identity for r in ranks}
         s.body += _paper_lines(macro, identities) + _published_lines(macro, identities)
@@ -204,9 +230,9 @@ def _method_lines(cfg: BenchScoreConfig, bench: pd.DataFrame, ranks: list[Ranked
         "plain mean over fields (AVG). Values are x100.",
         "Ties: "
         + (
-            "paper_id ascending."
+            "paper_id ascending (not the original scorer's order)."
             if cfg.ties == "paper_id"
-            else "trec_eval's (paper_id descending)."
+            else "trec_eval's order, as the original scorer (paper_id descending as strings)."
         ),
         f"Queries: {sizes.groupby(level=0).size().to_dict()}; candidates per query: "
         f"{int(sizes.min())}-{int(sizes.max())}.",
