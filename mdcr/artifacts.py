@@ -277,16 +277,23 @@ def _output(folder: Path) -> Output | None:
     return open_output(folder)
 
 
+# Which built-in registry entry ranked (mdcr.encoders.builtin): a run's name never says.
+RETRIEVER_IDENTITY = "retriever_identity"
+
+
 @dataclass(frozen=True)
 class RunInfo:
-    """What a run-making stage (search, bm25) records: who ranked, on which pools."""
+    """What a run-making stage (search, bm25) records: who ranked, on which pools, and
+    the retriever's registry identity (None: not a built-in entry)."""
 
     retriever: str
     pools_fingerprint: str
+    identity: dict[str, Any] | None = None
 
     def record(self, ctx: StageContext) -> None:
         ctx.record("retriever", self.retriever)
         ctx.record("pools_fingerprint", self.pools_fingerprint)
+        ctx.record(RETRIEVER_IDENTITY, self.identity)
 
 
 def run_info(folder: Path) -> RunInfo | None:
@@ -294,7 +301,11 @@ def run_info(folder: Path) -> RunInfo | None:
     out = _output(folder)
     if out is None or out.info("retriever") is None:
         return None
-    return RunInfo(str(out.info("retriever")), str(out.info("pools_fingerprint", "")))
+    return RunInfo(
+        str(out.info("retriever")),
+        str(out.info("pools_fingerprint", "")),
+        out.info(RETRIEVER_IDENTITY),  # mdcr.encoders.builtin.identity_of derives old ones
+    )
 
 
 def check_run_pools(run: Path, pools: Path) -> None:
@@ -321,6 +332,7 @@ class RankInfo:
     benchmark_fingerprint: str
     splits: tuple[str, ...]
     detail: str  # "metric cos", "k1 0.9, b 0.4", "scores file x.json"
+    identity: dict[str, Any] | None = None  # registry identity; None: not built in
 
     def record(self, ctx: StageContext) -> None:
         ctx.record("retriever", self.retriever)
@@ -328,6 +340,7 @@ class RankInfo:
         ctx.record("benchmark_fingerprint", self.benchmark_fingerprint)
         ctx.record("splits", list(self.splits))
         ctx.record("detail", self.detail)
+        ctx.record(RETRIEVER_IDENTITY, self.identity)
 
 
 def rank_info(folder: Path) -> RankInfo:
@@ -340,6 +353,7 @@ def rank_info(folder: Path) -> RankInfo:
         str(out.info("benchmark_fingerprint")),
         tuple(out.info("splits", [])),
         str(out.info("detail", "")),
+        out.info(RETRIEVER_IDENTITY),  # mdcr.encoders.builtin.identity_of derives old ones
     )
 
 
@@ -350,7 +364,7 @@ class ScoreInfo:
     pools_fingerprint: str
     depth: int
     recall_k: int
-    runs: tuple[dict[str, Any], ...]  # retriever, path, fingerprint, counts
+    runs: tuple[dict[str, Any], ...]  # retriever, path, fingerprint, identity, counts
 
     def record(self, ctx: StageContext) -> None:
         ctx.record("pools_fingerprint", self.pools_fingerprint)

@@ -318,9 +318,10 @@ def _add_evaluate_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--ties",
-        choices=("paper_id", "trec_eval"),
-        default="paper_id",
-        help="tie rule: paper_id ascending (project rule) or trec_eval's (original scorer's)",
+        choices=("trec_eval", "paper_id"),
+        default="trec_eval",
+        help="tied scores: trec_eval's order, as the original scorer (default), or paper_id "
+        "ascending (the project's rule for runs)",
     )
     p.add_argument("--no-types", action="store_true", help="skip the candidate-type analysis")
     p.add_argument("--k1", type=float, help="BM25 k1 (default: Anserini's 0.9)")

@@ -9,7 +9,8 @@ type, drawn in this priority order (the order also settles duplicates, see below
 2. one type per model in ``models`` (default ``bm25``, ``specter``, ``scincl``): a seeded
    sample of the model's ``top_n`` highest-ranked candidates for the query on its
    field-level pool (``field/<split>/<field>/r<pool_rep>``), excluding every paper the
-   query cites. The model's name is the run folder's ``info.retriever``.
+   query cites. The model's name is the run folder's ``info.retriever``; a built-in
+   name (bm25, specter, scincl, ...) needs the run of that built-in entry.
 3. ``graph``: the citation-overlap procedure (below).
 4. ``most_cited``: a seeded sample of the ``most_cited_n`` most-cited papers of the
    query's field (papers whose MAG fields include it, year <= the query year, ordered by
@@ -546,6 +547,7 @@ def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
         write_release_json,
     )
     from mdcr.benchmark.graph import create_graph_tables
+    from mdcr.encoders.builtin import identity_of, require_builtin
     from mdcr.pools.db import CorpusFiles, connect
     from mdcr.store import artifact_fingerprint
 
@@ -553,6 +555,8 @@ def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
     pools_dir = ctx.input("pools")
     queries = load_queries(pools_dir, cfg)
     run_dirs = find_runs(ctx.inputs.get("runs") or [], cfg.models, pools_dir)
+    for model, folder in run_dirs.items():  # a built-in name needs that entry, by identity
+        require_builtin(folder, model, "benchmark.runs")
     pool_meta = POOL_META.read_pandas(pools_dir).astype({"pool_id": str})
     groups = sorted({(s, f) for s, f in zip(queries["split"], queries["field"], strict=True)})
     pools = {(s, f): pool_of(pool_meta, s, f, cfg.pool_rep) for s, f in groups}
@@ -639,6 +643,7 @@ def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
     ctx.record("duplicates_skipped", dict(sorted(b.skipped.items())))
     ctx.record("short_queries", int(short["query_id"].nunique()) if not short.empty else 0)
     ctx.record("model_runs", {m: artifact_fingerprint(p) for m, p in run_dirs.items()})
+    ctx.record("model_identities", {m: identity_of(p) for m, p in run_dirs.items()})
     ctx.record("model_pools", {f"{s}|{f}": p for (s, f), p in pools.items()})
     ctx.record("pools_fingerprint", artifact_fingerprint(pools_dir))
     ctx.record(

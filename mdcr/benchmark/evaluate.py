@@ -48,7 +48,7 @@ class EvaluateRequest:
     scores: Path | None = None
     name: str = ""
     splits: tuple[str, ...] = ()
-    ties: str = "paper_id"
+    ties: str = "trec_eval"
     by_type: bool = True
     k1: float | None = None
     b: float | None = None
@@ -393,6 +393,7 @@ def print_results(done: Evaluated) -> None:
         return
     from mdcr.benchmark.score import read_official_results
     from mdcr.eval.published import comparable_with_published, order_retrievers, published_mdcr
+    from mdcr.store import open_output
 
     official = read_official_results(done.result)
     published = comparable_with_published(done.origin)
@@ -401,6 +402,10 @@ def print_results(done: Evaluated) -> None:
         if not published:
             print("No published results beside it: they were computed on the official release.")
         print()
+    scored = open_output(done.result)
+    # Published rows go by the registry identity benchmark-score recorded, never a name.
+    identities = scored.info("retriever_identities", {}) if scored else {}
+    empty = scored.info("queries_without_positives", {}) if scored else {}
     for name in order_retrievers(list(official)):
         for split, fields in official[name].items():
             print(f"{name} on MDCR {split}:")
@@ -409,10 +414,17 @@ def print_results(done: Evaluated) -> None:
                     continue
                 print("\t".join([field] + [f"{k}: {v:g}" for k, v in m.items()]))
             print("\t".join(["AVG"] + [f"{k}: {v:g}" for k, v in fields["AVG"].items()]))
+            if empty.get(split):
+                n = sum(empty[split].values())
+                where = ", ".join(f"{f}: {k}" for f, k in empty[split].items())
+                print(
+                    f"({n} {'query' if n == 1 else 'queries'} without positives ({where}), "
+                    "scored 0 and counted, as the original scorer does)"
+                )
             # Only beside the official release; the label says which (declared or not).
             if published and done.origin is not None and split == "test":
                 files = done.origin.files(split)
-                for row in published_mdcr(name):
+                for row in published_mdcr(identities.get(name)):
                     if row["field"] == "AVG":
                         cells = [
                             f"{k}: {row[k]:g}" for k in ("map", "ndcg", "recall_5") if k in row

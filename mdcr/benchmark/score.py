@@ -4,6 +4,11 @@ Per field and macro-averaged, with the original MDCR scorer's semantics
 (:mod:`mdcr.benchmark.scoring`), the candidate-type analysis, and the Table 3 / Table 4
 layouts, written through the one report model (:mod:`mdcr.eval.document`): ``report.md``,
 ``report.json`` and ``tables/``.
+
+Each retriever's registry identity (:mod:`mdcr.encoders.builtin`) decides its label and
+whether it is set beside the paper's Tables 3 and 4 and published MDCR rows; its name
+never does. The manifest records the identities (``info.retriever_identities``) and the
+queries whose ``true`` list is empty (``info.queries_without_positives``).
 """
 
 from __future__ import annotations
@@ -34,10 +39,10 @@ class BenchScoreConfig:
     splits: tuple[Literal["val", "test"], ...] = param(
         (), help="splits to score; empty = every split the ranks cover"
     )
-    ties: Literal["paper_id", "trec_eval"] = param(
-        "paper_id",
-        help="tied scores: paper_id ascending (the project's rule) or paper_id descending "
-        "(trec_eval's, i.e. the original scorer's)",
+    ties: Literal["trec_eval", "paper_id"] = param(
+        "trec_eval",
+        help="tied scores: trec_eval's order, i.e. the original scorer's (paper_id "
+        "descending as strings), or paper_id ascending (the project's rule for runs)",
     )
     by_type: bool = param(True, help="also score each candidate type alone (Table 4)")
     title: str = param("MDCR benchmark results", help="the report's title")
@@ -45,11 +50,13 @@ class BenchScoreConfig:
 
 @dataclass(frozen=True)
 class Ranked:
-    """One benchmark-rank output: its info, its pair scores and its folder."""
+    """One benchmark-rank output: its info, its pair scores, its folder and its registry
+    identity (None: not a built-in entry)."""
 
     info: RankInfo
     scores: pd.DataFrame
     folder: Path
+    identity: dict[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -58,6 +65,7 @@ class Ranked:
 
 def _load_ranks(folders: list[Path], bench_fp: str) -> list[Ranked]:
     from mdcr.artifacts import PAIR_SCORES, rank_info
+    from mdcr.encoders.builtin import identity_of
 
     out = []
     names: set[str] = set()
@@ -71,7 +79,7 @@ def _load_ranks(folders: list[Path], bench_fp: str) -> list[Ranked]:
                 f"'{folder}' ({info.retriever}) ranks another benchmark "
                 f"({info.benchmark_fingerprint}); rank this one"
             )
-        out.append(Ranked(info, PAIR_SCORES.read_pandas(folder), folder))
+        out.append(Ranked(info, PAIR_SCORES.read_pandas(folder), folder, identity_of(folder)))
     return out
 
 
@@ -80,7 +88,12 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
 
     from mdcr.artifacts import BENCHMARK_METRICS, benchmark_origin
     from mdcr.benchmark.formats import read_benchmark
-    from mdcr.benchmark.scoring import field_means, macro_means, per_query_metrics
+    from mdcr.benchmark.scoring import (
+        field_means,
+        macro_means,
+        per_query_metrics,
+        queries_without_positives,
+    )
     from mdcr.eval.document import Report, write_report
     from mdcr.store import artifact_fingerprint
 
@@ -116,12 +129,21 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
     (ctx.out / OFFICIAL_JSON).write_text(json.dumps(official, indent=2, sort_keys=True) + "\n")
     ctx.output(OFFICIAL_JSON)
 
+    empty = queries_without_positives(bench[bench["split"].isin(splits)])
     report = Report(cfg.title, [origin.line(), "", *_method_lines(cfg, bench, ranks)])
     report.sections = [
-        _split_section(cfg, split, per_field, macro, ranks, origin) for split in splits
+        _split_section(cfg, split, per_field, macro, ranks, origin, empty) for split in splits
     ]
     write_report(report, ctx)
     ctx.record("retrievers", [r.name for r in ranks])
+    ctx.record("retriever_identities", {r.name: r.identity for r in ranks})
+    ctx.record(
+        "queries_without_positives",
+        {
+            s: {str(f): int(n) for f, n in zip(g["field"], g["n"], strict=True)}
+            for s, g in empty.groupby("split", sort=True)
+        },
+    )
     ctx.record("splits", splits)
     ctx.record("ties", cfg.ties)
     ctx.record("benchmark_fingerprint", artifact_fingerprint(folder))
@@ -170,16 +192,32 @@ def _split_section(
     macro: pd.DataFrame,
     ranks: list[Ranked],
     origin: BenchmarkOrigin,
+    empty: pd.DataFrame,
 ) -> Section:
-    from mdcr.benchmark.scoring import summary_lines, table3, table4, table_ndcg
+    from mdcr.benchmark.scoring import (
+        summary_lines,
+        table3,
+        table4,
+        table_ndcg,
+        without_positives_line,
+    )
     from mdcr.eval.document import Section
+    from mdcr.eval.published import label_for
 
+    labels = {r.name: label_for(r.name, r.identity) for r in ranks}
     s = Section(split)
-    s.tables += [table3(per_field, macro, split), table_ndcg(per_field, macro, split)]
+    s.tables += [
+        table3(per_field, macro, split, labels=labels),
+        table_ndcg(per_field, macro, split, labels=labels),
+    ]
     if cfg.by_type:
-        s.tables.append(table4(macro, split))
+        s.tables.append(table4(macro, split, labels=labels))
+    note = without_positives_line(empty, split)
+    if note:
+        s.body += [note, ""]
     if split == "test":
-        s.body += _comparison_lines(macro, origin)
+        identities = {r.name: r.identity for r in ranks}
+        s.body += _comparison_lines(macro, origin, identities)
     s.body += ["Original scorer's printout (x100, rounded as `evaluate.py` rounds):", ""]
     for r in ranks:
         s.body += [f"`{r.name}`:", "", "```", *summary_lines(per_field, split, r.name), "```", ""]
@@ -195,9 +233,9 @@ def _method_lines(cfg: BenchScoreConfig, bench: pd.DataFrame, ranks: list[Ranked
         "plain mean over fields (AVG). Values are x100.",
         "Ties: "
         + (
-            "paper_id ascending."
+            "paper_id ascending (not the original scorer's order)."
             if cfg.ties == "paper_id"
-            else "trec_eval's (paper_id descending)."
+            else "trec_eval's order, as the original scorer (paper_id descending as strings)."
         ),
         f"Queries: {sizes.groupby(level=0).size().to_dict()}; candidates per query: "
         f"{int(sizes.min())}-{int(sizes.max())}.",
@@ -207,14 +245,19 @@ def _method_lines(cfg: BenchScoreConfig, bench: pd.DataFrame, ranks: list[Ranked
         "Retrievers:",
         "",
     ]
+    from mdcr.encoders.builtin import describe
+
     for r in ranks:
         extra = f" ({r.info.detail})" if r.info.detail else ""
-        lines.append(f"- `{r.name}`: {r.info.method}{extra}, `{r.folder}`")
+        lines.append(f"- `{r.name}`: {r.info.method}{extra}; {describe(r.identity)}; `{r.folder}`")
     return lines
 
 
-def _comparison_lines(macro: pd.DataFrame, origin: BenchmarkOrigin) -> list[str]:
-    """The paper's and other published numbers beside ours: on the official release only."""
+def _comparison_lines(
+    macro: pd.DataFrame, origin: BenchmarkOrigin, identities: Mapping[str, Any]
+) -> list[str]:
+    """The paper's and other published numbers beside ours: on the official release only,
+    and for built-in retrievers only (by registry identity, never by name)."""
     from mdcr.eval.published import comparable_with_published
 
     if not comparable_with_published(origin):
@@ -225,12 +268,12 @@ def _comparison_lines(macro: pd.DataFrame, origin: BenchmarkOrigin) -> list[str]
             "",
         ]
     files = origin.files("test")
-    return _paper_lines(macro, files) + _published_lines(macro, files)
+    return _paper_lines(macro, identities, files) + _published_lines(macro, identities, files)
 
 
-def _published_lines(macro: pd.DataFrame, files: str) -> list[str]:
+def _published_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: str) -> list[str]:
     """Our test AVG next to MDCR results published beyond the paper (model cards, the MDCR
-    README), for the retrievers that have them."""
+    README), for the retrievers whose identity has them (built-in entries only)."""
     from mdcr.benchmark.scoring import R_AT_K
     from mdcr.eval.published import published_mdcr
 
@@ -239,7 +282,7 @@ def _published_lines(macro: pd.DataFrame, files: str) -> list[str]:
     rows = []
     for r in ours.itertuples(index=False):
         key = keys.get(str(r.metric))
-        for row in published_mdcr(str(r.retriever)):
+        for row in published_mdcr(identities.get(str(r.retriever))):
             if row["field"] == "AVG" and key in row:
                 ours_v = 100 * float(r.value)  # type: ignore[arg-type]
                 rows.append(
@@ -258,13 +301,13 @@ def _published_lines(macro: pd.DataFrame, files: str) -> list[str]:
     ]
 
 
-def _paper_lines(macro: pd.DataFrame, files: str) -> list[str]:
-    """Our AVG next to the paper's (Tables 3 and 4) for the paper's models."""
+def _paper_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: str) -> list[str]:
+    """Our AVG next to the paper's (Tables 3 and 4) for the retrievers whose identity is
+    one of the paper's models (built in, default setup); a name alone never matches."""
     from mdcr.benchmark.scoring import METRIC_LABELS, R_AT_K, TYPE_LABELS
-    from mdcr.encoders.registry import paper_names
-    from mdcr.eval.published import paper_values
+    from mdcr.eval.published import paper_models, paper_values
 
-    ids = paper_names()
+    ids = paper_models(identities)
     mine = macro[(macro["split"] == "test") & macro["retriever"].isin(list(ids))]
     if mine.empty:
         return []

@@ -7,11 +7,17 @@ cut-off: the whole candidate list) and ``recall_5``; the mean over the field's q
 x100, rounded to 4 decimals; then the plain mean of the field values over the fields,
 rounded to 4 decimals. This module computes the same numbers with ranx:
 
-- Ranks come from the scores by (score descending, paper_id ascending), the project's tie
-  rule. trec_eval breaks ties by paper id *descending*; ``ties="trec_eval"`` uses that rule
-  instead, so that even tied scores give exactly the original's numbers. Either way ranx is
-  fed ``-rank``, a value falling strictly with rank, so it applies no tie rule of its own.
-- A query without any positive scores 0 in every metric (as in trec_eval), never dropped.
+- Ranks come from the scores with trec_eval's order (``ties="trec_eval"``, the default):
+  score descending, then paper id *descending* as a byte string (``strcmp``), which is how
+  trec_eval, hence pytrec_eval and the original scorer, order a query's results. So even
+  tied scores give exactly the original's numbers. ``ties="paper_id"`` breaks ties by
+  paper id ascending instead (the project's rule for runs). Either way ranx is fed
+  ``-rank``, a value falling strictly with rank, so it applies no tie rule of its own.
+- A query whose ``true`` list is empty (or missing) but has candidates scores 0 in every
+  metric and counts in its field's mean, as in the original: pytrec_eval evaluates every
+  query of the qrels, and one whose judgments are all 0 gets 0. Such queries are counted
+  (:func:`queries_without_positives`) and reported. A query without any candidate has no
+  row in the internal form and is not scored (pytrec_eval skips it too).
 - :func:`official_round` reproduces the original's rounding (per field, then the mean of
   the rounded field values); unrounded values are kept in the outputs too.
 
@@ -23,6 +29,7 @@ plain mean over fields).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -54,8 +61,12 @@ AVG = "AVG"
 _SEP = "\x1f"
 
 
-def rank_scores(scored: pd.DataFrame, ties: Ties = "paper_id") -> pd.DataFrame:
-    """Add a 1-based ``rank`` per (split, field, query) from ``score`` (higher is better)."""
+def rank_scores(scored: pd.DataFrame, ties: Ties = "trec_eval") -> pd.DataFrame:
+    """Add a 1-based ``rank`` per (split, field, query) from ``score`` (higher is better).
+
+    Ties: ``trec_eval`` orders tied scores by paper id descending (Python's string order,
+    which is the byte order trec_eval's ``strcmp`` uses on UTF-8 ids); ``paper_id``
+    ascending."""
     if ties not in TIES:
         raise ConfigError(f"ties: {ties!r} is not valid; valid options: {', '.join(TIES)}")
     bad = ~np.isfinite(scored["score"].to_numpy(dtype=np.float64))
@@ -112,7 +123,8 @@ def _metrics_of(lists: pd.DataFrame, subset: str) -> pd.DataFrame:
     else:
         vals = pd.DataFrame({"query_id": [], "metric": [], "value": []})
     vals["metric"] = vals["metric"].map(dict(zip(names, MDCR_METRICS, strict=True)))
-    # A query without positives is not in the qrels: it scores 0 (trec_eval does too).
+    # A query without positives is not in ranx's qrels: it scores 0, as pytrec_eval scores
+    # a query whose judgments are all 0 (and counts it in the mean).
     all_q = sorted(set(lists["qkey"]))
     no_pos = sorted(set(all_q) - set(qrels["query_id"]))
     if no_pos:
@@ -141,7 +153,7 @@ def per_query_metrics(
     bench: pd.DataFrame,
     scored: pd.DataFrame,
     *,
-    ties: Ties = "paper_id",
+    ties: Ties = "trec_eval",
     by_type: bool = True,
 ) -> pd.DataFrame:
     """MAP, nDCG and R@5 of every benchmark query: on its full list (subset ``all``) and,
@@ -161,6 +173,36 @@ def per_query_metrics(
             frames.append(_metrics_of(sub, t))
     out = pd.concat(frames, ignore_index=True)
     return out.sort_values(["split", "subset", "field", "query_id", "metric"], kind="stable")
+
+
+def queries_without_positives(bench: pd.DataFrame) -> pd.DataFrame:
+    """Per split and field, the queries whose ``true`` list is empty: split, field, n
+    (only fields that have such queries). They score 0 and count, as in the original."""
+    keys = ["split", "field", "query_id"]
+    has_pos = (bench["candidate_type"] == POSITIVE).groupby([bench[k] for k in keys]).any()
+    none = has_pos[~has_pos].reset_index()
+    return (
+        none.groupby(["split", "field"], sort=True)
+        .size()
+        .rename("n")
+        .reset_index()
+        .astype({"n": np.int64})
+    )
+
+
+def without_positives_line(counts: pd.DataFrame, split: str) -> str:
+    """One sentence naming how many queries of a split have no positive, per field."""
+    sub = counts[counts["split"] == split]
+    if sub.empty:
+        return ""
+    total = int(sub["n"].sum())
+    where = ", ".join(f"{f}: {n}" for f, n in zip(sub["field"], sub["n"], strict=True))
+    return (
+        f"{total} {'query has' if total == 1 else 'queries have'} an empty `true` list "
+        f"({where}); {'it scores' if total == 1 else 'they score'} 0 and count in the field "
+        "means, as in the original scorer (pytrec_eval scores a query whose judgments are "
+        "all 0 as 0)."
+    )
 
 
 def field_means(per_query: pd.DataFrame) -> pd.DataFrame:
@@ -194,8 +236,24 @@ def official_round(per_field: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
     return fields, avg
 
 
-def table3(per_field: pd.DataFrame, macro: pd.DataFrame, split: str, name: str = "") -> Table:
-    """Table 3 layout: rows the fields and AVG; per retriever MAP and R@5 (x100)."""
+def _labeller(labels: Mapping[str, str] | None) -> Callable[[object], str]:
+    """A retriever's display name: from ``labels`` (identity-checked by the caller), else
+    its name as recorded."""
+    given = dict(labels or {})
+    return lambda r: given.get(str(r), str(r))
+
+
+def table3(
+    per_field: pd.DataFrame,
+    macro: pd.DataFrame,
+    split: str,
+    name: str = "",
+    labels: Mapping[str, str] | None = None,
+) -> Table:
+    """Table 3 layout: rows the fields and AVG; per retriever MAP and R@5 (x100).
+
+    ``labels``: display names of retrievers (e.g. the paper's, for built-in entries only);
+    the others show their names."""
     from mdcr.eval.tables import build_table
 
     pf = per_field[(per_field["split"] == split) & (per_field["subset"] == ALL)]
@@ -216,7 +274,7 @@ def table3(per_field: pd.DataFrame, macro: pd.DataFrame, split: str, name: str =
         cols=retrievers,
         subs=["map", R_AT_K],
         row_labels=lambda f: f if f == AVG else field_abbreviation(f),
-        col_labels=retriever_label,
+        col_labels=_labeller(labels),
         sub_labels=METRIC_LABELS,
         row_header="Fields",
         bold_best=False,
@@ -243,7 +301,12 @@ def _bold_row_best(table: Table, retrievers: list[str]) -> None:
                     cells[(r, c)].bold = v == best
 
 
-def table_ndcg(per_field: pd.DataFrame, macro: pd.DataFrame, split: str) -> Table:
+def table_ndcg(
+    per_field: pd.DataFrame,
+    macro: pd.DataFrame,
+    split: str,
+    labels: Mapping[str, str] | None = None,
+) -> Table:
     """nDCG per field (rows fields and AVG, columns retrievers): the metric Table 3 omits."""
     from mdcr.eval.tables import build_table
 
@@ -263,7 +326,7 @@ def table_ndcg(per_field: pd.DataFrame, macro: pd.DataFrame, split: str) -> Tabl
         rows=[*field_order(sorted(pf["field"].unique())), AVG],
         subs=retrievers,
         row_labels=lambda f: f if f == AVG else field_abbreviation(f),
-        sub_labels=retriever_label,
+        sub_labels=_labeller(labels),
         row_header="Fields",
         rule_before=[AVG],
     )
@@ -271,7 +334,7 @@ def table_ndcg(per_field: pd.DataFrame, macro: pd.DataFrame, split: str) -> Tabl
     return table
 
 
-def table4(macro: pd.DataFrame, split: str) -> Table:
+def table4(macro: pd.DataFrame, split: str, labels: Mapping[str, str] | None = None) -> Table:
     """Table 4 layout: rows the retrievers and AVG; per candidate type MAP and R@5 (x100),
     each on the positives plus that type's negatives, macro-averaged over fields."""
     from mdcr.eval.tables import build_table
@@ -293,7 +356,9 @@ def table4(macro: pd.DataFrame, split: str) -> Table:
         rows=[*retrievers, AVG],
         cols=types,
         subs=["map", R_AT_K],
-        row_labels=lambda r: r if r == AVG else retriever_label(r),
+        row_labels=lambda r: r if r == AVG else _labeller(labels)(r),
+        # A benchmark's type names are bound to the registry (benchmark build refuses a run
+        # that only calls itself by a built-in's name), so a type's label is the registry's.
         col_labels=lambda t: TYPE_LABELS.get(str(t), retriever_label(str(t))),
         sub_labels=METRIC_LABELS,
         row_header="Models",

@@ -239,10 +239,25 @@ def option_defaults(spec: str, options: EncoderOptions | None = None) -> dict[st
 
 
 def paper_names() -> dict[str, str]:
-    """Registry name -> the name in the paper's tables, for the paper's models (BM25 too)."""
+    """Registry name -> the name in the paper's tables, for the paper's models (BM25 too).
+
+    Built-in entries only: an entry registered later cannot claim a paper name."""
     out = {BM25: "BM25"}
-    out.update({e.name: e.paper_name for e in _REGISTRY.values() if e.paper_name})
+    out.update(
+        {
+            e.name: e.paper_name
+            for e in _REGISTRY.values()
+            if e.paper_name and e.name in _BUILTIN_NAMES
+        }
+    )
     return out
+
+
+def builtin_names() -> frozenset[str]:
+    """The built-in retrievers: mdcr's own registry entries and ``bm25``. Only these can
+    stand for the paper's models, published rows and MDCR negative types (see
+    :mod:`mdcr.encoders.builtin`); entries registered at run time never are."""
+    return _BUILTIN_NAMES
 
 
 def entry_for(retriever: str) -> EncoderEntry | None:
@@ -631,3 +646,6 @@ for _entry in (
     ),
 ):
     register(_entry)
+
+# What mdcr itself registers; ``register`` may add more at run time, never built-in ones.
+_BUILTIN_NAMES: frozenset[str] = frozenset([*_REGISTRY, BM25])

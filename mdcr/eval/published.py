@@ -5,15 +5,19 @@ Encoders on the Task of Citation Recommendation" (SDP 2022); Tables 1, 2, 3, 4, 
 transcribed exactly into ``mdcr/data/paper_results.json`` (values x 100, one decimal).
 
 A number of ours is compared with the paper's only when the setup is the paper's: the
-test split, the same model (the registry's ``paper_name`` of an encoder, and BM25),
-dataset-level pools of 200k/500k/1M/2M or field-level pools of 100k, and the
-same metric definition (MAP and nDCG at depth 500, R@30; MDCR: R@5).
+test split, the same model, dataset-level pools of 200k/500k/1M/2M or field-level pools
+of 100k, and the same metric definition (MAP and nDCG at depth 500, R@30; MDCR: R@5).
+"The same model" is decided by the retriever's registry identity
+(:mod:`mdcr.encoders.builtin`: the built-in entry with a ``paper_name``, and BM25, at its
+default setup), never by its name: a ``py:`` encoder called ``specter`` gets no paper row.
+Published MDCR rows beyond the paper are matched the same way (and, where a row names the
+model's commit, only at that commit).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -70,6 +74,29 @@ def retriever_label(name: str) -> str:
     return paper_names().get(name) or (entry.label if entry and entry.label else name)
 
 
+def label_for(name: str, identity: Mapping[str, Any] | None) -> str:
+    """A retriever's display name: the paper's or the registry's label when it is the
+    built-in entry of that name (by identity), else its name as recorded."""
+    from mdcr.encoders.builtin import builtin_key
+
+    return retriever_label(name) if builtin_key(identity) == name else name
+
+
+def paper_models(identities: Mapping[str, Mapping[str, Any] | None]) -> dict[str, str]:
+    """Retriever name -> the paper's model it is, for the retrievers whose identity is one
+    of the paper's models at its default setup (the others are not compared)."""
+    from mdcr.encoders.builtin import builtin_key, paper_model
+
+    # One retriever per paper model: the one named after its entry, else the first by name.
+    order = sorted(identities, key=lambda n: (builtin_key(identities[n]) != n, n))
+    out: dict[str, str] = {}
+    for name in order:
+        model = paper_model(identities[name])
+        if model is not None and model not in out.values():
+            out[name] = model
+    return dict(sorted(out.items()))
+
+
 def field_order(fields: Sequence[str]) -> list[str]:
     """Fields in the paper's order (Table 5), then the others alphabetically."""
     known = [f for f in MAG_FIELDS if f in fields]
@@ -108,26 +135,28 @@ def paper_values() -> pd.DataFrame:
     return df
 
 
-def compare_with_paper(ours: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def compare_with_paper(
+    ours: pd.DataFrame, models: Mapping[str, str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Our numbers next to the paper's, with deltas and the rank correlation of the models.
 
     ``ours`` has setup ('dataset' | 'field'), retriever, column (size label or field
     abbreviation or 'AVG'), size, metric (our name, e.g. ``map@500``) and value (x 100),
-    already restricted to the test split. Returns (cells, correlations): cells has table,
+    already restricted to the test split. ``models``: retriever name -> the paper's model
+    it is (:func:`paper_models`, from identities); other retrievers are left out.
+    Returns (cells, correlations): cells has table,
     column, metric, model, ours, paper, delta (ours - paper); correlations has table,
     column, metric, n_models, spearman (NaN below three models or for constant values).
     """
     paper = paper_values()
     paper = paper[paper["setup"].isin(["dataset", "field"])].copy()
     paper["metric_name"] = paper["metric"].map(PAPER_METRICS)
-    from mdcr.encoders.registry import paper_names
-
-    retriever_of = {model: name for name, model in paper_names().items()}
-    paper["retriever"] = paper["model"].map(retriever_of)
-    mine = ours.rename(columns={"metric": "metric_name", "value": "ours"})
+    mine = ours[ours["retriever"].isin(list(models))]
+    mine = mine.assign(model=mine["retriever"].map(dict(models)))
+    mine = mine.rename(columns={"metric": "metric_name", "value": "ours"})
     merged = paper.merge(
-        mine[["setup", "retriever", "column", "size", "metric_name", "ours"]],
-        on=["setup", "retriever", "column", "size", "metric_name"],
+        mine[["setup", "model", "column", "size", "metric_name", "ours"]],
+        on=["setup", "model", "column", "size", "metric_name"],
         how="inner",
     )
     cells = merged.rename(columns={"value": "paper"})[
@@ -163,14 +192,27 @@ def load_published_mdcr() -> dict[str, Any]:
     return json.loads(text)  # type: ignore[no-any-return]
 
 
-def published_mdcr(retriever: str) -> list[dict[str, Any]]:
-    """The published MDCR test rows of one of our retrievers, each with its source's
-    citation (``field`` is a field name or ``AVG``; metrics x100 as published)."""
+def published_mdcr(identity: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The published MDCR test rows of a retriever, by its registry identity
+    (:mod:`mdcr.encoders.builtin`), each with its source's citation (``field`` is a field
+    name or ``AVG``; metrics x100 as published).
+
+    A row applies only to the built-in entry it names, at its default setup, and, where
+    the row records the model's ``commit``, only at that commit. A retriever that is not a
+    built-in entry (a ``py:``/``hf:`` encoder, a model object, a scores file) gets none,
+    whatever its name.
+    """
+    from mdcr.encoders.builtin import default_setup, model_commit
+
+    key = default_setup(identity)
+    if key is None:
+        return []
     data = load_published_mdcr()
+    commit = model_commit(identity)
     return [
         {**row, "citation": data["sources"][row["source"]]["citation"]}
         for row in data["results"]
-        if row["retriever"] == retriever
+        if row["retriever"] == key and row.get("commit") in (None, commit)
     ]
 
 

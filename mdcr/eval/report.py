@@ -184,7 +184,22 @@ def load_scores(folders: list[Path], repeated: str = "error") -> Scores:
     )
 
 
+def retriever_identities(scores: Scores) -> dict[str, Any]:
+    """Each reported retriever's registry identity (:mod:`mdcr.encoders.builtin`), from
+    the score output it is taken from; None where it is not a built-in entry."""
+    from mdcr.encoders.builtin import run_identity
+
+    out: dict[str, Any] = {}
+    for src in scores.sources:  # oldest first: a later output's run wins, as its scores do
+        for r in src["runs"]:
+            if r.get("retriever") not in src["left_out"]:
+                out[str(r.get("retriever"))] = run_identity(r)
+    return out
+
+
 def _inputs_lines(scores: Scores) -> list[str]:
+    from mdcr.encoders.builtin import describe
+
     lines = [
         "| score output | fingerprint | pools fingerprint | depth | R@k |",
         "|---|---|---|---:|---:|",
@@ -196,15 +211,18 @@ def _inputs_lines(scores: Scores) -> list[str]:
         )
     lines += [
         "",
-        "| retriever | run fingerprint | run folder | pools | queries | queries without results |",
-        "|---|---|---|---:|---:|---:|",
+        "| retriever | registry entry | run fingerprint | run folder | pools | queries | "
+        "queries without results |",
+        "|---|---|---|---|---:|---:|---:|",
     ]
+    identities = retriever_identities(scores)
     for src in scores.sources:
         for r in src["runs"]:
             if r.get("retriever") in src["left_out"]:
                 continue
             lines.append(
-                f"| {r.get('retriever')} | `{r.get('fingerprint')}` | `{r.get('path')}` | "
+                f"| {r.get('retriever')} | {describe(identities.get(str(r.get('retriever'))))} | "
+                f"`{r.get('fingerprint')}` | `{r.get('path')}` | "
                 f"{r.get('pools', '')} | {r.get('queries', '')} | "
                 f"{r.get('queries_without_results', '')} |"
             )
@@ -338,6 +356,7 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
         cfg.stat_tests, cfg.correction, cfg.alpha, cfg.permutations, cfg.seed, cfg.chance_rows
     )
     c = Context(options, retrievers, letters_for(retrievers), metrics, ctx.out)
+    c.identities = retriever_identities(scores)
 
     agg = over_reps(per_pool)
     chance = scores.chance[scores.chance["pool_id"].isin(pools)]
@@ -383,6 +402,7 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     write_report(report, ctx)
     ctx.record("tables", [t.name for s in report.sections for t in s.tables if t.files])
     ctx.record("retrievers", retrievers)
+    ctx.record("retriever_identities", {r: c.identities.get(r) for r in retrievers})
     ctx.record("score_inputs", [s["fingerprint"] for s in scores.sources])
     if not sig.empty:
         ctx.record(
@@ -406,7 +426,7 @@ def plan_report(
 SPEC = register(
     StageSpec(
         name="report",
-        version="2",
+        version="3",
         config=ReportConfig,
         run=run_report,
         plan=plan_report,

@@ -57,6 +57,8 @@ class Context:
     significance: list[pd.DataFrame] = field(default_factory=list)
     # Tables only written under tables/ (full versions of tables shown in part).
     file_tables: list[Table] = field(default_factory=list)
+    # Each retriever's registry identity (mdcr.encoders.builtin); None: not a built-in entry.
+    identities: dict[str, Any] = field(default_factory=dict)
 
     def rel(self, paths: list[Path]) -> list[str]:
         return [p.relative_to(self.out).as_posix() for p in paths]
@@ -402,16 +404,33 @@ def field_sections(
     return sections
 
 
+def _not_compared_lines(c: Context, models: dict[str, str]) -> list[str]:
+    """Retrievers named like one of the paper's models that are not that built-in entry."""
+    from mdcr.encoders.builtin import describe
+
+    names = [r for r in c.retrievers if r in paper_retrievers() and r not in models]
+    if not names:
+        return []
+    return [
+        "Not compared with the paper, as they are not the paper's model at its default "
+        "setup (a retriever is matched by its registry identity, never by its name): "
+        + "; ".join(f"`{r}` ({describe(c.identities.get(r))})" for r in names)
+        + "."
+    ]
+
+
 def paper_section(c: Context, agg: pd.DataFrame) -> Section:
     """Ours next to the paper's numbers for the models and setups the paper has."""
     import pandas as pd
 
     from mdcr.eval.aggregate import macro_over
-    from mdcr.eval.published import citation, compare_with_paper
+    from mdcr.eval.published import citation, compare_with_paper, paper_models
     from mdcr.eval.tables import build_table
 
     s = Section("Comparison with the paper")
     s.intro.append(f"Source of the published numbers: {citation()}")
+    models = paper_models({r: c.identities.get(r) for r in c.retrievers})
+    s.intro += _not_compared_lines(c, models)
     t = agg[agg["split"] == "test"]
     ds = t[t["setup"] == "dataset"]
     ours = [ds.assign(column=ds["size"].map(lambda v: size_label(int(v))))]
@@ -424,10 +443,9 @@ def paper_section(c: Context, agg: pd.DataFrame) -> Section:
     mine = pd.concat(ours, ignore_index=True)
     mine = mine.assign(value=mine["mean"] * 100, size=mine["size"].astype("float64"))
     cells, corr = compare_with_paper(
-        mine[["setup", "retriever", "column", "size", "metric", "value"]]
+        mine[["setup", "retriever", "column", "size", "metric", "value"]], models
     )
-    paper_ids = set(paper_retrievers())
-    present = [r for r in c.retrievers if r in paper_ids]
+    present = [r for r in c.retrievers if r in models]
     if cells.empty:
         if not present:
             s.body.append(
@@ -449,7 +467,9 @@ def paper_section(c: Context, agg: pd.DataFrame) -> Section:
                 "500, R@30); this report has " + (", ".join(have) or "no test pools") + "."
             )
         return s
-    missing = [m for m in paper_retrievers() if m not in present]
+    from mdcr.encoders.registry import paper_names
+
+    missing = [m for m in paper_retrievers() if paper_names().get(m) not in models.values()]
     if missing:
         s.body.append(
             f"Partial comparison: {', '.join(present)} matched; the paper's "

@@ -229,6 +229,7 @@ def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
         ScoreInfo,
         check_run_pools,
     )
+    from mdcr.encoders.builtin import identity_of
     from mdcr.eval.aggregate import per_pool_means
     from mdcr.eval.metrics import metric_names, metric_sort_key
     from mdcr.store import artifact_fingerprint
@@ -257,6 +258,8 @@ def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
                 "retriever": name,
                 "path": str(folder),
                 "fingerprint": artifact_fingerprint(folder),
+                # which built-in entry ranked (None: none); a name never says
+                "identity": identity_of(folder),
                 **counts,
             }
         )

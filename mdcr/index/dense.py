@@ -395,7 +395,10 @@ def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
             writer.write(run_table(pool_id, result.query_ids, result.ranked))
             per_pool[pool_id] = result.stats
     ctx.outputs[RUNS.file] = writer.rows
-    RunInfo(store.name, artifact_fingerprint(pools_dir)).record(ctx)
+    from mdcr.encoders.builtin import identity_of
+
+    identity = identity_of(ctx.input("embeddings"))
+    RunInfo(store.name, artifact_fingerprint(pools_dir), identity).record(ctx)
     ctx.record("encoder", store.identity)
     ctx.record("embeddings_fingerprint", artifact_fingerprint(ctx.input("embeddings")))
     ctx.record("metric", metric)

@@ -2,7 +2,9 @@
 
 ``test-bench-run`` is a test-only stage that writes a run in the run contract for every
 field-level pool: each query's candidates are ranked by a seeded hash of (name, query,
-paper), so different names give different (but deterministic) top lists.
+paper), so different names give different (but deterministic) top lists. With ``builtin``
+it records the registry identity of the built-in entry it is named after, as a real run of
+that built-in does (the real models are out of reach offline).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class FakeRunConfig:
     name: str = param("bm25", help="retriever name")
     k: int = param(60, help="run depth")
     same_as: str = param("", help="rank exactly like the run of this name")
+    builtin: bool = param(False, help="stand for the built-in registry entry of that name")
 
 
 def _score(name: str, q: str, p: str) -> float:
@@ -54,6 +57,8 @@ def _run(cfg: FakeRunConfig, ctx: StageContext) -> None:
     ctx.outputs["runs.parquet"] = w.rows
     ctx.record("retriever", cfg.name)
     ctx.record("pools_fingerprint", artifact_fingerprint(pools_dir))
+    identity = {"builtin": cfg.name, "model": {}, "options": {}} if cfg.builtin else None
+    ctx.record("retriever_identity", identity)
 
 
 RUN_SPEC = register(
@@ -83,6 +88,8 @@ def make_pools(home: Path, corpus: Path, **params: Any) -> Path:
     return Store(home).execute(POOLS_SPEC, cfg, resolve_inputs(cfg), quiet=True).path
 
 
-def make_run(home: Path, pools: Path, name: str, k: int = 60, same_as: str = "") -> Path:
-    cfg = FakeRunConfig(pools=str(pools), name=name, k=k, same_as=same_as)
+def make_run(
+    home: Path, pools: Path, name: str, k: int = 60, same_as: str = "", builtin: bool = False
+) -> Path:
+    cfg = FakeRunConfig(pools=str(pools), name=name, k=k, same_as=same_as, builtin=builtin)
     return Store(home).execute(RUN_SPEC, cfg, resolve_inputs(cfg), quiet=True).path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import defaultdict
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict:
     home = root / "home"
     corpus = make_corpus(root / "corpus")
     pools = make_pools(home, corpus)
-    runs = {m: make_run(home, pools, m, k=60) for m in MODELS}
+    runs = {m: make_run(home, pools, m, k=60, builtin=True) for m in MODELS}
     cfg = BenchmarkConfig(
         corpus=str(corpus),
         pools=str(pools),
@@ -200,6 +201,33 @@ def test_missing_model_run_is_a_config_error(world: dict, tmp_path: Path) -> Non
     )
     with pytest.raises(ConfigError, match="no run of 'specter'"):
         Store(tmp_path).execute(SPEC, cfg, resolve_inputs(cfg), quiet=True)
+
+
+@pytest.mark.parametrize("impostor", ["specter", "bm25"])
+def test_a_run_only_named_like_a_builtin_is_never_its_negative_type(
+    world: dict, tmp_path: Path, impostor: str
+) -> None:
+    """A run named ``specter`` (or ``bm25``) that is not that built-in entry (a py: or hf:
+    encoder, a model object) cannot give the ``specter`` negative type: a one-line error
+    names the entry to use. The same run under its own name is an ordinary model type."""
+    runs = dict(world["runs"])
+    runs[impostor] = make_run(world["home"], world["pools"], impostor, k=60, builtin=False)
+    cfg = BenchmarkConfig(
+        corpus=str(world["corpus"]),
+        pools=str(world["pools"]),
+        runs=tuple(str(runs[m]) for m in MODELS),
+        top_n=TOP_N,
+        on_short="warn",
+    )
+    with pytest.raises(ConfigError) as info:
+        Store(tmp_path).execute(SPEC, cfg, resolve_inputs(cfg), quiet=True)
+    message = str(info.value)
+    assert f"the run named '{impostor}'" in message and "\n" not in message
+    assert f"is not the built-in registry entry '{impostor}'" in message
+    assert not (tmp_path / "benchmark").exists() or not any((tmp_path / "benchmark").iterdir())
+    # Recorded: the identity of each model type's run.
+    info_ = json.loads((world["out"] / "manifest.json").read_text())["info"]
+    assert {m: i["builtin"] for m, i in info_["model_identities"].items()} == {m: m for m in MODELS}
 
 
 def test_short_queries_error_or_reported(world: dict, tmp_path: Path) -> None:

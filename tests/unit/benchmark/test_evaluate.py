@@ -80,6 +80,42 @@ def check_against_reference(evaluated: dict, encoder: str) -> None:
         assert printed["AVG"][m] == ref_avg[m]
 
 
+def test_tied_scores_and_an_empty_true_list_print_the_originals_numbers(
+    tmp_path: Path, capsys
+) -> None:
+    """``mdcr evaluate`` with its defaults on a score file where every score is equal, and a
+    query whose ``true`` list is empty: the printout equals the original scorer's (pytrec_eval
+    as evaluate.py runs it) and says how many queries had no positive."""
+    import shutil
+
+    benchmark = json.loads((FIXTURE / "mdcr_test.json").read_text())
+    benchmark["Art"]["1002"]["true"] = []
+    files = tmp_path / "official"
+    files.mkdir()
+    (files / "mdcr_test.json").write_text(json.dumps(benchmark))
+    shutil.copy(FIXTURE / "mdcr_test_data.jsonl", files / "mdcr_test_data.jsonl")
+    pairs = {
+        f"{q}_{c}"
+        for f in benchmark.values()
+        for q, ls in f.items()
+        for cs in ls.values()
+        for c in cs
+    }
+    scores = dict.fromkeys(sorted(pairs), 0.5)
+    (tmp_path / "tied.json").write_text(json.dumps(scores))
+    argv = ["evaluate", "--scores", str(tmp_path / "tied.json"), "--name", "tied"]
+    assert main([*argv, "--benchmark", str(files), "--home", str(tmp_path / "home"), "-q"]) == 0
+    out = capsys.readouterr().out
+    printed = _printed(out)["tied"]
+    ref_fields, ref_avg, _ = original_scorer(benchmark, scores)
+    assert {f: printed[f] for f in ref_fields} == ref_fields and printed["AVG"] == ref_avg
+    assert "(1 query without positives (Art: 1), scored 0 and counted" in out
+    (scored,) = (tmp_path / "home" / "benchmark-score").iterdir()
+    info = json.loads((scored / "manifest.json").read_text())["info"]
+    assert info["queries_without_positives"] == {"test": {"Art": 1}} and info["ties"] == "trec_eval"
+    assert "1 query has an empty `true` list (Art: 1)" in (scored / "report.md").read_text()
+
+
 def test_scores_file_mode_gives_the_same_numbers(evaluated: dict, capsys) -> None:
     scores_file = evaluated["home"] / "scores_random.json"
     rc = main(
@@ -205,6 +241,33 @@ def test_hf_minilm_folder_scores_exactly_like_minilm(tmp_path: Path, capsys) -> 
     assert main([*argv, "--home", str(tmp_path), "-q"]) == 0
     printed = _printed(capsys.readouterr().out)
     assert printed["minilm"] == printed[spec] and printed["minilm"]["AVG"]["map"] > 0
+
+
+def test_a_name_never_brings_published_or_paper_numbers(evaluated: dict, capsys) -> None:
+    """A scores file or a model object named like a model with published MDCR results
+    (``scincl``, ``specter``) is not that model: no published row, no paper comparison, no
+    paper label. Only the registry identity (here: the built-in ``random``) is recorded."""
+    import mdcr
+    from tests.unit.benchmark.test_api import Bag
+
+    home = evaluated["home"]
+    scores_file = home / "scores_random.json"
+    argv = ["evaluate", "--scores", str(scores_file), "--name", "scincl"]
+    assert main([*argv, "--benchmark", str(FIXTURE), "--home", str(home)]) == 0
+    out = capsys.readouterr().out
+    assert "scincl on MDCR test:" in out and "published AVG" not in out
+    assert "published AVG" not in evaluated["stdout"]  # random has no published results
+    mdcr.evaluate(Bag(1.0), benchmark=FIXTURE, home=home, name="specter")
+    identities = {}
+    for folder in (home / "benchmark-score").iterdir():
+        manifest = json.loads((folder / "manifest.json").read_text())
+        identities.update(manifest["info"]["retriever_identities"])
+        md = (folder / "report.md").read_text()
+        assert "Published MDCR" not in md and "Comparison with the paper" not in md
+        header = (folder / "tables" / "mdcr_test_table3.csv").read_text().splitlines()[0]
+        assert "SciNCL" not in header and "SPECTER" not in header and "Specter" not in header
+    assert identities["scincl"] is None and identities["specter"] is None
+    assert identities["random"]["builtin"] == "random" and identities["random"]["options"] == {}
 
 
 @pytest.mark.parametrize(

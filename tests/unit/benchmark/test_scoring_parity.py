@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mdcr.benchmark.formats import read_release_json, score_key, scores_for
+from mdcr.benchmark.formats import from_release_json, read_release_json, score_key, scores_for
 from mdcr.benchmark.scoring import (
     ALL,
     field_means,
@@ -114,3 +114,79 @@ def test_perfect_and_worst_rankings() -> None:
     for r in pq_.itertuples():
         counts[(r.subset, r.metric)] += 1
     assert all(v == 7 for v in counts.values())
+
+
+def test_pytrec_eval_orders_ties_by_docno_descending_and_scores_all_zero_queries_0() -> None:
+    """What the original scorer inherits, checked on pytrec_eval itself: tied scores in
+    descending docno order compared as strings ('9' before '10'), and a query whose
+    judgments are all 0 evaluated (0 in every measure), not skipped."""
+    qrel = {"q1": {"9": 1, "10": 0, "100": 0, "8": 0}, "q2": {"a": 0, "b": 0}}
+    run = {"q1": dict.fromkeys(("9", "10", "100", "8"), 1.0), "q2": {"a": 0.5, "b": 0.1}}
+    res = pytrec_eval.RelevanceEvaluator(qrel, {"map", "ndcg", "recall"}).evaluate(run)
+    assert res["q1"]["map"] == 1.0  # '9' ranks first: string order, descending
+    assert set(res) == {"q1", "q2"} and res["q2"]["map"] == res["q2"]["ndcg"] == 0.0
+
+
+def _check_default_equals_reference(raw_json: dict, scores: dict[str, float]) -> None:
+    """mdcr's default scoring (no ties argument) equals the original scorer's numbers:
+    unrounded per field, and the printed rounding per field and on average."""
+    ref_round, ref_avg, ref_raw = reference(raw_json, scores)
+    bench = from_release_json(raw_json, "test", "test")
+    scored = scores_for(bench, scores, "test")
+    pf = field_means(per_query_metrics(bench, scored, by_type=False).assign(retriever="x"))
+    assert len(pf) == 3 * len(raw_json)
+    for r in pf.itertuples():
+        assert r.value == pytest.approx(ref_raw[r.field][METRIC[r.metric]], abs=1e-12)
+    fields, avg = official_round(pf)
+    for r in fields.itertuples():
+        assert r.value == ref_round[r.field][METRIC[r.metric]]
+    for r in avg.itertuples():
+        assert r.value == ref_avg[METRIC[r.metric]]
+
+
+def test_default_ties_equal_the_original_on_a_score_file_full_of_ties() -> None:
+    """Every pair scored the same: the order is trec_eval's alone, and mdcr's default
+    gives the original scorer's numbers (paper_id ascending would not)."""
+    raw_json = json.loads((FIXTURE / "mdcr_test.json").read_text())
+    bench = read_release_json(FIXTURE / "mdcr_test.json")
+    keys = {score_key(q, p) for q, p in zip(bench["query_id"], bench["paper_id"], strict=True)}
+    tied = dict.fromkeys(sorted(keys), 0.25)
+    _check_default_equals_reference(raw_json, tied)
+    # Ids of different lengths, where string and numeric order differ.
+    small = {"Art": {"q1": {"true": ["9"], "bm25": ["10", "8", "100"]}}}
+    flat = dict.fromkeys((f"q1_{c}" for c in ("9", "10", "8", "100")), 1.0)
+    _check_default_equals_reference(small, flat)
+    bench_small = from_release_json(small, "test", "t")
+    ascending = per_query_metrics(
+        bench_small, scores_for(bench_small, flat, "t"), ties="paper_id", by_type=False
+    )
+    assert reference(small, flat)[2]["Art"]["map"] == 1.0  # '9' first, not 100 or 10
+    assert ascending.set_index("metric").loc["map", "value"] == 0.25  # '10' '100' '8' '9'
+
+
+def test_a_query_with_an_empty_true_list_counts_as_the_original_counts_it() -> None:
+    """Art: one of two queries has an empty ``true`` list. pytrec_eval (the original
+    scorer) scores it 0 and averages over both queries; so does mdcr, and it counts it."""
+    from mdcr.benchmark.scoring import queries_without_positives, without_positives_line
+
+    art = {
+        "Art": {
+            "q1": {"true": ["a", "b"], "bm25": ["c", "d", "e"]},
+            "q2": {"true": [], "bm25": ["f", "g"], "random": ["h"]},
+        },
+        "Biology": {"q3": {"true": ["x"], "bm25": ["y"]}, "q4": {"bm25": ["z"]}},
+    }
+    scores = {"q1_a": 0.9, "q1_b": 0.2, "q1_c": 0.5, "q1_d": 0.1, "q1_e": 0.0}
+    scores |= {"q2_f": 0.3, "q2_g": 0.2, "q2_h": 0.1, "q3_x": 0.4, "q3_y": 0.6, "q4_z": 0.0}
+    _check_default_equals_reference(art, scores)
+    ref_raw = reference(art, scores)[2]
+    assert ref_raw["Art"]["map"] == pytest.approx((1 + 2 / 3) / 2 / 2)  # q2 counts, as 0
+    bench = from_release_json(art, "test", "t")
+    empty = queries_without_positives(bench)
+    assert empty.to_dict("records") == [
+        {"split": "test", "field": "Art", "n": 1},
+        {"split": "test", "field": "Biology", "n": 1},  # a missing list is an empty one
+    ]
+    line = without_positives_line(empty, "test")
+    assert line.startswith("2 queries have an empty `true` list (Art: 1, Biology: 1)")
+    assert without_positives_line(empty, "val") == ""

@@ -68,9 +68,9 @@ def built(tmp_path_factory: pytest.TempPathFactory, ranx_ready: None) -> Built:
         store,
         pools,
         {
-            "bm25": {"skill": 2.5},
-            "specter": {"skill": 1.5},
-            "random": {"skill": 0.0},
+            "bm25": {"skill": 2.5, "builtin": True},
+            "specter": {"skill": 1.5, "builtin": True},
+            "random": {"skill": 0.0, "builtin": True},
             "partial": {"skill": 2.0, "setups": ["field"], "drop_queries": 2},
         },
     )

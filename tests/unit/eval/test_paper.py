@@ -8,10 +8,13 @@ import pytest
 
 from mdcr.eval.published import (
     compare_with_paper,
+    label_for,
     load_paper,
     order_retrievers,
+    paper_models,
     paper_retrievers,
     paper_values,
+    published_mdcr,
     spearman,
 )
 from mdcr.paper import FIELD_ABBREVIATIONS, field_abbreviation, size_label
@@ -129,10 +132,63 @@ def test_compare_with_paper_deltas_and_rank_correlation() -> None:
             "value": [1.0, 2.0],
         }
     )
-    cells, corr = compare_with_paper(pd.concat([ours, extra]))
+    models = paper_models({r: _builtin(r) for r in [*ids.values(), "minilm"]})
+    assert "minilm" not in models and models["specter"] == "Specter"
+    cells, corr = compare_with_paper(pd.concat([ours, extra]), models)
     assert len(cells) == 15
     assert np.allclose(cells["delta"], 1.0)
     assert len(corr) == 3 and (corr["n_models"] == 5).all()
     assert np.allclose(corr["spearman"], 1.0)
     assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
     assert np.isnan(spearman([1, 2], [1, 2]))
+
+
+def _builtin(key: str, **options: object) -> dict:
+    """The identity a run of the built-in entry ``key`` records (mdcr.encoders.builtin)."""
+    return {"builtin": key, "model": {"commit": "c0ffee"}, "options": dict(options)}
+
+
+def test_a_name_alone_never_gets_the_papers_or_a_published_number() -> None:
+    """A retriever is one of the paper's models, or has published MDCR rows, only by its
+    registry identity: a py:/hf:/in-memory encoder or a scores file named ``specter`` or
+    ``scincl`` (identity None) gets neither; nor does the built-in with other options."""
+    v = paper_values()
+    t1 = v[(v["table"] == "table1") & (v["column"] == "200k") & (v["model"] == "Specter")]
+    ours = pd.DataFrame(
+        {
+            "setup": "dataset",
+            "retriever": "specter",
+            "column": "200k",
+            "size": 200000.0,
+            "metric": t1["metric"].map({"MAP": "map@500", "nDCG": "ndcg@500", "R@30": "recall@30"}),
+            "value": t1["value"],
+        }
+    )
+    for impostor in (None, {"builtin": "py:mine:Specter"}, _builtin("specter", pooling="mean")):
+        models = paper_models({"specter": impostor, "scincl": impostor})
+        assert models == {}
+        cells, _ = compare_with_paper(ours, models)
+        assert cells.empty
+        assert published_mdcr(impostor) == []
+    genuine = paper_models({"specter": _builtin("specter")})
+    assert len(compare_with_paper(ours, genuine)[0]) == 3
+    rows = published_mdcr(_builtin("scincl"))
+    assert {r["source"] for r in rows} == {"specter2_card", "mdcr_readme"} and len(rows) == 21
+    # A built-in under another name is still that model; two of one model count once.
+    assert paper_models({"mine": _builtin("specter"), "specter": _builtin("specter")}) == {
+        "specter": "Specter"
+    }
+    # Labels: the paper's name only for the built-in entry of that name.
+    assert label_for("specter", _builtin("specter")) == "Specter"
+    assert label_for("specter", None) == "specter"
+
+
+def test_published_rows_that_name_a_commit_need_that_commit(monkeypatch) -> None:
+    from mdcr.eval import published
+
+    data = published.load_published_mdcr()
+    pinned = {**data, "results": [{**data["results"][1], "commit": "c0ffee"}]}
+    monkeypatch.setattr(published, "load_published_mdcr", lambda: pinned)
+    assert len(published_mdcr(_builtin("specter"))) == 1
+    other = {**_builtin("specter"), "model": {"commit": "beef"}}
+    assert published_mdcr(other) == []

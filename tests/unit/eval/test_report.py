@@ -120,7 +120,11 @@ def test_paper_comparison_when_setup_matches(built: Built) -> None:
     runs = make_runs(
         built.store,
         pools,
-        {"bm25": {"skill": 2.5}, "scincl": {"skill": 2.0}, "specter": {"skill": 1.0}},
+        {
+            "bm25": {"skill": 2.5, "builtin": True},
+            "scincl": {"skill": 2.0, "builtin": True},
+            "specter": {"skill": 1.0, "builtin": True},
+        },
     )
     score = run_score(built.store, pools, list(runs.values()))
     out = run_report(built.store, [score], permutations=1000)
@@ -134,6 +138,35 @@ def test_paper_comparison_when_setup_matches(built: Built) -> None:
     rho = _csv(out / "tables" / "paper_rank_correlation.csv")
     assert len(rho) - 1 == 6 and all("(n=3)" in r[0] for r in rho[1:])
     assert not (out / "tables" / "field_test_map.csv").exists()  # no field-level pools
+
+
+def test_a_retriever_only_named_like_a_paper_model_is_not_compared(built: Built) -> None:
+    """Runs named ``specter`` and ``scincl`` that are not those built-in entries (a py:
+    encoder, an hf: model, a model object) get no paper row, even in the paper's setup."""
+    pools = built.store.execute(
+        POOLS,
+        from_mapping(FakePoolsConfig, {"declared_sizes": [200000, 500000], "fields": []}, "p"),
+        {},
+        quiet=True,
+    ).path
+    runs = make_runs(
+        built.store,
+        pools,
+        {
+            "bm25": {"skill": 2.5, "builtin": True},
+            "scincl": {"skill": 2.0},
+            "specter": {"skill": 1.0},
+        },
+    )
+    out = run_report(built.store, [run_score(built.store, pools, list(runs.values()))])
+    md = (out / "report.md").read_text()
+    cells = _csv(out / "tables" / "paper_comparison.csv")
+    assert {r[0].split()[-1] for r in cells[1:]} == {"BM25"} and len(cells) - 1 == 2 * 3
+    assert "Not compared with the paper" in md
+    assert "`specter` (not a built-in entry); `scincl` (not a built-in entry)." in md
+    assert "| specter | not a built-in entry |" in md and "| bm25 | built-in `bm25` |" in md
+    ids = json.loads((out / "manifest.json").read_text())["info"]["retriever_identities"]
+    assert ids["specter"] is None and ids["bm25"]["builtin"] == "bm25"
 
 
 def test_single_retriever_field_only_no_random(built: Built) -> None:
@@ -221,6 +254,7 @@ def test_paper_section_field_level(tmp_path: Path) -> None:
         }
     )
     c = Context(SectionOptions(), ["bm25", "specter", "scincl"], {}, ["map@500"], tmp_path)
+    c.identities = {r: {"builtin": r, "model": {}, "options": {}} for r in c.retrievers}
     s = paper_section(c, agg)
     full = c.file_tables[0]
     assert len(full.rows) == 3 * 20  # 19 fields + AVG per model
