@@ -48,7 +48,8 @@ def evaluate(
     from mdcr.benchmark.evaluate import evaluate as run_evaluation
     from mdcr.encoders.in_memory import register_model
     from mdcr.engine import engine_values
-    from mdcr.store import Store, default_home
+    from mdcr.home import find_home
+    from mdcr.store import Store
 
     spec = model if isinstance(model, str) else register_model(model, name, metric)
     options = tuple(f"{k}={v}" for k, v in (encode_options or {}).items())
@@ -60,7 +61,8 @@ def evaluate(
         encode_set=options,
         engine=engine_values(engine, ray_address, ray_workers),
     )
-    store = Store(Path(home) if home is not None else default_home())
+    found = find_home(home)
+    store = Store(found.path, source=found.source)
     done = run_evaluation(req, store, quiet=quiet)
     if done.pools is not None:
         from mdcr.artifacts import POOL_MEANS
@@ -88,3 +90,4 @@ def load_qrels(folder: str | Path, pool_id: str | None = None) -> Any:
     from mdcr.eval.trec import load_qrels as load
 
     return load(folder, pool_id)
+

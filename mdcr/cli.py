@@ -36,7 +36,8 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
         "--home",
         type=Path,
         default=default,
-        help="artifact store folder (default: $MDCR_HOME or ./data/mdcr-home)",
+        help="the store folder (default: $MDCR_HOME, else the store the nearest mdcr.toml "
+        "or .mdcr up from here names, else $XDG_CACHE_HOME/mdcr or ~/.cache/mdcr)",
     )
     parser.add_argument(
         "-q",
@@ -176,15 +177,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _store(args: argparse.Namespace, pipeline_home: Path | None = None) -> Any:
-    from mdcr.store import Store, default_home
+    """The store: --home, $MDCR_HOME, the pipeline file's home, the nearest mdcr.toml or
+    .mdcr, the user cache (:func:`mdcr.home.find_home`)."""
+    from mdcr.home import find_home
+    from mdcr.store import Store
 
-    if args.home is not None:
-        home = args.home
-    elif "MDCR_HOME" in os.environ or pipeline_home is None:
-        home = default_home()
-    else:
-        home = pipeline_home
-    return Store(home, wait=not args.no_wait)
+    home = find_home(args.home, pipeline=pipeline_home)
+    return Store(home.path, wait=not args.no_wait, source=home.source)
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
@@ -245,8 +244,7 @@ def _run_stage(args: argparse.Namespace) -> int:
     inputs = resolve_inputs(cfg, where=spec.name)
     store = _store(args)
     art = store.execute(spec, cfg, inputs, quiet=args.quiet)
-    target = art.path / spec.main_output if spec.main_output else art.path
-    print(target)
+    print(art.path)  # the output folder: what the next stage takes as its input
     return 0
 
 
