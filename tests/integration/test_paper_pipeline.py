@@ -61,7 +61,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict:
     )
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("S2ORC_DIR", str(shards))
-        mp.setenv("MDCR_INDEX_DIR", str(home / "indexes"))
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.delenv("MDCR_HOME", raising=False)
         yield {"home": home}
@@ -103,7 +102,8 @@ def test_scaled_paper_pipeline_runs_end_to_end(env: dict) -> None:
     args = [a for s in SCALED for a in ("--set", s)]
     rc, out = _run(home, "-q", *args)
     assert rc == 0, out
-    assert out.strip().splitlines()[-1].endswith("report.md")
+    *_, main_file, folder = out.strip().splitlines()
+    assert main_file.endswith("report.md") and Path(folder).parent.parent == home
     bench_dir = next((home / "benchmark").iterdir())
     bench = pd.read_parquet(bench_dir / "benchmark.parquet")
     sizes = bench.groupby(["split", "field", "query_id"]).size()
