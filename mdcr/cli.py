@@ -173,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_stage_parser(sub, spec, groups)
     _add_evaluate_parser(sub)
     _add_export_parser(sub)
+    _add_catalog_parsers(sub)
     return parser
 
 
@@ -363,6 +364,75 @@ def _run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_catalog_parsers(sub: Any) -> None:
+    """``mdcr ls``, ``mdcr show``, ``mdcr gc``: the store's catalog (:mod:`mdcr.catalog`)."""
+    p = sub.add_parser(
+        "ls",
+        help="list the store's outputs: stage, fingerprint, name, parameters, date, size, state",
+        description="List the outputs in the store, by stage and date. NAME is the retriever "
+        "or encoder an output is about; PARAMS those not at their default; STATE complete, "
+        "running or unfinished. Lucene indexes are one line unless STAGE is lucene-index.",
+    )
+    p.add_argument("stage", nargs="?", help="only this stage (e.g. encode, lucene-index)")
+    p.add_argument("--retriever", help="only outputs about this retriever or encoder name")
+    _common(p, top=False)
+    p = sub.add_parser(
+        "show",
+        help="one output in words: inputs, users, identity, settings, timings, numbers",
+        description="Describe one output: its inputs and the outputs that use it, identity, "
+        "parameters, settings, timings, files, and its main numbers where it has them.",
+    )
+    p.add_argument("ref", metavar="FP|PATH", help="a fingerprint (or 4+ of its first digits, "
+                   "optionally stage/FP) or an output folder")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    _common(p, top=False)
+    p = sub.add_parser(
+        "gc",
+        help="list (or with --yes remove) what no result uses, and unfinished work",
+        description="Results are score, report, benchmark-score and benchmark-jaccard "
+        "outputs. An output is kept when a result uses it, directly or through other kept "
+        "outputs (inputs and searched Lucene indexes, as manifests record them). gc lists "
+        "everything else and unfinished work folders with their sizes; --yes removes them.",
+    )
+    p.add_argument("stages", nargs="*", metavar="STAGE", help="only these stages")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--dry-run", action="store_true", help="list only (the default)")
+    how.add_argument("--yes", action="store_true", help="remove what is listed")
+    _common(p, top=False)
+
+
+def _run_catalog(args: argparse.Namespace) -> int:
+    from mdcr import catalog, catalog_text
+    from mdcr.home import find_home
+
+    home = find_home(args.home)
+    if args.command == "show":
+        entry = catalog.find(home.path, args.ref)
+        print(
+            catalog_text.manifest_json(entry)
+            if args.json
+            else "\n".join(catalog_text.show_lines(entry))
+        )
+        return 0
+    print(f"store: {home.describe()}")
+    if args.command == "ls":
+        entries = catalog.scan(home.path, args.stage)
+        chosen = catalog.select(entries, args.retriever)
+        fold = args.stage is None and not args.retriever
+        lines = catalog_text.ls_lines(
+            chosen, fold_indexes=fold, stage=args.stage, retriever=args.retriever or ""
+        )
+        print("\n".join(lines))
+        return 0
+    items = catalog.garbage(catalog.scan(home.path), args.stages)
+    for line in catalog_text.gc_lines(items, removing=args.yes):
+        print(line)
+    if args.yes and items:
+        removed, freed = catalog.remove(items)
+        print(f"removed {removed} folder(s), {catalog_text.human_bytes(freed)}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -380,6 +450,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_evaluate(args)
         if args.command == "export":
             return _run_export(args)
+        if args.command in ("ls", "show", "gc"):
+            return _run_catalog(args)
         if not hasattr(args, "_stage"):
             parser.parse_args([args.command, "--help"])
         return _run_stage(args)
@@ -388,6 +460,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"mdcr: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `mdcr ls | head`: the reader stopped; so do we, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("mdcr: interrupted; finished outputs are kept, re-run to resume", file=sys.stderr)
         return 130
