@@ -254,6 +254,8 @@ def _run_pipeline(args: argparse.Namespace) -> int:
 
     pipeline = set_engine(load_pipeline(args.pipeline, args.overrides), _engine_values(args))
     store = _store(args, pipeline.home)
+    if args.dry_run:  # the plan's folders are in this store
+        print(f"store: {store.home} ({store.source})")
     results = run_pipeline(
         pipeline,
         store,

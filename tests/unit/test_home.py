@@ -132,10 +132,14 @@ def test_a_pipeline_prints_the_store_once_and_ends_with_its_last_folder(
         '[[step]]\nstage = "toy-double"\nid = "dbl"\nsource = "@src"\n'
     )
     monkeypatch.chdir(env / "proj" / "two")
+    where = f"{env / 'proj' / '.mdcr'} (the .mdcr folder in {env / 'proj'})"
+    assert main(["run", str(pipe), "--dry-run"]) == 0  # the plan names its store
+    assert capsys.readouterr().out.splitlines()[0] == f"store: {where}"
+    assert not any((env / "proj" / ".mdcr").iterdir())
     assert main(["run", str(pipe)]) == 0
     cap = capsys.readouterr()
     assert cap.err.count("store: ") == 1
-    assert f"store: {env / 'proj' / '.mdcr'} (the .mdcr folder in {env / 'proj'})" in cap.err
+    assert f"store: {where}" in cap.err
     last = Path(cap.out.strip().splitlines()[-1])
     assert last.parent == env / "proj" / ".mdcr" / "toy-double"
     assert (last / "doubled.parquet").is_file()
