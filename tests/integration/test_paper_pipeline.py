@@ -85,7 +85,9 @@ def test_dry_run_prints_the_paper_scale_plan(env: dict) -> None:
     assert "disk ~" in out
     assert "7600 queries x 66 papers" in out  # MDCR: 19 fields x 200 queries x 2 splits
     plan, _, table = out.partition("\nEstimated wall time on one machine with 16 cores, 1 GPU")
-    steps = [line.split()[0] for line in plan.splitlines() if line and not line.startswith(" ")]
+    store, *lines = plan.splitlines()
+    assert store == f"store: {env['home'] / 'dry'} (--home)"
+    steps = [line.split()[0] for line in lines if line and not line.startswith(" ")]
     assert steps[0] == "prefilter" and steps[-1] == "bench_score" and len(steps) == 30
     # Every step's time, then the total; each step's plan says how it was priced.
     rows = [line.split()[0] for line in table.splitlines()[1:] if line.startswith("  ")]
