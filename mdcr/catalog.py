@@ -211,9 +211,13 @@ def scan(home: Path, stage: str | None = None, *, size: bool = True) -> list[Ent
 
 
 def _stage_order() -> list[str]:
-    from mdcr.stage import stages
+    """Stage names in pipeline order (their modules' order in ``STAGE_MODULES``, whatever
+    order they were imported in), then the Lucene indexes."""
+    from mdcr.stage import STAGE_MODULES, stages
 
-    return [*stages(), INDEX_STAGE]
+    rank = {module: i for i, module in enumerate(STAGE_MODULES)}
+    specs = sorted(stages().values(), key=lambda s: rank.get(s.run.__module__, len(rank)))
+    return [*(s.name for s in specs), INDEX_STAGE]
 
 
 def select(entries: Iterable[Entry], retriever: str | None = None) -> list[Entry]:
