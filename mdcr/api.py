@@ -10,6 +10,9 @@ modules at any depth) plus its class's code (:mod:`mdcr.encoders.in_memory`), so
 call with the same model is read from the store, and a changed model is scored again. A
 model whose state cannot be hashed (it holds a lock or an open file) is refused in one line
 that asks for ``cache_key=``.
+
+``mdcr.ls()``, ``mdcr.show(fp)`` and ``mdcr.gc()`` are the store's catalog, as ``mdcr ls``,
+``mdcr show`` and ``mdcr gc`` print it (:mod:`mdcr.catalog`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from mdcr.benchmark.results import EvaluationResult
 
 
@@ -65,7 +70,8 @@ def evaluate(
     from mdcr.encoders.in_memory import register_model
     from mdcr.engine import engine_values
     from mdcr.errors import ConfigError
-    from mdcr.store import Store, default_home
+    from mdcr.home import find_home
+    from mdcr.store import Store
 
     if isinstance(model, str) and cache_key is not None:
         raise ConfigError(
@@ -82,7 +88,8 @@ def evaluate(
         encode_set=options,
         engine=engine_values(engine, ray_address, ray_workers),
     )
-    store = Store(Path(home) if home is not None else default_home())
+    found = find_home(home)
+    store = Store(found.path, source=found.source)
     done = run_evaluation(req, store, quiet=quiet)
     return result_of(done)
 
@@ -99,3 +106,73 @@ def load_qrels(folder: str | Path, pool_id: str | None = None) -> Any:
     from mdcr.eval.trec import load_qrels as load
 
     return load(folder, pool_id)
+
+
+def ls(
+    stage: str | None = None, *, retriever: str | None = None, home: str | Path | None = None
+) -> pd.DataFrame:
+    """The store's outputs as a table, as ``mdcr ls`` lists them: stage, fingerprint, name
+    (retriever or encoder), params (those not at their default), date (UTC), bytes, state
+    (complete, running, unfinished) and path; Lucene indexes too (stage ``lucene-index``).
+    ``home``: the store (default: found as the CLI finds it, :mod:`mdcr.home`)."""
+    import pandas as pd
+
+    from mdcr import catalog
+    from mdcr.catalog_text import ls_rows
+    from mdcr.home import find_home
+
+    entries = catalog.select(catalog.scan(find_home(home).path, stage), retriever)
+    columns = ["stage", "fingerprint", "name", "params", "date", "bytes", "state", "path"]
+    return pd.DataFrame(ls_rows(entries), columns=columns)
+
+
+def show(ref: str | Path, *, home: str | Path | None = None) -> dict[str, Any]:
+    """One output, as ``mdcr show`` describes it: a dict with its ``stage``,
+    ``fingerprint``, ``path``, ``state``, ``bytes``, ``manifest``, ``used_by`` (the
+    outputs that use it), ``numbers`` (its main numbers, as lines) and ``text`` (what
+    ``mdcr show`` prints). ``ref``: a fingerprint (or 4+ of its first digits) or a
+    folder."""
+    from mdcr import catalog, catalog_text
+    from mdcr.home import find_home
+
+    entry = catalog.find(find_home(home).path, str(ref))
+    everything = catalog.scan(entry.path.parent.parent, size=False)
+    return {
+        "stage": entry.stage,
+        "fingerprint": entry.fingerprint,
+        "path": entry.path,
+        "state": entry.state,
+        "bytes": entry.bytes,
+        "manifest": entry.manifest,
+        "used_by": sorted({u.key for u in catalog.users(everything).get(entry.fingerprint, [])}),
+        "numbers": catalog_text.numbers_lines(entry),
+        "text": "\n".join(catalog_text.show_lines(entry)),
+    }
+
+
+def gc(*stages: str, dry_run: bool = True, home: str | Path | None = None) -> pd.DataFrame:
+    """What ``mdcr gc`` lists (what no result uses, and unfinished work): stage,
+    fingerprint, path, bytes, reason. ``dry_run=False`` also removes them, as
+    ``mdcr gc --yes`` does."""
+    import pandas as pd
+
+    from mdcr import catalog
+    from mdcr.home import find_home
+
+    items = catalog.garbage(catalog.scan(find_home(home).path), stages)
+    table = pd.DataFrame(
+        [
+            {
+                "stage": g.entry.stage,
+                "fingerprint": g.entry.fingerprint,
+                "path": str(g.entry.path),
+                "bytes": g.entry.bytes,
+                "reason": g.reason,
+            }
+            for g in items
+        ],
+        columns=["stage", "fingerprint", "path", "bytes", "reason"],
+    )
+    if not dry_run:
+        catalog.remove(items, echo=lambda _: None)
+    return table

@@ -36,7 +36,8 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
         "--home",
         type=Path,
         default=default,
-        help="artifact store folder (default: $MDCR_HOME or ./data/mdcr-home)",
+        help="the store folder (default: $MDCR_HOME, else the store the nearest mdcr.toml "
+        "or .mdcr up from here names, else $XDG_CACHE_HOME/mdcr or ~/.cache/mdcr)",
     )
     parser.add_argument(
         "-q",
@@ -173,19 +174,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_evaluate_parser(sub)
     _add_export_parser(sub)
     _add_download_parser(sub)
+    _add_catalog_parsers(sub)
     return parser
 
 
 def _store(args: argparse.Namespace, pipeline_home: Path | None = None) -> Any:
-    from mdcr.store import Store, default_home
+    """The store: --home, $MDCR_HOME, the pipeline file's home, the nearest mdcr.toml or
+    .mdcr, the user cache (:func:`mdcr.home.find_home`)."""
+    from mdcr.home import find_home
+    from mdcr.store import Store
 
-    if args.home is not None:
-        home = args.home
-    elif "MDCR_HOME" in os.environ or pipeline_home is None:
-        home = default_home()
-    else:
-        home = pipeline_home
-    return Store(home, wait=not args.no_wait)
+    home = find_home(args.home, pipeline=pipeline_home)
+    return Store(home.path, wait=not args.no_wait, source=home.source)
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
@@ -246,8 +246,7 @@ def _run_stage(args: argparse.Namespace) -> int:
     inputs = resolve_inputs(cfg, where=spec.name)
     store = _store(args)
     art = store.execute(spec, cfg, inputs, quiet=args.quiet)
-    target = art.path / spec.main_output if spec.main_output else art.path
-    print(target)
+    print(art.path)  # the output folder: what the next stage takes as its input
     return 0
 
 
@@ -256,6 +255,8 @@ def _run_pipeline(args: argparse.Namespace) -> int:
 
     pipeline = set_engine(load_pipeline(args.pipeline, args.overrides), _engine_values(args))
     store = _store(args, pipeline.home)
+    if args.dry_run:  # the plan's folders are in this store
+        print(f"store: {store.home} ({store.source})")
     results = run_pipeline(
         pipeline,
         store,
@@ -367,7 +368,8 @@ def _add_download_parser(sub: Any) -> None:
         "match such a record are labelled official.",
     )
     p.add_argument("dataset", choices=("mdcr",), help="what to fetch: mdcr (the MDCR release)")
-    p.add_argument("--to", type=Path, help="folder to fetch into [default: data/mdcr]")
+    p.add_argument("--to", type=Path, help="folder to fetch into [default: <store>/downloads/mdcr]")
+    p.add_argument("--home", type=Path, help="the store whose downloads/mdcr is the default --to")
     p.add_argument(
         "--register",
         type=Path,
@@ -394,7 +396,12 @@ def _run_download(args: argparse.Namespace) -> int:
         folder = args.register
         records = register_release(folder, quiet=args.quiet)
     else:
-        folder = args.to or Path("data/mdcr")
+        if args.to is None:
+            from mdcr.home import find_home
+
+            folder = find_home(args.home).path / "downloads" / "mdcr"
+        else:
+            folder = args.to
         records = download_release(folder, quiet=args.quiet, wait=not args.no_wait)
     for name, rec in records.items():
         print(f"{folder / name}\t{rec['size']} bytes\tsha256 {rec['sha256']}\t{rec['how']}")
@@ -413,6 +420,75 @@ def _run_export(args: argparse.Namespace) -> int:
     if args.qrels is not None:
         n = write_trec_qrels(args.qrels, args.out / "qrels.trec")
         print(f"{args.out / 'qrels.trec'}: {n} lines")
+    return 0
+
+
+def _add_catalog_parsers(sub: Any) -> None:
+    """``mdcr ls``, ``mdcr show``, ``mdcr gc``: the store's catalog (:mod:`mdcr.catalog`)."""
+    p = sub.add_parser(
+        "ls",
+        help="list the store's outputs: stage, fingerprint, name, parameters, date, size, state",
+        description="List the outputs in the store, by stage and date. NAME is the retriever "
+        "or encoder an output is about; PARAMS those not at their default; STATE complete, "
+        "running or unfinished. Lucene indexes are one line unless STAGE is lucene-index.",
+    )
+    p.add_argument("stage", nargs="?", help="only this stage (e.g. encode, lucene-index)")
+    p.add_argument("--retriever", help="only outputs about this retriever or encoder name")
+    _common(p, top=False)
+    p = sub.add_parser(
+        "show",
+        help="one output in words: inputs, users, identity, settings, timings, numbers",
+        description="Describe one output: its inputs and the outputs that use it, identity, "
+        "parameters, settings, timings, files, and its main numbers where it has them.",
+    )
+    p.add_argument("ref", metavar="FP|PATH", help="a fingerprint (or 4+ of its first digits, "
+                   "optionally stage/FP) or an output folder")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    _common(p, top=False)
+    p = sub.add_parser(
+        "gc",
+        help="list (or with --yes remove) what no result uses, and unfinished work",
+        description="Results are score, report, benchmark-score and benchmark-jaccard "
+        "outputs. An output is kept when a result uses it, directly or through other kept "
+        "outputs (inputs and searched Lucene indexes, as manifests record them). gc lists "
+        "everything else and unfinished work folders with their sizes; --yes removes them.",
+    )
+    p.add_argument("stages", nargs="*", metavar="STAGE", help="only these stages")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--dry-run", action="store_true", help="list only (the default)")
+    how.add_argument("--yes", action="store_true", help="remove what is listed")
+    _common(p, top=False)
+
+
+def _run_catalog(args: argparse.Namespace) -> int:
+    from mdcr import catalog, catalog_text
+    from mdcr.home import find_home
+
+    home = find_home(args.home)
+    if args.command == "show":
+        entry = catalog.find(home.path, args.ref)
+        print(
+            catalog_text.manifest_json(entry)
+            if args.json
+            else "\n".join(catalog_text.show_lines(entry))
+        )
+        return 0
+    print(f"store: {home.describe()}")
+    if args.command == "ls":
+        entries = catalog.scan(home.path, args.stage)
+        chosen = catalog.select(entries, args.retriever)
+        fold = args.stage is None and not args.retriever
+        lines = catalog_text.ls_lines(
+            chosen, fold_indexes=fold, stage=args.stage, retriever=args.retriever or ""
+        )
+        print("\n".join(lines))
+        return 0
+    items = catalog.garbage(catalog.scan(home.path), args.stages)
+    for line in catalog_text.gc_lines(items, removing=args.yes):
+        print(line)
+    if args.yes and items:
+        removed, freed = catalog.remove(items)
+        print(f"removed {removed} folder(s), {catalog_text.human_bytes(freed)}")
     return 0
 
 
@@ -435,6 +511,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_export(args)
         if args.command == "download":
             return _run_download(args)
+        if args.command in ("ls", "show", "gc"):
+            return _run_catalog(args)
         if not hasattr(args, "_stage"):
             parser.parse_args([args.command, "--help"])
         return _run_stage(args)
@@ -443,6 +521,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"mdcr: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `mdcr ls | head`: the reader stopped; so do we, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("mdcr: interrupted; finished outputs are kept, re-run to resume", file=sys.stderr)
         return 130

@@ -152,3 +152,23 @@ def exclusive(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         os.close(fd)
+
+
+def busy_holder(path: Path) -> Holder | None:
+    """Who holds the lock ``path`` now, or None when no process does (no file, or one a
+    process that is gone left behind). Only looks: never takes or removes the lock."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_holder(fd) or Holder(0, "?", "?", "another process")
+        except OSError:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

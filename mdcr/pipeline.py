@@ -349,7 +349,8 @@ def _dry_run_step(
 
 
 def summarize(pipeline: Pipeline, results: dict[str, Artifact], store: Store) -> list[str]:
-    """Lines saying where every step's outputs are; the last names the main output."""
+    """Lines saying where every step's outputs are: the last step's main file, and last of
+    all its output folder alone (what a next stage would take), as a stage command ends."""
     lines = [f"Outputs of pipeline '{pipeline.name}' (under {store.home}):"]
     for step in pipeline.steps:
         if step.id in results:
@@ -357,8 +358,11 @@ def summarize(pipeline: Pipeline, results: dict[str, Artifact], store: Store) ->
             state = "up to date" if art.up_to_date else "built"
             lines.append(f"  {step.id:<18} {state:<10} {art.path}")
     last = next((s for s in reversed(pipeline.steps) if s.id in results), None)
-    if last is not None and last.spec.main_output:
-        lines.append(f"{last.spec.main_output}: {results[last.id].path / last.spec.main_output}")
+    if last is not None:
+        folder = results[last.id].path
+        if last.spec.main_output:
+            lines.append(f"{last.spec.main_output}: {folder / last.spec.main_output}")
+        lines.append(str(folder))
     return lines
 
 

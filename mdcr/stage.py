@@ -120,7 +120,7 @@ class StageSpec:
     # Optional: what the stage would do, for `mdcr run --dry-run`.
     plan: PlanFn | None = None
     identity: Callable[[Any], dict[str, Any]] | None = None
-    # The file a user wants first (e.g. "report.md"); `mdcr run` prints its path last.
+    # The file a user wants first (e.g. "report.md"); `mdcr run` names it before the folder.
     main_output: str | None = None
     # The command-line words, when not the stage name (e.g. "benchmark build").
     command: str | None = None

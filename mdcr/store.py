@@ -1,10 +1,12 @@
 """The artifact store: fingerprinted output folders, manifests, atomic writes and resume.
 
-Layout under ``$MDCR_HOME`` (default ``./data/mdcr-home``)::
+Layout under the store's home (found by :func:`mdcr.home.find_home`: ``--home``,
+``$MDCR_HOME``, the nearest ``mdcr.toml`` or ``.mdcr``, else the user cache)::
 
     <stage>/<fingerprint>/            a finished output: files + manifest.json
     <stage>/.<fingerprint>.partial/   work in progress (kept across crashes for resumable stages)
     <stage>/.<fingerprint>.lock       held while a process works on that output
+    lucene-index/<fingerprint>/       a Lucene index (mdcr/index/lucene.py), shared by stages
 
 The promise: same fingerprint <=> same output. A fingerprint hashes everything that can
 change an output and nothing else (the rule, in one place: docs/architecture.md, "The
@@ -37,7 +39,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -72,7 +74,11 @@ TRACKED_PACKAGES = (
 
 
 def default_home() -> Path:
-    return Path(os.environ.get("MDCR_HOME", "data/mdcr-home"))
+    """The store's home when none is given: ``$MDCR_HOME``, the nearest ``mdcr.toml`` or
+    ``.mdcr`` up from the current folder, else the user cache (:mod:`mdcr.home`)."""
+    from mdcr.home import find_home
+
+    return find_home().path
 
 
 def package_versions() -> dict[str, str]:
@@ -253,11 +259,15 @@ class Store:
     """The artifact store under ``home``.
 
     ``wait``: a run whose output another process is building waits for it (True) or
-    stops at once naming the holder (False, ``--no-wait``).
+    stops at once naming the holder (False, ``--no-wait``). ``source``: how the home was
+    found (:class:`mdcr.home.Home`), printed with it (``store: HOME (SOURCE)``) before the
+    first output this store builds.
     """
 
     home: Path
     wait: bool = True
+    source: str = ""
+    _announced: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.home.exists() and not self.home.is_dir():
@@ -360,6 +370,10 @@ class Store:
     def _build(self, planned: Planned, *, quiet: bool, label: str) -> Artifact:
         spec, fp, final = planned.spec, planned.fingerprint, planned.folder
         work = self.work_folder(spec.name, fp)
+        if not quiet and not self._announced:  # once, before this store's first write
+            where = f" ({self.source})" if self.source else ""
+            print(f"store: {self.home}{where}", file=sys.stderr, flush=True)
+            self._announced = True
         if work.exists() and not spec.resumable:
             shutil.rmtree(work)
         elif work.exists() and not quiet:

@@ -202,8 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     sets = overrides(args.scale)
     home = args.home or REPO / "bench-out" / f"paper-{args.scale:g}"
     home.mkdir(parents=True, exist_ok=True)
-    index_dir = home / "indexes"
-    os.environ["MDCR_INDEX_DIR"] = str(index_dir)
+    index_dir = home / "lucene-index"  # the store's Lucene indexes
     pipeline = load_pipeline(PIPELINE, sets)
     log = home / "bench_paper.log"
     print(f"rehearsal at {args.scale:g} of the paper: {len(pipeline.steps)} steps; log {log}")

@@ -176,10 +176,12 @@ def bm25_scores(
         )
     )
     frames = []
+    indexes: dict[str, str] = {}  # split -> its index (recorded: mdcr gc keeps it)
     for split, g in bench.groupby("split", sort=True):
         ids = sorted(set(g["paper_id"]) | set(g["query_id"]))
         fp = index_fingerprint(ids, text_source)
-        path = index_root() / fp
+        indexes[str(split)] = fp
+        path = index_root(ctx.store.home if ctx.store is not None else None) / fp
         if read_index_meta(path) is None:
             build_index(
                 path,
@@ -212,6 +214,7 @@ def bm25_scores(
             for q, p in zip(pairs["query_id"], pairs["paper_id"], strict=True)
         ]
         frames.append(pairs.assign(score=scores))
+    ctx.record("indexes", indexes)
     return pd.concat(frames, ignore_index=True)
 
 

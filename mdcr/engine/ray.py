@@ -43,7 +43,7 @@ _FORWARD = (
     "NUMBA_CACHE_DIR",
 )
 # Of those, the paths: made absolute, since a worker's working folder is not the driver's.
-_PATHS = ("MDCR_HOME", "MDCR_INDEX_DIR", "HF_HOME", "HF_HUB_CACHE", "NUMBA_CACHE_DIR")
+_PATHS = ("MDCR_HOME", "HF_HOME", "HF_HUB_CACHE", "NUMBA_CACHE_DIR")
 
 
 def worker_env() -> dict[str, str]:
@@ -94,7 +94,7 @@ def unreachable_error(node: str, path: str) -> ConfigError:
     where = Path(path).parent if Path(path).name.startswith(".ray-check-") else Path(path)
     return ConfigError(
         f"Ray node {node} cannot see '{where}': the store and the inputs must be on storage "
-        "every node mounts at the same path; put MDCR_HOME (and MDCR_INDEX_DIR) on a shared "
+        "every node mounts at the same path; put the store (--home, MDCR_HOME) on a shared "
         "file system (NFS, ...) or use --engine local"
     )
 

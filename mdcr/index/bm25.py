@@ -6,9 +6,10 @@ are those of the pool, as the paper's per-pool evaluation implies. A document an
 are both a paper's title + newline + abstract; the query paper is never a candidate in its
 own ranking, and ties are broken by (score desc, paper_id asc), as in every retriever.
 
-Indexes are shared, not stage outputs: ``$MDCR_INDEX_DIR`` (default ``indexes/``) holds one
-folder per distinct (pool papers, corpus, analyzer) fingerprint, so the tuning grid, the
-test runs, re-runs and identical pools all reuse one index. BM25's k1 and b are applied at
+Indexes are shared, not stage outputs: the store's ``lucene-index/`` holds one folder per
+distinct (pool papers, corpus, analyzer) fingerprint, so the tuning grid, the test runs,
+re-runs and identical pools all reuse one index; a stage records the indexes it searched
+(``info.indexes``), which ``mdcr gc`` reads. BM25's k1 and b are applied at
 search time, so one index serves the whole grid. Both stages are resumable per pool.
 """
 
@@ -175,15 +176,30 @@ def finished_pools(work: Path) -> int:
 # Indexes
 
 
-def ensure_index(data: PoolData, pool: PoolInfo, threads: int, ctx: StageContext) -> Path:
-    """The pool's Lucene index, built now unless an identical one exists."""
-    from mdcr.index.lucene import Doc, build_index, index_fingerprint, index_root, read_index_meta
+def _home(ctx: StageContext) -> Path | None:
+    """The home of the store the stage runs in (None: the default store)."""
+    return ctx.store.home if ctx.store is not None else None
+
+
+def _index_fingerprints(data: PoolData, pools: Sequence[PoolInfo]) -> dict[str, str]:
+    """pool_id -> the fingerprint of its Lucene index."""
+    from mdcr.index.lucene import index_fingerprint
+
+    return {p.pool_id: index_fingerprint(data.pool_ids(p.pool_id), data.corpus_fp) for p in pools}
+
+
+def ensure_index(
+    data: PoolData, pool: PoolInfo, threads: int, ctx: StageContext, root: Path
+) -> Path:
+    """The pool's Lucene index under ``root`` (the store's ``lucene-index/``), built now
+    unless an identical one exists."""
+    from mdcr.index.lucene import Doc, build_index, index_fingerprint, read_index_meta
 
     ids = data.pool_ids(pool.pool_id)
     if not ids:
         raise InputDataError(f"pool '{pool.pool_id}' has no papers in pools.parquet")
     fp = index_fingerprint(ids, data.corpus_fp)
-    path = index_root() / fp
+    path = root / fp
     if read_index_meta(path) is not None:
         ctx.log(f"[bm25] {pool.pool_id}: reusing index {path}")
         return path
@@ -385,9 +401,10 @@ def grid_rankings(
     engine: str,
     ctx: StageContext,
     device: str = "cpu",
+    index_dir: Path | None = None,
 ) -> Iterator[tuple[tuple[float, float], list[tuple[np.ndarray, np.ndarray]]]]:
     """((k1, b), the pool's ranked papers per query) at every grid point, by either engine
-    (the sweep on ``device``)."""
+    (the sweep on ``device``; Lucene with its indexes under ``index_dir``)."""
     if engine == "sweep":
         from mdcr.device import resolve_device
         from mdcr.index.lucene import default_threads
@@ -402,9 +419,9 @@ def grid_rankings(
         )  # fmt: skip
         yield from zip(grid, per_grid, strict=True)
         return
-    from mdcr.index.lucene import open_index
+    from mdcr.index.lucene import index_root, open_index
 
-    path = ensure_index(data, pool, threads, ctx)
+    path = ensure_index(data, pool, threads, ctx, index_dir or index_root(_home(ctx)))
     with open_index(path) as index:
         queries, _ = index.build_queries(qids, texts)
         for k1, b in grid:
@@ -483,6 +500,8 @@ def run_bm25_tune(cfg: TuneConfig, ctx: StageContext) -> None:
         shutil.rmtree(ctx.out / PARTS, ignore_errors=True)
         ctx.record("chosen", {k: chosen[k] for k in ("k1", "b", "metric", "value", "n_pools")})
         ctx.record("pools_fingerprint", data.pools_fp)
+        if cfg.engine == "lucene":  # the indexes it searched (mdcr gc keeps them)
+            ctx.record("indexes", _index_fingerprints(data, pools))
         ctx.record("engine", _engine_info())
         ctx.log(
             f"[bm25-tune] chosen k1={chosen['k1']}, b={chosen['b']}: "
@@ -513,7 +532,7 @@ def _pool_job(
         pools=ctx.input("pools").resolve(),
         out=ctx.out.resolve(),
         spill=(ctx.out / PARTS / "spill").resolve(),
-        index_dir=index_root().resolve(),
+        index_dir=index_root(_home(ctx)).resolve(),
         threads=cfg.threads,
         engine=cfg.engine,
         device=cfg.device,
@@ -570,7 +589,7 @@ def bm25_pool(worker: PoolWorker, pool: PoolInfo) -> tuple[int, float]:
     t0 = time.perf_counter()
     ((_, ranked),) = grid_rankings(
         data, pool, qids, texts, job.grid, job.depth, job.threads, job.engine, worker.ctx,
-        job.device,
+        job.device, job.index_dir,
     )  # fmt: skip
     seconds = time.perf_counter() - t0
     side = {"engine": job.engine, "n_terms": query_terms(texts).tolist()}
@@ -591,7 +610,7 @@ def tune_one_pool(worker: PoolWorker, pool: PoolInfo) -> tuple[int, float]:
     t0 = time.perf_counter()
     rankings = grid_rankings(
         data, pool, qids, texts, job.grid, job.depth, job.threads, job.engine, worker.ctx,
-        job.device,
+        job.device, job.index_dir,
     )  # fmt: skip
     df = tune_pool(pool, qids, rankings, data.qrels(pool.pool_id), job.metrics, job.depth)
     seconds = time.perf_counter() - t0
@@ -606,7 +625,7 @@ def plan_bm25_tune(
     how = (
         "the exact sweep, one pass per query"
         if cfg.engine == "sweep"
-        else "Lucene, one index per pool in $MDCR_INDEX_DIR or indexes/"
+        else "Lucene, one index per pool in the store's lucene-index/"
     )
     from mdcr.planning.work import facts_of, pool_work
 

@@ -173,8 +173,8 @@ class PoolJob:
     """What a worker needs to work on pools (paths absolute, picklable).
 
     ``out``: the stage's work folder (each pool's part goes under it); ``spill``: where
-    DuckDB spills the texts it holds; ``index_dir``: the shared Lucene indexes;
-    ``metrics``: bm25-tune's metrics (empty for bm25).
+    DuckDB spills the texts it holds; ``index_dir``: the Lucene indexes of the driver's
+    store; ``metrics``: bm25-tune's metrics (empty for bm25).
     """
 
     corpus: Path
@@ -219,7 +219,6 @@ def open_pool_worker(job: PoolJob) -> PoolWorker:
 
     from mdcr.stage import StageContext
 
-    os.environ["MDCR_INDEX_DIR"] = str(job.index_dir)  # the driver's, wherever this runs
     if not job.threads:  # the CPUs Ray gave this worker (it sets OMP_NUM_THREADS to them)
         job = dataclasses.replace(job, threads=int(os.environ.get("OMP_NUM_THREADS") or 1))
     data = PoolData(job.corpus, job.pools, job.threads)

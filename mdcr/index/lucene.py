@@ -49,6 +49,9 @@ from mdcr.errors import InputDataError, ManifestMismatchError
 from mdcr.index.java import autoclass, java_error_message, start_jvm
 
 INDEX_FORMAT = 1
+# The store's folder of indexes (<home>/lucene-index/<fp>/); META_FILE is an index's
+# manifest, written last: a folder without it is not an index.
+INDEX_STAGE = "lucene-index"
 META_FILE = "mdcr-index.json"
 IDS_FILE = "paper_ids.parquet"
 FIELD = "contents"
@@ -80,13 +83,19 @@ def default_threads() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def index_root() -> Path:
-    """Where per-pool indexes live: ``$MDCR_INDEX_DIR``, default ``indexes/`` (cwd).
+def index_root(home: Path | None = None) -> Path:
+    """Where the indexes live: ``<home>/lucene-index/`` of the store (``home``, default the
+    store :func:`mdcr.store.default_home` finds), one folder per index fingerprint beside
+    its lock, like a stage's outputs; never the working folder.
 
-    An environment setting, not a stage parameter: moving the indexes changes no result, so
-    it must not change any stage fingerprint.
+    Not a stage parameter: where the indexes are changes no result, so it must not change
+    any stage fingerprint.
     """
-    return Path(os.environ.get("MDCR_INDEX_DIR", "indexes")).expanduser()
+    if home is None:
+        from mdcr.store import default_home
+
+        home = default_home()
+    return home / INDEX_STAGE
 
 
 def ids_digest(paper_ids: Sequence[str]) -> str:
@@ -387,6 +396,7 @@ def _build_index(
             "analyzer": ANALYZER,
             "lucene": j.lucene_version,
             "build_s": round(time.perf_counter() - t0, 3),
+            "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "threads": threads,
         }
         (tmp / META_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")

@@ -2,8 +2,9 @@
 
 It runs the real stages (synth, prefilter, pools, MiniLM and random encoders with Faiss,
 Lucene BM25 with tuning, the MDCR-style benchmark, ranx scoring and the report) and checks
-what a user sees: the last line names report.md, every retriever has rows, a re-run is
-up to date, and the invariants hold on the artifacts it wrote.
+what a user sees: the last lines name report.md and its folder, every retriever has rows,
+nothing is written outside the store, a re-run is up to date, and the invariants hold on
+the artifacts it wrote.
 """
 
 from __future__ import annotations
@@ -41,13 +42,21 @@ def _run(home: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
     return captured.out, captured.err
 
 
-def test_demo_pipeline_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_pipeline_end_to_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path / "home"
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
     out, _ = _run(home, capsys)
-    last = out.strip().splitlines()[-1]
-    assert last.startswith("report.md: ")
-    report = Path(last.removeprefix("report.md: "))
-    assert report.is_file() and report.parent.parent.parent == home
+    *_, main_file, last = out.strip().splitlines()
+    assert main_file.startswith("report.md: ")
+    report = Path(main_file.removeprefix("report.md: "))
+    assert report.is_file() and report.parent == Path(last) and Path(last).parent.parent == home
+    # Nothing outside the store: no Lucene indexes (or anything else) in the working folder.
+    assert list((tmp_path / "cwd").iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cwd", "home"]
+    assert any((home / "lucene-index").iterdir())
     text = report.read_text()
     for retriever in ("bm25", "minilm", "random"):
         assert re.search(rf"^\| {retriever} \|", text, re.M), retriever

@@ -64,7 +64,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict:
     )
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("S2ORC_DIR", str(shards))
-        mp.setenv("MDCR_INDEX_DIR", str(home / "indexes"))
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.delenv("MDCR_HOME", raising=False)
         yield {"home": home}
@@ -89,7 +88,9 @@ def test_dry_run_prints_the_paper_scale_plan(env: dict) -> None:
     assert "disk ~" in out
     assert "7600 queries x 66 papers" in out  # MDCR: 19 fields x 200 queries x 2 splits
     plan, _, table = out.partition("\nEstimated wall time on one machine with 16 cores, 1 GPU")
-    steps = [line.split()[0] for line in plan.splitlines() if line and not line.startswith(" ")]
+    store, *lines = plan.splitlines()
+    assert store == f"store: {env['home'] / 'dry'} (--home)"
+    steps = [line.split()[0] for line in lines if line and not line.startswith(" ")]
     assert steps[0] == "prefilter" and steps[-1] == "bench_score" and len(steps) == 30
     # Every step's time, then the total; each step's plan says how it was priced.
     rows = [line.split()[0] for line in table.splitlines()[1:] if line.startswith("  ")]
@@ -106,7 +107,8 @@ def test_scaled_paper_pipeline_runs_end_to_end(env: dict) -> None:
     args = [a for s in SCALED for a in ("--set", s)]
     rc, out = _run(home, "-q", *args)
     assert rc == 0, out
-    assert out.strip().splitlines()[-1].endswith("report.md")
+    *_, main_file, folder = out.strip().splitlines()
+    assert main_file.endswith("report.md") and Path(folder).parent.parent == home
     bench_dir = next((home / "benchmark").iterdir())
     bench = pd.read_parquet(bench_dir / "benchmark.parquet")
     sizes = bench.groupby(["split", "field", "query_id"]).size()

@@ -147,7 +147,7 @@ def output_hashes(home: Path, stage: str | None = None) -> dict[str, str]:
 def local_home(base: Path) -> Path:
     """The whole pipeline on the local engine (the reference)."""
     home = _prepare(base)
-    _ok(_mdcr(home, MDCR_INDEX_DIR=str(base / "indexes-local")))
+    _ok(_mdcr(home))
     return _keep(base, "local")
 
 
@@ -155,8 +155,7 @@ def test_ray_engine_writes_byte_identical_outputs(
     ray_address: str, base: Path, local_home: Path
 ) -> None:
     home = _prepare(base, upstream=local_home)
-    index_dir = base / "indexes-ray"
-    _ok(_mdcr(home, "--engine", "ray", RAY_ADDRESS=ray_address, MDCR_INDEX_DIR=str(index_dir)))
+    _ok(_mdcr(home, "--engine", "ray", RAY_ADDRESS=ray_address))
     ray_home = _keep(base, "ray")
 
     local, on_ray = output_hashes(local_home), output_hashes(ray_home)
@@ -164,8 +163,8 @@ def test_ray_engine_writes_byte_identical_outputs(
     assert {*SCALED_OUT, "score", "report"} <= stages
     assert on_ray == local  # embeddings, dense runs, BM25 runs, grid, scores, reports
     assert any(k.startswith("report/") and k.endswith("report.md") for k in on_ray)
-    # Ray built its own Lucene indexes; the local run's were not used.
-    assert any(index_dir.iterdir())
+    # Ray built its own Lucene indexes, in its own store; the local run's were not used.
+    assert any((ray_home / "lucene-index").iterdir())
     for stage in SCALED_OUT:
         for key, m in manifests(ray_home, stage).items():
             assert m["settings"]["executor"] == "ray", key

@@ -52,9 +52,19 @@ def test_evaluate_random_equals_the_original_scorer(evaluated: dict) -> None:
 
 
 @pytest.mark.slow
-def test_evaluate_bm25_equals_the_original_scorer(tmp_path: Path) -> None:
+def test_evaluate_bm25_equals_the_original_scorer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Lucene BM25 through the JVM: a few seconds to start.
-    check_against_reference({"home": tmp_path, "stdout": _evaluate(tmp_path, ["bm25"])}, "bm25")
+    monkeypatch.chdir(tmp_path)
+    home = tmp_path / "home"
+    check_against_reference({"home": home, "stdout": _evaluate(home, ["bm25"])}, "bm25")
+    # The collection's index is in the store (never the working folder), and the rank
+    # output records it.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
+    (rank,) = (home / "benchmark-rank").glob("*/manifest.json")
+    indexes = json.loads(rank.read_text())["info"]["indexes"]
+    assert set(indexes.values()) == {p.name for p in (home / "lucene-index").iterdir()}
 
 
 def check_against_reference(evaluated: dict, encoder: str) -> None:

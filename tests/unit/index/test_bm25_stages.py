@@ -44,10 +44,9 @@ def write_corpus(folder: Path, papers: Sequence[tuple[str, str, str]]) -> Path:
 
 
 @pytest.fixture()
-def index_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "indexes"
-    monkeypatch.setenv("MDCR_INDEX_DIR", str(path))
-    return path
+def index_dir(tmp_path: Path) -> Path:
+    """Where the stages of these tests (store ``tmp_path / "home"``) keep their indexes."""
+    return tmp_path / "home" / "lucene-index"
 
 
 @pytest.fixture()
@@ -213,6 +212,30 @@ def test_tuning_picks_the_known_best_point(
     assert len(list(index_dir.iterdir())) == 1  # val and test pools share one index
 
 
+def test_lucene_indexes_live_in_the_store_and_outputs_name_them(
+    lucene_jvm: object, tmp_path: Path, s2orc_papers: list, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[type-arg]
+    """Indexes go to the store's lucene-index/, never the working folder; bm25-tune (on
+    Lucene) and bm25 record the index they searched, so the catalog knows who uses it."""
+    from mdcr import catalog
+
+    corpus, pools = _known_case(tmp_path, s2orc_papers)
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    home = tmp_path / "home"
+    tune_cfg = bm25.TuneConfig(
+        corpus=str(corpus), pools=str(pools), k1=(0.9,), b=(0.4,), engine="lucene"
+    )
+    tune = _execute(home, bm25.TUNE_SPEC, tune_cfg)
+    run_cfg = bm25.BM25Config(corpus=str(corpus), pools=str(pools), params=str(tune.path), k=5)
+    run = _execute(home, bm25.SPEC, run_cfg)
+    assert list((tmp_path / "cwd").iterdir()) == []
+    (index,) = catalog.scan(home, "lucene-index")
+    assert index.state == "complete" and index.path.parent == home / "lucene-index"
+    used = {u.key for u in catalog.users(catalog.scan(home))[index.fingerprint]}
+    assert used == {f"bm25-tune/{tune.fingerprint}", f"bm25/{run.fingerprint}"}
+
+
 def test_choose_averages_pools_and_breaks_ties_toward_the_default() -> None:
     rows = []
     for pool, values in {"a": [0.2, 0.6, 0.6], "b": [0.4, 0.2, 0.2]}.items():
@@ -288,7 +311,7 @@ def test_prefetched_texts_equal_the_corpus_reads(real: dict[str, Any], tmp_path:
 
 
 def test_a_worker_process_reads_each_pool_in_one_scan_of_its_own(
-    real: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    real: dict[str, Any], tmp_path: Path
 ) -> None:
     """A worker opened in its own process (as on Ray) reads each pool's texts as the pool
     starts, into a spill folder of its own; the texts equal the corpus reads."""
@@ -296,7 +319,6 @@ def test_a_worker_process_reads_each_pool_in_one_scan_of_its_own(
 
     from mdcr.index.bm25_data import PoolData, PoolJob, open_pool_worker
 
-    monkeypatch.setenv("MDCR_INDEX_DIR", str(tmp_path / "ix"))  # the worker sets it; restored
     job = PoolJob(
         corpus=real["corpus"], pools=real["pools"], out=tmp_path / "out",
         spill=tmp_path / "out" / "parts" / "spill", index_dir=tmp_path / "ix", threads=1,

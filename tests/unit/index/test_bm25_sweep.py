@@ -118,10 +118,7 @@ def test_lengths_encode_as_lucene_does(lucene_jvm: object) -> None:
 
 
 @pytest.fixture()
-def stage_inputs(
-    tmp_path: Path, s2orc_papers: list, monkeypatch: pytest.MonkeyPatch
-) -> dict[str, Any]:  # type: ignore[type-arg]
-    monkeypatch.setenv("MDCR_INDEX_DIR", str(tmp_path / "indexes"))
+def stage_inputs(tmp_path: Path, s2orc_papers: list) -> dict[str, Any]:  # type: ignore[type-arg]
     papers = [(p.paper_id, p.title, p.abstract) for p in s2orc_papers]
     ids = [p[0] for p in papers]
     pools = {

@@ -1,0 +1,114 @@
+"""Where the store is: one per user by default, the same from any folder.
+
+The first of these that applies names the store (:func:`find_home`):
+
+1. ``--home`` on the command line, ``home=`` in the Python API;
+2. ``$MDCR_HOME``;
+3. ``[pipeline] home`` of the pipeline file ``mdcr run`` runs (relative to the current
+   folder, as before);
+4. the nearest marker in the current folder or above it: a file ``mdcr.toml`` whose
+   ``[store] home`` names the store (relative to the file's folder; ``.mdcr`` beside the
+   file when left out), or a folder ``.mdcr``, which is the store itself. In one folder,
+   ``mdcr.toml`` comes first;
+5. the user's cache: ``$XDG_CACHE_HOME/mdcr`` (when set to an absolute path), else
+   ``~/.cache/mdcr``.
+
+So ``mdcr evaluate`` run from any folder of a project finds the project's store, and
+from anywhere else the user's one store, never a new ``./data/mdcr-home`` of wherever it
+was started. The path found is absolute.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from mdcr.errors import ConfigError
+
+MARKER_FILE = "mdcr.toml"
+MARKER_DIR = ".mdcr"
+_STORE_KEYS = ("home",)
+
+
+@dataclass(frozen=True)
+class Home:
+    """A store folder and how it was found (for messages: ``store: PATH (SOURCE)``)."""
+
+    path: Path
+    source: str
+
+    def describe(self) -> str:
+        return f"{self.path} ({self.source})"
+
+
+def _absolute(path: Path | str) -> Path:
+    return Path(os.path.abspath(Path(path).expanduser()))
+
+
+def read_marker(path: Path) -> Path:
+    """The store an ``mdcr.toml`` names: ``[store] home`` relative to the file's folder,
+    else ``.mdcr`` beside it."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read '{path}': {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}); fix it or remove the file") from None
+    unknown = sorted(set(data) - {"store"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown table '{unknown[0]}'; valid: store")
+    store = data.get("store", {})
+    if not isinstance(store, dict):
+        raise ConfigError(f"{path}: 'store' must be a table, e.g. [store] home = \"data/mdcr\"")
+    bad = sorted(set(store) - set(_STORE_KEYS))
+    if bad:
+        raise ConfigError(f"{path}: unknown key 'store.{bad[0]}'; valid: home")
+    home = store.get("home", MARKER_DIR)
+    if not isinstance(home, str) or not home:
+        raise ConfigError(
+            f"{path}: store.home must be a non-empty string (a folder, relative to the file)"
+        )
+    return _absolute(path.parent / Path(home).expanduser())
+
+
+def find_marker(start: Path | None = None) -> Home | None:
+    """The store named by the nearest ``mdcr.toml`` or ``.mdcr`` in ``start`` (default:
+    the current folder) or a folder above it; None when there is none."""
+    here = _absolute(start or Path.cwd())
+    for folder in (here, *here.parents):
+        marker = folder / MARKER_FILE
+        if marker.is_file():
+            return Home(read_marker(marker), f"from {marker}")
+        if (folder / MARKER_DIR).is_dir():
+            return Home(folder / MARKER_DIR, f"the {MARKER_DIR} folder in {folder}")
+    return None
+
+
+def user_cache_home() -> Home:
+    """``$XDG_CACHE_HOME/mdcr`` (an absolute ``XDG_CACHE_HOME`` only, as the XDG spec
+    says), else ``~/.cache/mdcr``."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Home(Path(xdg) / "mdcr", "the user cache, $XDG_CACHE_HOME/mdcr")
+    return Home(_absolute("~/.cache/mdcr"), "the user cache, ~/.cache/mdcr")
+
+
+def find_home(
+    explicit: Path | str | None = None,
+    *,
+    pipeline: Path | str | None = None,
+    start: Path | None = None,
+) -> Home:
+    """The store to use: ``explicit`` (``--home``), ``$MDCR_HOME``, a pipeline file's
+    ``home``, the nearest marker up from ``start`` (default: the current folder), the
+    user cache; see the module docstring."""
+    if explicit is not None and str(explicit):
+        return Home(_absolute(explicit), "--home")
+    env = os.environ.get("MDCR_HOME", "")
+    if env:
+        return Home(_absolute(env), "$MDCR_HOME")
+    if pipeline is not None and str(pipeline):
+        return Home(_absolute(pipeline), "the pipeline file's home")
+    return find_marker(start) or user_cache_home()

@@ -1,0 +1,19 @@
+"""The whole test session: a store of its own, never the repository's or the user's.
+
+A test that gives no store (no ``--home``, no ``home=``) would otherwise use the one the
+repository's ``mdcr.toml`` names, or the user's ``~/.cache/mdcr``; ``$MDCR_HOME`` points
+it to a temporary folder instead. Tests of the store's discovery unset it themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MDCR_HOME", str(tmp_path_factory.mktemp("mdcr-home")))
+        yield
