@@ -135,6 +135,7 @@ def _add_stage_parser(sub: Any, spec: StageSpec, groups: dict[str, Any]) -> None
         dest="_config",
         type=Path,
         default=None,
+        metavar="FILE",
         help="TOML file with this stage's keys; command-line options override it",
     )
     _common(p, top=False)

@@ -426,7 +426,7 @@ SPEC = register(
         version="1",
         config=SearchConfig,
         run=run_search,
-        help="Exact dense search per pool (Faiss or torch), top-k runs by the run contract",
+        help="exact dense search per pool (Faiss or torch), top-k runs by the run contract",
         plan=plan_search,
         main_output="runs.parquet",
     )

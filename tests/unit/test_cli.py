@@ -82,3 +82,22 @@ def test_console_script_help_runs_in_a_fresh_process() -> None:
         check=True,
     ).stdout
     assert "prefilter" in out and "synth" in out
+
+
+def test_help_reads_alike_for_every_command(capsys) -> None:
+    """Every command's one-line summary starts in lower case (or with an acronym such as
+    BM25), and no option shows an internal placeholder (``--config _CONFIG``) in its usage."""
+    import argparse
+
+    from mdcr.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    summaries = {c.dest: c.help for c in sub._choices_actions}
+    first_words = {name: (h or "?").split()[0] for name, h in summaries.items()}
+    odd = {n: w for n, w in first_words.items() if not (w.islower() or w.isupper())}
+    assert len(first_words) >= 20 and not odd, odd
+    with pytest.raises(SystemExit):
+        main(["encode", "--help"])
+    usage = capsys.readouterr().out
+    assert "--config FILE" in usage and "_CONFIG" not in usage
