@@ -9,7 +9,8 @@ stage counts, shard by shard, on the vectors as stored (float16 or float32):
   cannot be normalised and under ip it scores 0 against every paper. (Under ``l2`` the
   origin is a point like any other; not counted.)
 - **one vector shared by papers of different texts**: the shard's most common vector
-  and how many papers have it (papers with the same title and abstract rightly share one).
+  (other than the zero vectors counted above) and how many papers have it (papers with
+  the same title and abstract rightly share one).
 
 The counts are summed over all shards of a role (encoded, copied from an earlier output,
 or finished by an earlier run alike: each is counted where it is written or, when found
@@ -81,15 +82,19 @@ def count_shard(
         return VectorCounts()
     owner = np.arange(n) if offsets is None else np.repeat(np.arange(len(ids)), np.diff(offsets))
     zero, zero_example = 0, None
+    rows = np.arange(n)  # the rows that may share a vector (zero ones are counted apart)
     if metric in DIRECTED_METRICS:
         is_zero = ~(x != 0).any(axis=1)
         zero = int(is_zero.sum())
         if zero:
             zero_example = ids[int(owner[np.flatnonzero(is_zero)[0]])]
+            rows = np.flatnonzero(~is_zero)
+    if len(rows) == 0:
+        return VectorCounts(vectors=n, zero=zero, zero_example=zero_example)
     # The most common vector: rows grouped by a hash of their bytes, then checked equal.
-    row_hash = np.fromiter((hash(row.tobytes()) for row in x), dtype=np.int64, count=n)
+    row_hash = np.fromiter((hash(x[r].tobytes()) for r in rows), dtype=np.int64, count=len(rows))
     _, inverse, counts = np.unique(row_hash, return_inverse=True, return_counts=True)
-    members = np.flatnonzero(inverse.ravel() == int(np.argmax(counts)))
+    members = rows[np.flatnonzero(inverse.ravel() == int(np.argmax(counts)))]
     first = int(members[0])
     members = members[(x[members] == x[first]).all(axis=1)]
     texts = np.unique(np.asarray(hashes, dtype=np.uint64)[owner[members]])[:2]

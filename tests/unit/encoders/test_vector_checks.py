@@ -228,7 +228,11 @@ def _finished(home: Path) -> list[Path]:
     ("attr", "message"),
     [
         ("NoDim", r"^encoder 'py:degenerate_mod:NoDim' has dim 0: vectors of no numbers"),
-        ("Zeros", r"^encoder 'py:degenerate_mod:Zeros': 6 of 6 vectors are zero \(metric cos"),
+        (
+            "Zeros",
+            r"^encoder 'py:degenerate_mod:Zeros': 6 of 6 vectors are zero \(metric cos: no "
+            r"direction; e\.g\. paper 'p0000'\); rankings from such vectors follow paper ids",
+        ),
         (
             "Constant",
             r"^encoder 'py:degenerate_mod:Constant': 6 of 6 vectors are one and the same "
@@ -343,6 +347,12 @@ def test_degenerate_counts_and_thresholds() -> None:
     one_zero[5] = 0
     assert "1 of 100 vectors are zero" in str(verdict(one_zero))  # 1%: a warning
     assert verdict(one_zero, metric="l2") is None  # the origin is a point under l2
+    zeros = np.zeros((100, 8))  # counted as zero vectors, not also as one shared vector
+    check = VectorCheck()
+    check.add(count_shard(zeros.astype(np.float16), None, ids, texts, "cos"))
+    assert check.summary() == {"vectors": 100, "zero": 100, "shared": 0}
+    check.add(count_shard(zeros.astype(np.float16), None, ids, texts, "l2"))  # under l2: shared
+    assert check.summary() == {"vectors": 200, "zero": 100, "shared": 100}
     two_zero = one_zero.copy()
     two_zero[9] = -0.0
     with pytest.raises(InputDataError, match="2 of 100 vectors are zero"):
