@@ -180,8 +180,15 @@ def string_check(key: str, col: str) -> str:
     )
 
 
+# A publication year outside these bounds (0, 99999, a negative year) is a malformed
+# line. Fixed bounds, not the current year: the same input must give the same output
+# whenever it is prefiltered (the store's promise); the oldest journals date from 1665.
+YEAR_MIN, YEAR_MAX = 1000, 2100
+YEAR_RANGE = f"{YEAR_MIN}-{YEAR_MAX}"
+
+
 def year_checks(col: str) -> tuple[str, ...]:
-    """Check clauses: the year is a non-negative integer within 64 bits, or null.
+    """Check clauses: the year is an integer from ``YEAR_MIN`` to ``YEAR_MAX``, or null.
 
     DuckDB writes JSON integers as plain digits and other numbers with "." or "e"; the
     cast (which would round 2001.5) only decides once those are ruled out.
@@ -193,7 +200,20 @@ def year_checks(col: str) -> tuple[str, ...]:
         f"WHEN NOT {is_null(col)} AND ({not_int}) THEN CASE "
         f"WHEN regexp_full_match({col}, '-?[0-9]+') THEN 'year is out of the 64-bit integer range' "
         "ELSE 'year is not an integer or null' END",
-        f"WHEN NOT {is_null(col)} AND {col}::BIGINT < 0 THEN 'year is negative'",
+        f"WHEN NOT {is_null(col)} AND {col}::BIGINT NOT BETWEEN {YEAR_MIN} AND {YEAR_MAX} "
+        f"THEN CASE WHEN {col}::BIGINT < 0 THEN 'year is negative' "
+        f"ELSE 'year is not a publication year ({YEAR_RANGE})' END",
+    )
+
+
+def blank_string_check(key: str, col: str) -> str:
+    """A check clause: a (checked) JSON string that holds only whitespace (Python's
+    ``str.isspace`` set). Most strings start with a printable ASCII character, which
+    decides without unescaping."""
+    return (
+        f"WHEN NOT (ord({col}[2]) BETWEEN 33 AND 126 AND {col}[2] <> '\\') "
+        f"AND regexp_full_match({string_value(col)}, '{WHITESPACE_CLASS}*') "
+        f"THEN '{key} is only whitespace'"
     )
 
 

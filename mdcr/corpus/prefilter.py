@@ -11,7 +11,8 @@ S2ORC, "around 16M" of S2ORC's 81.1M. Rules here, in this order:
   ``min_citations`` per ``citation_direction``: "total" in + out; "either" in or out
   alone; "in" / "out" one direction; "both" each. S2ORC: the ids in
   ``inbound_citations`` / ``outbound_citations`` as given (before any filtering). S2AG
-  (:mod:`mdcr.corpus.prefilter_s2ag`): the resolved edges of the ``citations`` table.
+  (:mod:`mdcr.corpus.prefilter_s2ag`): the non-null ids of the ``citations`` table's
+  edges, the same ids whether or not they have a papers record.
 
 Why "total" is the default: on the 1,000-record real sample (tests/data/s2orc_sample),
 after the other three rules, 183 papers have in + out >= 3 (x 81.1M/1000 = 14.8M),
@@ -31,10 +32,15 @@ How it runs on S2ORC (one pass over the input; memory bounded on the full 81.1M 
    :mod:`mdcr.corpus.prefilter_output` describes; their bytes do not depend on the
    thread count.
 
-Findings: malformed lines are counted by reason and the first ``max_reported_errors``
-named; whole-file problems (a 0-byte file, a folder named like a shard, a ``.gz`` that is
-not gzip, a byte-order mark) are counted and listed. ``strict`` stops at the first of
-either. An input without a single usable record is an error naming it.
+Findings: malformed lines (a year outside 1000-2100 and a whitespace-only id included)
+are counted by reason and the first ``max_reported_errors`` named; whole-file problems
+(a 0-byte file, a folder named like a shard, a ``.gz`` that is not gzip, a byte-order
+mark) are counted and listed; duplicate ids are counted with examples. ``strict`` stops
+at the first finding of any of these kinds. An input without a single usable record is
+an error naming it, and so is one of which no record passes the rules (the error shows
+the funnel). The funnel's ``records_read`` and ``malformed_skipped`` are the paper
+records'; ``lines_read`` and ``malformed_lines`` total every dataset read (for S2AG the
+papers, abstracts and citations).
 
 Threads and DuckDB's memory limit do not change outputs, so they are not config fields:
 ``MDCR_THREADS`` (default: all cores) and ``MDCR_MEMORY_LIMIT`` (default: 50% of RAM).
@@ -68,9 +74,10 @@ from mdcr.corpus.prefilter_scan import (
     drop_duplicates,
     first_line,
     scan_usable,
+    stop_on_duplicates,
     summarize_malformed,
 )
-from mdcr.errors import ConfigError
+from mdcr.errors import ConfigError, InputDataError
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
 if TYPE_CHECKING:
@@ -200,6 +207,8 @@ class Scanned:
     scans: list[DatasetScan]
     records_read: int
     records_valid: int
+    lines_read: int  # every dataset's (S2AG: papers, abstracts and citations)
+    malformed_lines: int
     duplicates: tuple[int, list[str]]
     flags: str
     paper_files: int
@@ -240,13 +249,17 @@ def _scan_s2orc(
         con, ds, temp_dir, threads, strict=cfg.strict, progress=progress, where=str(folder)
     )
     reasons, reported = summarize_malformed(con, [result], cfg.max_reported_errors)
+    duplicates = drop_duplicates(con, "recs", "paper_id")
+    stop_on_duplicates(duplicates, "paper_id", str(folder), cfg.strict)
     return Scanned(
         scans=[result],
         reasons=reasons,
         reported=reported,
         records_read=read,
         records_valid=read - result.malformed,
-        duplicates=drop_duplicates(con, "recs", "paper_id"),
+        lines_read=read,
+        malformed_lines=result.malformed,
+        duplicates=duplicates,
         flags="recs",
         paper_files=len(shards),
     )
@@ -268,6 +281,8 @@ def _scan_s2ag(
         reported=found.reported,
         records_read=found.papers_read,
         records_valid=found.papers_valid,
+        lines_read=found.lines_read,
+        malformed_lines=found.malformed_lines,
         duplicates=found.duplicates,
         flags="_flags",
         paper_files=len(release.papers),
@@ -327,20 +342,39 @@ def funnel_table(funnel: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def s2ag_lines(details: dict[str, Any]) -> str:
-    """The S2AG abstract and citation counts, for the log."""
+def s2ag_lines(funnel: dict[str, Any]) -> str:
+    """The S2AG totals and abstract and citation counts, for the log."""
+    details = funnel["s2ag"]
     a, c = details["abstracts"], details["citations"]
     return "\n".join(
         [
+            f"  all datasets: {funnel['lines_read']:,} lines read, "
+            f"{funnel['malformed_lines']:,} malformed (papers {funnel['malformed_skipped']:,}, "
+            f"abstracts {a['malformed_skipped']:,}, citations {c['malformed_skipped']:,})",
             f"  field sources: {', '.join(details['field_sources'])}",
             f"  abstracts: {a['records_read']:,} read, {a['malformed_skipped']:,} malformed, "
             f"{a['duplicates_dropped']:,} duplicate, {a['without_paper']:,} without a paper; "
             f"{details['papers_without_abstract']:,} papers without an abstract",
             f"  citation rows: {c['records_read']:,} read, {c['malformed_skipped']:,} malformed, "
-            f"{c['unresolved_null_id']:,} unresolved (null id), "
-            f"{c['unresolved_unknown_id']:,} unresolved (unknown id), "
-            f"{c['duplicates_dropped']:,} duplicate, {c['resolved']:,} resolved",
+            f"{c['unresolved_null_id']:,} with a null id and {c['neither_id_a_paper']:,} "
+            f"with neither id a paper (not counted), {c['duplicates_dropped']:,} duplicate; "
+            f"{c['resolved']:,} distinct edges between papers, {c['one_id_outside']:,} to "
+            "ids without a papers record (counted, not written)",
         ]
+    )
+
+
+def no_survivor(input_dir: Path, found: Scanned, counts: dict[str, int]) -> InputDataError:
+    """The one-line error for an input of which no record passes the rules: the funnel."""
+    removed = ", ".join(
+        f"{r} {counts[f'removed_{r}'] if r != 'year' else counts['fail_year']:,}" for r in RULES
+    )
+    dropped = found.duplicates[0]
+    return InputDataError(
+        f"no paper in '{input_dir}' passes the prefilter rules ({found.records_read:,} "
+        f"records read, {found.records_read - found.records_valid:,} malformed, "
+        f"{dropped:,} duplicate, removed by rule: {removed}); check that the input is the "
+        "release you meant, and --min-abstract-chars, --min-citations, --citation-direction"
     )
 
 
@@ -379,6 +413,8 @@ def prefilter_corpus(
         timings["scan_s"] = round(time.perf_counter() - clock, 3)
         reasons, reported = found.reasons, found.reported
         counts = _rule_counts(con, found.flags)
+        if counts["survivors"] == 0:
+            raise no_survivor(input_dir, found, counts)
         clock = time.perf_counter()
         n_papers, n_edges = write_outputs(con, out_dir, found.paper_files, found.edge_keys)
         timings["outputs_s"] = round(time.perf_counter() - clock, 3)
@@ -400,6 +436,8 @@ def prefilter_corpus(
         "file_problems": findings,
         "records_read": found.records_read,
         "malformed_skipped": found.records_read - found.records_valid,
+        "lines_read": found.lines_read,
+        "malformed_lines": found.malformed_lines,
         "malformed_by_reason": dict(sorted(reasons.items())),
         "malformed_examples": [str(m) for m in reported],
         "duplicates_dropped": dropped,
@@ -426,7 +464,7 @@ def prefilter_corpus(
         say(f"{len(findings):,} file(s) with a whole-file problem:")
         for finding in findings:
             say(f"  {finding}")
-    n_malformed = sum(reasons.values())
+    n_malformed = found.malformed_lines
     if n_malformed:
         say(f"skipped {n_malformed:,} malformed line(s); first ones:")
         for m in reported:
@@ -435,7 +473,7 @@ def prefilter_corpus(
         say(f"dropped {dropped:,} duplicate record(s), e.g. paper_id {', '.join(dup_examples)}")
     table = funnel_table(funnel)
     if "s2ag" in funnel:
-        table += "\n" + s2ag_lines(funnel["s2ag"])
+        table += "\n" + s2ag_lines(funnel)
     say("prefilter funnel:\n" + table)
     return PrefilterResult(funnel=funnel, n_papers=n_papers, n_citations=n_edges, timings=timings)
 
@@ -479,7 +517,7 @@ def plan_prefilter(
 SPEC = register(
     StageSpec(
         name="prefilter",
-        version="3",
+        version="4",
         config=PrefilterConfig,
         run=run_prefilter,
         help="S2ORC shards or an S2AG release -> prefiltered papers + citation edges (DuckDB)",

@@ -42,7 +42,11 @@ class PrefilterConfig:
         "total",
         help="which citations count: total (in + out), either, in, out, or both lists",
     )
-    strict: bool = param(False, help="stop at the first malformed line instead of skipping")
+    strict: bool = param(
+        False,
+        help="stop at the first finding (a malformed line, a whole-file problem, a duplicate "
+        "id) instead of skipping it",
+    )
     max_reported_errors: int = param(5, help="how many malformed lines to name in the log")
 
     def validate(self) -> None:

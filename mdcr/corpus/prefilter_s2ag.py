@@ -10,10 +10,12 @@ differ. Steps, all in DuckDB, which spills to disk, so that memory stays bounded
    edges (two ids).
 2. Duplicates: the first record of a repeated paper id, and of a repeated abstract id,
    is kept (file order, then line order).
-3. Edges: a row with a null id is an unresolved reference, and so is a row naming an id
-   that is not among the papers; neither counts as a citation, as S2ORC's lists hold only
-   resolved ids. Repeated edges count once. A paper's citation counts are its distinct
-   cited ids (out) and citing ids (in) over the resolved edges.
+3. Edges: a row with a null id is an unresolved reference and counts for no paper. A
+   paper's citation counts are its distinct cited ids (out) and citing ids (in) over the
+   other rows, whether or not the id at the other end has a papers record: S2ORC's lists
+   count every id they hold, so a release downloaded in part (or a sample) keeps the
+   papers the same corpus keeps in the S2ORC layout. Repeated edges count once. Only
+   edges between two papers can reach citations.parquet.
 4. Flags: one row per paper with the four rule flags, for the funnel. Survivors: a table
    of the papers that pass all four, with their texts, sorted into file order once.
 5. Outputs as for S2ORC (:func:`mdcr.corpus.prefilter_output.write_outputs`): edges
@@ -45,6 +47,7 @@ from mdcr.corpus.prefilter_scan import (
     drop_duplicates,
     one,
     scan_usable,
+    stop_on_duplicates,
     summarize_malformed,
 )
 from mdcr.errors import InputDataError
@@ -150,6 +153,8 @@ class S2agScan:
     reported: list[jsonl.MalformedLine]
     papers_read: int
     papers_valid: int
+    lines_read: int  # of the three datasets
+    malformed_lines: int
     duplicates: tuple[int, list[str]]
     details: dict[str, Any]
 
@@ -177,7 +182,9 @@ def scan_release(
         scans.append(result)
     reasons, reported = summarize_malformed(con, scans, cfg.max_reported_errors)
     paper_dups = drop_duplicates(con, "s2_papers", "cid")
+    stop_on_duplicates(paper_dups, "corpusid", str(release.folder / "papers"), cfg.strict)
     abstract_dups = drop_duplicates(con, "s2_abstracts", "cid")
+    stop_on_duplicates(abstract_dups, "corpusid", str(release.folder / "abstracts"), cfg.strict)
     details: dict[str, Any] = {"field_sources": list(cfg.field_sources)}
     details["abstracts"] = _abstract_counts(con, counts["abstracts"], abstract_dups)
     details["papers_without_abstract"] = one(
@@ -193,6 +200,8 @@ def scan_release(
         reported=reported,
         papers_read=counts["papers"][0],
         papers_valid=counts["papers"][0] - counts["papers"][1],
+        lines_read=sum(read for read, _ in counts.values()),
+        malformed_lines=sum(malformed for _, malformed in counts.values()),
         duplicates=paper_dups,
         details=details,
     )
@@ -218,14 +227,20 @@ def _abstract_counts(
 
 
 def _resolve_edges(con: duckdb.DuckDBPyConnection, counts: tuple[int, int]) -> dict[str, Any]:
-    """Build ``_known`` (paper id -> dense number k), ``_edges`` (distinct resolved edges as
-    one key ``k_citing << 32 | k_cited``) and ``_degrees``; return the edge counts.
+    """Build ``_known`` (paper id -> dense number k), ``_edges`` (distinct edges between
+    two papers as one key ``k_citing << 32 | k_cited``) and ``_degrees`` (each paper's
+    distinct cited and citing ids); return the edge counts.
 
-    One 64-bit key per edge makes the DISTINCT over the 2.5B rows of a full release hash
-    8 bytes per edge instead of two 8-byte ids (at 1M papers: 1.0 s against 1.2 s; the
-    gain that matters is the halved hash table when DuckDB spills). Every well-formed row
-    is exactly one of: unresolved (a null id), unknown (an id not among the papers), a
-    repeat of an earlier resolved edge, or a resolved edge.
+    A paper's counts take every non-null id, as S2ORC's lists do: an edge to an id without
+    a papers record (a release downloaded in part) counts for the paper at its other end,
+    though it cannot be written to citations.parquet. One 64-bit key per edge between
+    papers makes the DISTINCT over the 2.5B rows of a full release hash 8 bytes per edge
+    instead of two 8-byte ids (at 1M papers: 1.0 s against 1.2 s; the gain that matters
+    is the halved hash table when DuckDB spills); the edges with one end outside the
+    papers, none in a complete release, are found by a second pass only when there are
+    any. Every well-formed row is exactly one of: a null id, neither id a paper, a repeat
+    of an earlier edge, a distinct edge between papers, or a distinct edge with one end
+    outside the papers.
     """
     con.execute(
         "CREATE TEMP TABLE _known AS SELECT cid, (row_number() OVER () - 1)::BIGINT AS k "
@@ -234,44 +249,59 @@ def _resolve_edges(con: duckdb.DuckDBPyConnection, counts: tuple[int, int]) -> d
     if one(con, "SELECT count(*) FROM _known") >= 1 << 32:
         raise InputDataError("more than 2^32 papers: mdcr numbers papers with 32 bits")
     read, malformed = counts
+    valid = "e.reason IS NULL AND e.citing IS NOT NULL AND e.cited IS NOT NULL"
     null_ids = one(
         con,
         "SELECT count(*) FROM s2_edges WHERE reason IS NULL AND (citing IS NULL OR cited IS NULL)",
     )
     con.execute(
         "CREATE TEMP TABLE _known_rows AS SELECT (c.k << 32) | d.k AS key FROM s2_edges e "
-        "JOIN _known c ON e.citing = c.cid JOIN _known d ON e.cited = d.cid "
-        "WHERE e.reason IS NULL"
+        f"JOIN _known c ON e.citing = c.cid JOIN _known d ON e.cited = d.cid WHERE {valid}"
     )
     known_rows = one(con, "SELECT count(*) FROM _known_rows")
-    unknown = read - malformed - null_ids - known_rows
-    examples: list[str] = []
-    if unknown:
-        rows = con.execute(
-            "SELECT citing, cited FROM s2_edges e WHERE reason IS NULL AND citing IS NOT NULL "
-            "AND cited IS NOT NULL AND NOT (EXISTS (SELECT 1 FROM _known k WHERE k.cid = "
-            "e.citing) AND EXISTS (SELECT 1 FROM _known k WHERE k.cid = e.cited)) "
-            f"ORDER BY seq LIMIT {EXAMPLES}"
-        ).fetchall()
-        examples = [f"{a} -> {b}" for a, b in rows]
     con.execute("CREATE TEMP TABLE _edges AS SELECT DISTINCT key FROM _known_rows")
     con.execute("DROP TABLE _known_rows")
     resolved = one(con, "SELECT count(*) FROM _edges")
+    # (k, outward): distinct ids outside the papers that paper k cites (true) or is cited by
+    con.execute("CREATE TEMP TABLE _outside (k BIGINT, other BIGINT, outward BOOLEAN)")
+    half_rows, examples = 0, []
+    if read - malformed - null_ids - known_rows:
+        con.execute(
+            f"""CREATE TEMP TABLE _half_rows AS
+            SELECT e.seq, e.citing, e.cited, coalesce(c.k, d.k) AS k,
+              CASE WHEN c.k IS NULL THEN e.citing ELSE e.cited END AS other,
+              c.k IS NOT NULL AS outward
+            FROM s2_edges e LEFT JOIN _known c ON e.citing = c.cid
+              LEFT JOIN _known d ON e.cited = d.cid
+            WHERE {valid} AND (c.k IS NULL) <> (d.k IS NULL)"""
+        )
+        half_rows = one(con, "SELECT count(*) FROM _half_rows")
+        rows = con.execute(
+            f"SELECT citing, cited FROM _half_rows ORDER BY seq LIMIT {EXAMPLES}"
+        ).fetchall()
+        examples = [f"{a} -> {b}" for a, b in rows]
+        con.execute("INSERT INTO _outside SELECT DISTINCT k, other, outward FROM _half_rows")
+        con.execute("DROP TABLE _half_rows")
+    outside = one(con, "SELECT count(*) FROM _outside")
     con.execute(
         f"""CREATE TEMP TABLE _degrees AS
-        SELECT coalesce(o.k, i.k) AS k, coalesce(o.n, 0) AS n_out, coalesce(i.n, 0) AS n_in
-        FROM (SELECT key >> 32 AS k, count(*) AS n FROM _edges GROUP BY 1) o
-        FULL JOIN (SELECT key & {MASK} AS k, count(*) AS n FROM _edges GROUP BY 1) i
-          ON o.k = i.k"""
+        SELECT k, sum(n_out)::BIGINT AS n_out, sum(n_in)::BIGINT AS n_in FROM (
+          SELECT key >> 32 AS k, count(*) AS n_out, 0 AS n_in FROM _edges GROUP BY 1
+          UNION ALL SELECT key & {MASK}, 0, count(*) FROM _edges GROUP BY 1
+          UNION ALL SELECT k, count(*) FILTER (outward), count(*) FILTER (NOT outward)
+            FROM _outside GROUP BY 1
+        ) GROUP BY k"""
     )
+    con.execute("DROP TABLE _outside")
     return {
         "records_read": read,
         "malformed_skipped": malformed,
         "unresolved_null_id": null_ids,
-        "unresolved_unknown_id": unknown,
-        "unknown_id_examples": examples,
-        "duplicates_dropped": known_rows - resolved,
+        "neither_id_a_paper": read - malformed - null_ids - known_rows - half_rows,
+        "duplicates_dropped": known_rows - resolved + half_rows - outside,
         "resolved": resolved,
+        "one_id_outside": outside,
+        "outside_examples": examples,
     }
 
 

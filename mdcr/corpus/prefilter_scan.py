@@ -292,6 +292,18 @@ def drop_duplicates(con: duckdb.DuckDBPyConnection, table: str, key: str) -> tup
     return dropped, examples
 
 
+def stop_on_duplicates(
+    duplicates: tuple[int, list[str]], key: str, where: str, strict: bool
+) -> None:
+    """With ``strict``, raise when :func:`drop_duplicates` dropped a record."""
+    dropped, examples = duplicates
+    if strict and dropped:
+        raise InputDataError(
+            f"{dropped:,} duplicate {key} record(s) in '{where}' (e.g. {key} "
+            f"{', '.join(examples)}); deduplicate the input or run without --strict"
+        )
+
+
 def no_usable_record(result: DatasetScan, records: int, where: str) -> InputDataError:
     """The error for a dataset in which not one record could be used."""
     parts = [

@@ -16,8 +16,8 @@ Ids may be JSON numbers or strings of digits; they are read as 64-bit integers a
 written as strings. A line is *malformed* when it is not a JSON object or a key has the
 wrong type: a ``corpusid`` missing, empty, or not a non-negative integer (a number, or a
 string of digits without leading zeros); a citation id that is neither null nor such an
-id; ``title`` / ``abstract`` neither a string nor null; ``year`` not a non-negative
-integer nor null; ``s2fieldsofstudy`` not null nor a list of objects with a string
+id; ``title`` / ``abstract`` neither a string nor null; ``year`` neither null nor an
+integer from 1000 to 2100; ``s2fieldsofstudy`` not null nor a list of objects with a string
 ``category`` (and a string or null ``source``).
 """
 

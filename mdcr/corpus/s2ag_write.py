@@ -5,7 +5,7 @@ sample) as an S2AG release. One S2ORC record becomes a ``papers`` record (with
 ``s2fieldsofstudy`` entries of source "external" for its MAG fields), an ``abstracts``
 record when it has an abstract, and one ``citations`` edge per outbound id (and, with
 ``inbound``, per inbound id). The prefilter reads both layouts of one corpus to identical
-outputs (tested).
+outputs (tested), ids without a record of their own included.
 """
 
 from __future__ import annotations
@@ -117,14 +117,20 @@ class S2agWriter:
 
 
 def rewrite_s2orc(
-    shards: Iterable[Path], out_dir: Path, *, n_shards: int = 1, inbound: bool = True
+    shards: Iterable[Path],
+    out_dir: Path,
+    *,
+    n_shards: int = 1,
+    inbound: bool = True,
+    stubs: bool = False,
 ) -> dict[str, int]:
     """Rewrite S2ORC metadata shards as an S2AG release in ``out_dir``; return rows per file.
 
-    Every id a record cites or is cited by gets a ``papers`` record, as in a real release
-    (a bare one, failing the rules, when the id has no record of its own), so that the
-    S2AG citation counts equal the S2ORC list counts. Edges come from the outbound lists
-    and, with ``inbound``, the inbound lists (the prefilter counts a repeat once).
+    Edges come from the outbound lists and, with ``inbound``, the inbound lists (the
+    prefilter counts a repeat once), every listed id included: the ids a sample cites
+    mostly have no record in it, as in a release downloaded in part. With ``stubs`` each
+    such id also gets a bare ``papers`` record (failing the rules), as in a complete
+    release. The prefilter counts citations the same either way.
     """
     records: list[dict[str, Any]] = []
     for path in shards:
@@ -135,7 +141,7 @@ def rewrite_s2orc(
     out_dir = Path(out_dir)
     with contextlib.ExitStack() as stack:
         writer = S2agWriter(stack, out_dir, n_shards)
-        stubs: dict[str, None] = {}
+        outside: dict[str, None] = {}
         for i, rec in enumerate(records):
             shard = i % n_shards
             pid = rec["paper_id"]
@@ -150,7 +156,8 @@ def rewrite_s2orc(
             for a, b in pairs:
                 for q in (a, b):
                     if q not in known:
-                        stubs[q] = None
-        bare = [{"corpusid": corpus_id(q), "title": None, "year": None} for q in stubs]
-        writer.write("papers", n_shards - 1, [json.dumps(r).encode() for r in bare])
+                        outside[q] = None
+        if stubs:
+            bare = [{"corpusid": corpus_id(q), "title": None, "year": None} for q in outside]
+            writer.write("papers", n_shards - 1, [json.dumps(r).encode() for r in bare])
     return dict(writer.rows)

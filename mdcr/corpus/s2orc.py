@@ -7,9 +7,10 @@ null), ``mag_field_of_study`` (list of strings or null), ``outbound_citations`` 
 Reading and re-reading shards is shared with the S2AG format (:mod:`mdcr.corpus.jsonl`).
 
 A line is *malformed* when it is not valid UTF-8, not valid JSON, not a JSON object, or a
-key has the wrong JSON type or value: ``paper_id`` missing, not a string, or empty;
-``title``/``abstract`` neither a string nor null; ``year`` not an integer (within 64 bits)
-nor null, or negative; a list key neither a list of strings nor null. A missing key
+key has the wrong JSON type or value: ``paper_id`` missing, not a string, empty or
+only whitespace; ``title``/``abstract`` neither a string nor null; ``year`` neither null nor
+an integer from 1000 to 2100 (``jsonl.YEAR_MIN``, ``YEAR_MAX``: 0 and 99999 are not
+publication years); a list key neither a list of strings nor null. A missing key
 counts as null. Lines holding only JSON whitespace are skipped and are not records.
 """
 
@@ -42,6 +43,7 @@ def _checks() -> tuple[str, ...]:
         "WHEN _pid IS NULL THEN 'paper_id is missing'",
         "WHEN NOT starts_with(_pid, '\"') THEN 'paper_id is not a string'",
         "WHEN _pid = '\"\"' THEN 'paper_id is empty'",
+        jsonl.blank_string_check("paper_id", "_pid"),
         jsonl.string_check("title", "_ti"),
         jsonl.string_check("abstract", "_ab"),
         *jsonl.year_checks("_yr"),

@@ -314,12 +314,14 @@ class ShardWorker:
 
 @dataclass(frozen=True)
 class ShardResult:
-    """Papers of one shard encoded, copied, or found finished; seconds in the encoder."""
+    """Papers of one shard encoded, copied, or found finished; seconds in the encoder; the
+    counts of degenerate vectors (:mod:`mdcr.encoders.degenerate`)."""
 
     encoded: int = 0
     reused: int = 0
     resumed: int = 0
     encode_s: float = 0.0
+    vectors: Any = None
 
 
 def open_shard_worker(job: ShardJob, encoder: Any = None) -> ShardWorker:
@@ -338,13 +340,22 @@ def open_shard_worker(job: ShardJob, encoder: Any = None) -> ShardWorker:
 def encode_shard(worker: ShardWorker, i: int) -> ShardResult:
     """Encode (or copy) shard ``i`` and write it atomically; a finished one is skipped."""
     from mdcr.encoders.base import PaperText
+    from mdcr.encoders.degenerate import count_shard, count_stored
     from mdcr.encoders.progress import papers_done
-    from mdcr.encoders.store import assemble, checked_vectors, shard_done, text_hashes, write_shard
+    from mdcr.encoders.store import (
+        assemble,
+        checked_vectors,
+        shard_done,
+        shard_names,
+        text_hashes,
+        write_shard,
+    )
     from mdcr.engine.faults import fault_point
 
     job, encoder = worker.job, worker.encoder
     if shard_done(job.out, i, job.shard_role):  # finished by an earlier try of this unit
-        return ShardResult(resumed=worker.texts.metadata.row_group(i).num_rows)
+        counts = count_stored(job.out, shard_names(i, job.shard_role), encoder.metric)
+        return ShardResult(resumed=worker.texts.metadata.row_group(i).num_rows, vectors=counts)
     table = worker.texts.read_row_group(i)
     ids = table["paper_id"].to_pylist()
     titles, abstracts = table["title"].to_pylist(), table["abstract"].to_pylist()
@@ -373,26 +384,29 @@ def encode_shard(worker: ShardWorker, i: int) -> ShardResult:
         parts.append((new, vecs, offs))
     fault_point(f"encode-{'' if job.role in (None, 'document') else 'query-'}shard-{i}")
     vectors, offsets = assemble(len(ids), parts, encoder.dim, job.storage)
+    counts = count_shard(vectors, offsets, ids, hashes, encoder.metric)
     write_shard(job.out, i, ids, vectors, offsets, hashes, role=job.shard_role, storage=job.storage)
-    return ShardResult(int(new.size), len(ids) - int(new.size), 0, encode_s)
+    return ShardResult(int(new.size), len(ids) - int(new.size), 0, encode_s, counts)
 
 
 def _encode_shards(
     cfg: EncodeConfig, ctx: StageContext, engine: Any, job: ShardJob, encoder: Any
-) -> tuple[dict[str, int], float, list[int]]:
+) -> tuple[dict[str, int], float, list[int], Any]:
     """Encode (or copy, or skip as finished) every shard of one role's texts.
 
-    Finished shards are skipped here, whichever engine made them; the others go to the
-    engine. On the local engine the bar moves per batch (:mod:`mdcr.encoders.progress`),
-    on Ray per finished shard. Returns the counts, the seconds spent in the encoder and
-    the shards written.
+    Finished shards are skipped here, whichever engine made them (their vectors are read
+    back for the degenerate-vector counts); the others go to the engine. On the local
+    engine the bar moves per batch (:mod:`mdcr.encoders.progress`), on Ray per finished
+    shard. Returns the counts, the seconds spent in the encoder, the shards written and the
+    :class:`~mdcr.encoders.degenerate.VectorCheck` of all shards.
     """
     import functools
 
     import pyarrow.parquet as pq
 
+    from mdcr.encoders.degenerate import VectorCheck, count_stored
     from mdcr.encoders.progress import ShardProgress, report_to
-    from mdcr.encoders.store import shard_done
+    from mdcr.encoders.store import shard_done, shard_names
 
     texts_file = pq.ParquetFile(job.texts)
     sizes = [texts_file.metadata.row_group(i).num_rows for i in range(texts_file.num_row_groups)]
@@ -400,9 +414,11 @@ def _encode_shards(
     desc = f"encode {encoder.name}" + (f" ({job.role}s)" if job.role else "")
     bar = ctx.progress(total=sum(sizes), desc=desc, unit="paper")
     todo = []
+    check = VectorCheck()
     for i, n in enumerate(sizes):
         if shard_done(job.out, i, job.shard_role):
             counts["resumed"] += n
+            check.add(count_stored(job.out, shard_names(i, job.shard_role), encoder.metric))
             bar.update(n)
         else:
             todo.append(i)
@@ -421,8 +437,9 @@ def _encode_shards(
             counts["reused"] += result.reused
             counts["resumed"] += result.resumed
             encode_s += result.encode_s
+            check.add(result.vectors)
     bar.close()
-    return counts, encode_s, todo
+    return counts, encode_s, todo, check
 
 
 def encode_end_line(name: str, counts: Mapping[str, int]) -> str:
@@ -469,6 +486,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
 
     from mdcr.artifacts import ENCODER_KEY, PAPERS
     from mdcr.encoders.base import encoder_identity, is_asymmetric, is_multi_vector
+    from mdcr.encoders.degenerate import check_dim
     from mdcr.encoders.registry import build_encoder
     from mdcr.encoders.store import ENCODER_JSON, shard_names
     from mdcr.engine import open_engine
@@ -482,6 +500,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     modules_before = set(sys.modules)
     with ctx.timed("load_model"):
         encoder = build_encoder(cfg.encoder, options)
+    check_dim(cfg.encoder, encoder.dim)
     identity = encoder_identity(encoder)
     multi = is_multi_vector(encoder)
     choices = getattr(encoder, "choices", None)
@@ -502,6 +521,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     shards_written: dict[str, list[int]] = {}
     encode_s = 0.0
     role_papers: dict[str, int] = {}
+    degenerate: dict[str, dict[str, int]] = {}
     for role in roles:
         # A symmetric encoder encodes every target paper once; an asymmetric one every
         # candidate as a document and every query paper (again) as a query.
@@ -530,7 +550,12 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
             storage=cfg.storage,
         )
         with ctx.timed(f"encode_{role}"):
-            role_counts, seconds, written = _encode_shards(cfg, ctx, engine, job, encoder)
+            role_counts, seconds, written, check = _encode_shards(cfg, ctx, engine, job, encoder)
+        # Degenerate vectors: a one-line error before anything marks the output finished.
+        warning = check.verdict(cfg.encoder, encoder.metric, role)
+        if warning:
+            ctx.log(f"[encode] warning: {warning}")
+        degenerate[role] = check.summary()
         encode_s += seconds
         shards_written[role] = written
         for k, v in role_counts.items():
@@ -582,6 +607,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     ctx.record("dim", encoder.dim)
     ctx.record("multi_vector", multi)
     ctx.record("counts", counts)
+    ctx.record("degenerate_vectors", degenerate)
     ctx.record("shards_written", shards_written)
     ctx.record("asymmetric", asymmetric)
     ctx.record("reused_from", sorted(str(r.folder) for r in reuse))

@@ -92,9 +92,13 @@ def checked_vectors(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """An encoder's output, checked before it is stored: (vectors, offsets or None).
 
-    Wrong type, shape, dtype or row count, NaN or inf, and values float16 storage cannot
-    hold are one-line errors that name the encoder, the problem and the fix.
+    A dim below 1, wrong type, shape, dtype or row count, NaN or inf, and values float16
+    storage cannot hold are one-line errors that name the encoder, the problem and the
+    fix. Zero and repeated vectors are counted later (:mod:`mdcr.encoders.degenerate`).
     """
+    from mdcr.encoders.degenerate import check_dim
+
+    check_dim(spec, dim)
     where = f"encoder '{spec}'"
     offsets: np.ndarray | None = None
     if multi:

@@ -230,14 +230,18 @@ def test_text_rules_on_edge_cases(tmp_path: Path) -> None:
         rec("abs-emoji", abstract="\U0001f600" * 30, **cites),  # 30 code points: kept
         rec("abs-null", abstract=None, **cites),
         rec("no-year", year=None, **cites),
-        rec("year-0", year=0, **cites),  # a year is a year
+        rec("year-0", year=0, **cites),  # not a publication year: malformed
+        rec("year-1000", year=1000, **cites),  # kept
+        rec("year-2100", year=2100, **cites),  # kept
     ]
     folder = tmp_path / "in"
     write_jsonl(folder / "metadata_0.jsonl", lines)  # json.dumps escapes non-ASCII
     res = run(folder, tmp_path / "out")
     kept = {p["paper_id"] for p in read(tmp_path / "out" / "papers.parquet")}
-    assert kept == {"lead-space", "unicode-start", "escaped-start", "abs-30", "abs-emoji", "year-0"}
+    texts = {"lead-space", "unicode-start", "escaped-start", "abs-30", "abs-emoji"}
+    assert kept == texts | {"year-1000", "year-2100"}
     assert res.funnel["removed_by_rule"] == {"year": 1, "title": 3, "abstract": 2, "citations": 0}
+    assert res.funnel["malformed_by_reason"] == {"year is not a publication year (1000-2100)": 1}
 
 
 @pytest.mark.parametrize("k", [3, 8])
@@ -253,8 +257,12 @@ def test_citation_counts_are_distinct_ids(tmp_path: Path, k: int) -> None:
     folder = tmp_path / "in"
     write_jsonl(folder / "metadata_0.jsonl", lines)
     for direction in DIRECTIONS:
-        res = run(folder, tmp_path / direction, citation_direction=direction, min_citations=k)
         want = {r["paper_id"] for r in lines if all(rules(r, direction, k=k))}
+        if not want:  # no paper passes: an error that shows the funnel
+            with pytest.raises(InputDataError, match=f"citations {len(lines)}\\)"):
+                run(folder, tmp_path / direction, citation_direction=direction, min_citations=k)
+            continue
+        res = run(folder, tmp_path / direction, citation_direction=direction, min_citations=k)
         got = {p["paper_id"] for p in read(tmp_path / direction / "papers.parquet")}
         assert got == want, direction
         assert res.funnel["fails_alone"]["citations"] == sum(
@@ -578,6 +586,7 @@ def test_scan_and_reread_agree_on_odd_lines(tmp_path: Path) -> None:
         b'{"paper_id": "zero", "year": 0123}',
         b'{"paper_id": "ctl", "title": "a\tb"}',
         b'{"paper_id": "ok"}',
+        json.dumps(rec("passes", out=["x1", "x2", "x3"])).encode(),  # a corpus, not an error
     ]
     folder = tmp_path / "in"
     path = write_jsonl(folder / "metadata_0.jsonl", lines)

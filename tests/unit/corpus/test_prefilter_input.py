@@ -168,3 +168,83 @@ def test_empty_id_and_negative_year_are_malformed(tmp_path: Path, layout: str) -
         ["5", " year is negative"],
         ["6", f" {key} is empty"],
     ]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_implausible_years_and_blank_ids_are_malformed(tmp_path: Path, layout: str) -> None:
+    key = "paper_id" if layout == "s2orc" else "corpusid"
+    recs = [record(layout, i) for i in IDS]
+    recs += [record(layout, 10, year=y) for y in (0, 99999, 999, 2101)]
+    recs += [record(layout, 20, year=1000), record(layout, 21, year=2100)]  # the bounds: kept
+    recs += [{**record(layout, 30), key: blank} for blank in (" ", "\t\u3000", "\u00a0")]
+    folder = make_input(layout, tmp_path / "in", {name(layout, 0): lines(recs)})
+    f = run(folder, tmp_path / "out", max_reported_errors=10).funnel
+    reasons = {k.removeprefix("papers: "): v for k, v in f["malformed_by_reason"].items()}
+    blank = "paper_id is only whitespace" if layout == "s2orc" else f"{key} {NOT_AN_ID}"
+    assert reasons == {"year is not a publication year (1000-2100)": 4, blank: 3}
+    assert f["malformed_skipped"] == f["malformed_lines"] == 7
+    lines_named = [int(e.rsplit(":", 2)[1]) for e in f["malformed_examples"]]
+    assert lines_named == [5, 6, 7, 8, 11, 12, 13]  # lines 9 and 10 hold the bounds
+    assert f["unique_papers"] == len(IDS) + 2
+    with pytest.raises(InputDataError, match=r":5: year is not a publication year"):
+        run(folder, tmp_path / "strict", strict=True)
+
+
+NOT_AN_ID = "is not an integer id (a number or a string of digits)"
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_strict_stops_at_duplicate_ids(tmp_path: Path, layout: str) -> None:
+    recs = [record(layout, i) for i in IDS] + [record(layout, 2), record(layout, 3)]
+    folder = make_input(layout, tmp_path / "in", {name(layout, 0): lines(recs)})
+    f = run(folder, tmp_path / "out").funnel
+    assert f["duplicates_dropped"] == 2 and f["survivors"] == len(IDS)
+    key = "paper_id" if layout == "s2orc" else "corpusid"
+    with pytest.raises(InputDataError) as err:
+        run(folder, tmp_path / "strict", strict=True)
+    msg = str(err.value)
+    assert msg.startswith(f"2 duplicate {key} record(s) in '{shard_dir(layout, folder)}'")
+    assert f"(e.g. {key} 2, 3)" in msg and msg.endswith("run without --strict")
+
+
+def test_strict_stops_at_duplicate_s2ag_abstracts(tmp_path: Path) -> None:
+    folder = make_input("s2ag", tmp_path / "in", {name("s2ag", 0): good("s2ag")})
+    extra = {"corpusid": 4, "abstract": ABSTRACT + " Again."}
+    with gzip.open(folder / "abstracts" / "a-0.jsonl.gz", "ab") as f:
+        f.write(lines([extra]))
+    assert run(folder, tmp_path / "out").funnel["s2ag"]["abstracts"]["duplicates_dropped"] == 1
+    with pytest.raises(InputDataError, match=r"^1 duplicate corpusid record\(s\) in '.*abstracts'"):
+        run(folder, tmp_path / "strict", strict=True)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_no_record_passing_the_rules_is_an_error_showing_the_funnel(
+    tmp_path: Path, layout: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recs = [record(layout, 1, year=None), record(layout, 2, title=" "), record(layout, 3)]
+    recs += [record(layout, 3), b"{bad"]
+    folder = make_input(layout, tmp_path / "in", {name(layout, 0): lines(recs)})
+    # S2ORC: paper 3 cites 3 papers; S2AG: its 3 edges each way. Four are needed.
+    with pytest.raises(InputDataError) as err:
+        run(folder, tmp_path / "out", min_citations=4 if layout == "s2orc" else 7)
+    msg = str(err.value)
+    assert msg.startswith(f"no paper in '{folder}' passes the prefilter rules (5 records read, ")
+    assert (
+        "1 malformed, 1 duplicate, removed by rule: year 1, title 1, abstract 0, citations 1)"
+        in msg
+    )
+    assert "\n" not in msg and not (tmp_path / "out" / "papers.parquet").exists()
+    code = main(
+        [
+            "prefilter",
+            "--input",
+            str(folder),
+            "--home",
+            str(tmp_path / "home"),
+            "--min-citations",
+            "9",
+        ]
+    )
+    err_text = capsys.readouterr().err.strip()
+    assert code != 0 and "passes the prefilter rules" in err_text and "Traceback" not in err_text
+    assert not list((tmp_path / "home" / "prefilter").glob("[!.]*"))  # no output made

@@ -114,32 +114,78 @@ def test_synthetic_s2_model_fields_add_categories(tmp_path: Path) -> None:
     assert any("Education" in b["fields"] or "Law" in b["fields"] for b in both)
 
 
-@pytest.mark.parametrize("shards", [1, 2])
+def sample_edges() -> tuple[set[tuple[str, str]], set[str]]:
+    """The sample's distinct (citing, cited) pairs from both lists, and its paper ids
+    (parsed with ``json``, independently of the SQL under test)."""
+    with SAMPLE.open() as f:
+        recs = [json.loads(line) for line in f]
+    pairs = {(r["paper_id"], q) for r in recs for q in r["outbound_citations"] or []}
+    pairs |= {(q, r["paper_id"]) for r in recs for q in r["inbound_citations"] or []}
+    return pairs, {r["paper_id"] for r in recs}
+
+
+@pytest.mark.parametrize(("shards", "stubs"), [(1, False), (2, False), (1, True)])
 def test_real_sample_gives_the_same_papers_and_edges_from_both_layouts(
-    tmp_path: Path, shards: int
+    tmp_path: Path, shards: int, stubs: bool
 ) -> None:
+    """The 1,000 real records as an S2AG release, with every edge of their lists: the ids
+    outside the sample have no papers record (as in a release downloaded in part) or, with
+    ``stubs``, a bare one (as in a complete release). Citations count the same either way."""
     src = tmp_path / "s2orc"
     src.mkdir()
     shutil.copy(SAMPLE, src / "metadata_sample.jsonl")
-    rewrite_s2orc([src / "metadata_sample.jsonl"], tmp_path / "s2ag", n_shards=shards)
+    rewrite_s2orc([src / "metadata_sample.jsonl"], tmp_path / "s2ag", n_shards=shards, stubs=stubs)
     a = run(src, tmp_path / "out-a")
     b = run(tmp_path / "s2ag", tmp_path / "out-b")
     papers_a, edges_a = tables(tmp_path / "out-a")
     papers_b, edges_b = tables(tmp_path / "out-b")
     assert papers_a.num_rows == 183  # the sample's count (test_prefilter)
-    if shards == 1:  # the same file order
-        assert papers_a.equals(papers_b)
-        assert edges_a.equals(edges_b)
+    if shards == 1:  # the same file order: the same bytes
+        for name in ("papers.parquet", "citations.parquet"):
+            assert (tmp_path / "out-a" / name).read_bytes() == (
+                tmp_path / "out-b" / name
+            ).read_bytes()
     else:  # records spread over two files: the same rows in another order
         key = "paper_id"
         assert papers_a.sort_by(key).equals(papers_b.sort_by(key))
         assert sorted(edges_a.to_pylist(), key=str) == sorted(edges_b.to_pylist(), key=str)
+    pairs, ids = sample_edges()
+    n_stubs = len({x for p in pairs for x in p} - ids) if stubs else 0  # bare: no year
+    removed = dict(b.funnel["removed_by_rule"], year=b.funnel["removed_by_rule"]["year"] - n_stubs)
+    assert a.funnel["removed_by_rule"] == removed
     assert a.funnel["removed_by_rule"]["citations"] == 305
-    assert b.funnel["survivors"] == a.funnel["survivors"]
-    # Every id the sample cites or is cited by got a bare papers record: all resolve.
+    assert b.funnel["survivors"] == a.funnel["survivors"] == 183
+    inside = {(c, d) for c, d in pairs if c in ids and d in ids}
     cites = b.funnel["s2ag"]["citations"]
-    assert cites["unresolved_unknown_id"] == 0
+    assert len(inside) == 4 and all(c == d for c, d in inside)  # self-citations only
+    assert edges_a.num_rows == 0  # no edge between two survivors
+    if stubs:  # every id has a papers record
+        assert cites["resolved"] == len(pairs) == 6062 and cites["one_id_outside"] == 0
+    else:
+        assert cites["resolved"] == 4
+        assert cites["one_id_outside"] == len(pairs) - len(inside) == 6058
+    assert cites["neither_id_a_paper"] == 0
+    assert b.funnel["records_read"] == 1000 + n_stubs
     assert b.funnel["s2ag"]["abstracts"]["without_paper"] == 0
+
+
+def test_a_release_in_part_keeps_what_the_same_records_keep_as_s2orc(tmp_path: Path) -> None:
+    """Two thirds of a synthetic corpus, in both layouts: the S2AG edges to the missing
+    third have no papers record and still count, as the S2ORC lists do."""
+    write_shards(tmp_path / "full", n_papers=3000, n_shards=1, seed=5)
+    with gzip.open(tmp_path / "full" / "metadata_0.jsonl.gz", "rt") as f:
+        kept = [line for i, line in enumerate(f) if i % 3]
+    (tmp_path / "s2orc").mkdir()
+    (tmp_path / "s2orc" / "metadata_0.jsonl").write_text("".join(kept))
+    rewrite_s2orc([tmp_path / "s2orc" / "metadata_0.jsonl"], tmp_path / "s2ag")
+    a = run(tmp_path / "s2orc", tmp_path / "out-a")
+    b = run(tmp_path / "s2ag", tmp_path / "out-b")
+    for name in ("papers.parquet", "citations.parquet"):
+        assert (tmp_path / "out-a" / name).read_bytes() == (tmp_path / "out-b" / name).read_bytes()
+    assert a.funnel["removed_by_rule"] == b.funnel["removed_by_rule"]
+    cites = b.funnel["s2ag"]["citations"]
+    assert cites["one_id_outside"] > 1000 and a.n_citations > 1000
+    assert a.n_papers == b.n_papers > 500
 
 
 # --------------------------------------------------------------------------- S2AG rules
@@ -156,7 +202,10 @@ def test_edges_ids_abstracts_and_duplicates(tmp_path: Path) -> None:
         edge(2, 1),
         edge(5, None),  # unresolved
         edge(None, 5),
-        edge(5, 12345),  # an id without a paper record: unresolved
+        edge(5, 12345),  # an id without a papers record: counts for paper 5
+        edge(5, "12345"),  # a repeat counts once
+        edge(12345, 4),  # counts for paper 4 (cited by 12345)
+        edge(777, 888),  # neither id a paper: counts for no paper
         edge(5, 2),
         edge(5, 3),
         edge(6, 1),
@@ -166,30 +215,30 @@ def test_edges_ids_abstracts_and_duplicates(tmp_path: Path) -> None:
     f = run(release(tmp_path / "rel", papers, abstracts, citations), tmp_path / "out").funnel
     s2 = f["s2ag"]
     assert s2["citations"] == {
-        "records_read": 13,
+        "records_read": 16,
         "malformed_skipped": 0,
         "unresolved_null_id": 2,
-        "unresolved_unknown_id": 1,
-        "unknown_id_examples": ["5 -> 12345"],
-        "duplicates_dropped": 1,
+        "neither_id_a_paper": 1,
+        "duplicates_dropped": 2,
         "resolved": 9,
+        "one_id_outside": 2,
+        "outside_examples": ["5 -> 12345", "5 -> 12345", "12345 -> 4"],
     }
     assert s2["abstracts"]["without_paper"] == 1
     assert s2["abstracts"]["without_paper_examples"] == ["99"]
     assert s2["abstracts"]["duplicates_dropped"] == 1  # the first abstract of 1 is kept
     assert s2["papers_without_abstract"] == 1  # paper 6
     assert f["duplicates_dropped"] == 1 and f["duplicate_examples"] == ["3"]
-    # Distinct resolved citations (out + in): 1: 3 + 2, 2: 1 + 3, 3: 0 + 3 pass; 4: 0 + 1
-    # fails; 5: out {2, 3} = 2 fails (its null and unknown ids do not count); 6 has no
-    # abstract.
-    assert f["removed_by_rule"]["abstract"] == 1 and f["removed_by_rule"]["citations"] == 2
+    # Distinct citations (out + in) over every non-null id: 1: 3 + 2, 2: 1 + 3, 3: 0 + 3
+    # and 5: {2, 3, 12345} + 0 pass; 4: 0 + {1, 12345} fails; 6 has no abstract.
+    assert f["removed_by_rule"]["abstract"] == 1 and f["removed_by_rule"]["citations"] == 1
     papers_out, edges_out = tables(tmp_path / "out")
     got = {r["paper_id"]: (r["n_out"], r["n_in"]) for r in papers_out.to_pylist()}
-    assert got == {"1": (2, 1), "2": (1, 1), "3": (0, 1)}  # edges between survivors
+    # n_out / n_in count the edges between survivors, as citations.parquet holds them
+    assert got == {"1": (2, 1), "2": (1, 2), "3": (0, 2), "5": (2, 0)}
     assert papers_out.schema.field("paper_id").type == "string"
-    assert edges_out.to_pylist() == [
-        {"citing_id": c, "cited_id": d} for c, d in [("1", "2"), ("1", "3"), ("2", "1")]
-    ]
+    pairs = [("1", "2"), ("1", "3"), ("2", "1"), ("5", "2"), ("5", "3")]
+    assert edges_out.to_pylist() == [{"citing_id": c, "cited_id": d} for c, d in pairs]
 
 
 def test_field_sources(tmp_path: Path) -> None:
@@ -258,9 +307,13 @@ def test_malformed_s2ag_records_are_counted_by_reason(tmp_path: Path) -> None:
     not_id = "is not an integer id (a number or a string of digits)"
     assert reasons[f"citations: citingcorpusid {not_id}"] == 2
     assert reasons[f"citations: citedcorpusid {not_id}"] == 2
-    assert f["malformed_skipped"] == 9  # the papers dataset's
+    assert f["malformed_skipped"] == 9  # the papers dataset's: the funnel's step
+    # The totals take every dataset: 10 papers, 2 abstracts and 8 citation lines.
+    assert f["lines_read"] == 10 + 2 + 8
+    assert f["malformed_lines"] == 9 + 1 + 5 == sum(reasons.values())
     assert f["s2ag"]["citations"]["malformed_skipped"] == 5
-    assert f["s2ag"]["citations"]["unresolved_unknown_id"] == 2  # 0 -> 1 twice
+    cites = f["s2ag"]["citations"]  # paper 0 has no record: 0 -> 1 counts for 1, 0 -> 0 not
+    assert cites["one_id_outside"] == 1 and cites["neither_id_a_paper"] == 1
     assert len(f["malformed_examples"]) == 9 + 1 + 5
     assert f["malformed_examples"][0].endswith("papers-0.jsonl.gz:2: corpusid is empty")
 

@@ -22,7 +22,7 @@ ROLE_MODULE = """
 import numpy as np
 
 class TwoTower:
-    '''Documents: a vector from the title's length; queries: a fixed direction.'''
+    '''Documents: a vector from the title's length; queries: another from the lengths.'''
     name = "two-tower"
     dim = 3
     metric = "ip"
@@ -30,8 +30,11 @@ class TwoTower:
 
     def encode(self, texts, role="document"):
         if role == "query":
-            return np.array([[1.0, 2.0, 0.5]] * len(texts), dtype=np.float32)
+            return np.array([[1.0, 2.0, query_weight(t)] for t in texts], dtype=np.float32)
         return np.array([[len(t.title), len(t.abstract) % 7, 1.0] for t in texts], np.float32)
+
+def query_weight(t):
+    return 0.5 + (len(t.title) * 31 + len(t.abstract)) % 97 / 97
 """
 
 
@@ -67,8 +70,9 @@ def test_an_asymmetric_encoder_stores_query_vectors_and_search_uses_them(
     assert counts["papers"] == 30 + 2 and counts["encoded"] == 32
     docs, queries = EmbeddingStore(out), EmbeddingStore(out, role="query")
     assert queries.ids.to_pylist() == ["p0005", "p0035"]
-    np.testing.assert_array_equal(queries.vectors(np.arange(2)), [[1, 2, 0.5]] * 2)
-    assert not np.allclose(docs.vectors(docs.rows(["p0005"])), [[1, 2, 0.5]])
+    qv = queries.vectors(np.arange(2))
+    assert qv[:, :2].tolist() == [[1, 2], [1, 2]] and qv[0, 2] != qv[1, 2]
+    assert not np.allclose(docs.vectors(docs.rows(["p0005"])), qv[0])
     cfg = SearchConfig(pools=str(world["pools"]), embeddings=str(out), k=5)
     run = Store(world["home"]).execute(SEARCH, cfg, resolve_inputs(cfg), quiet=True).path
     runs = pd.read_parquet(run / "runs.parquet")
@@ -129,8 +133,10 @@ def test_benchmark_ranking_uses_query_vectors(
     assert main([*argv, "--home", str(home), "-q", "--scores-out", str(tmp_path / "s.json")]) == 0
     scores = json.loads((tmp_path / "s.json").read_text())
     (out,) = [p for p in (home / "encode").iterdir() if not p.name.startswith(".")]
-    docs = EmbeddingStore(out)
+    docs, queries = EmbeddingStore(out), EmbeddingStore(out, role="query")
     some = list(scores.items())[:50]
-    cands = [k.split("_", 1)[1] for k, _ in some]
-    want = docs.vectors(docs.rows(cands)).astype(np.float64) @ np.array([1.0, 2.0, 0.5])
-    np.testing.assert_allclose([v for _, v in some], want, rtol=1e-9)
+    qids, cands = zip(*(k.split("_", 1) for k, _ in some), strict=True)
+    dv = docs.vectors(docs.rows(list(cands))).astype(np.float64)
+    qv = queries.vectors(queries.rows(list(qids))).astype(np.float64)
+    assert len({tuple(v) for v in qv}) > 1  # the query vectors are used, not the documents'
+    np.testing.assert_allclose([v for _, v in some], (dv * qv).sum(axis=1), rtol=1e-9)

@@ -204,7 +204,7 @@ def test_a_killed_encode_resumes_under_other_settings(
         text=True,
     )
     assert again.returncode == 0, again.stderr
-    out = Path(again.stdout.strip()).parent
+    out = Path(again.stdout.strip().splitlines()[-1])
     assert out.name == partial.name[1:].removesuffix(".partial")  # the same fingerprint
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["info"]["counts"]["resumed"] == 10 * n_finished
@@ -213,7 +213,7 @@ def test_a_killed_encode_resumes_under_other_settings(
     fresh = subprocess.run([*cli, *common, *fresh_home], cwd=REPO, env=env, capture_output=True)
     assert fresh.returncode == 0, fresh.stderr
     a = EmbeddingStore(out)
-    b = EmbeddingStore(Path(fresh.stdout.decode().strip()).parent)
+    b = EmbeddingStore(Path(fresh.stdout.decode().strip().splitlines()[-1]))
     assert a.ids.to_pylist() == b.ids.to_pylist()
     va = a.vectors(np.arange(len(a))).astype(np.float32)
     vb = b.vectors(np.arange(len(b))).astype(np.float32)

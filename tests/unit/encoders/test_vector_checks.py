@@ -3,6 +3,7 @@ the problem and the fix; nothing half-written counts as done."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -147,3 +148,229 @@ def test_values_beyond_float16_need_float32_storage_and_then_search_exactly(
     order = sorted(range(25), key=lambda i: (-(db[i] @ q), ids[i]))[:10]
     assert got["paper_id"].tolist() == [ids[i] for i in order]
     np.testing.assert_allclose(got["score"].to_numpy(), [db[i] @ q for i in order], rtol=1e-12)
+
+
+# --------------------------------------------------------------------------- degenerate vectors
+
+DEGENERATE_MODULE = """
+import os
+import zlib
+
+import numpy as np
+
+
+def text_vector(t):
+    '''A vector that differs between texts (a hash of the title and abstract).'''
+    rng = np.random.default_rng(zlib.crc32((t.title + "|" + t.abstract).encode()))
+    return rng.standard_normal(4).astype(np.float32)
+
+
+class Base:
+    dim = 4
+    metric = "cos"
+
+    def encode(self, texts):
+        if os.environ.get("MDCR_TEST_NO_ENCODE"):
+            raise RuntimeError("encode was called")
+        return self.vectors(texts)
+
+
+class NoDim(Base):
+    name = "no-dim"
+    dim = 0
+
+    def vectors(self, texts):
+        return np.zeros((len(texts), 0), np.float32)
+
+
+class Zeros(Base):
+    name = "zeros"
+
+    def vectors(self, texts):
+        return np.zeros((len(texts), 4), np.float32)
+
+
+class Constant(Base):
+    name = "constant"
+    metric = "ip"
+
+    def vectors(self, texts):
+        return np.tile(np.array([0.5, -1.0, 2.0, 0.25], np.float32), (len(texts), 1))
+
+
+class FewZeros(Base):
+    name = "few-zeros"
+
+    def vectors(self, texts):
+        out = np.stack([text_vector(t) for t in texts])
+        out[[t.paper_id in ("p0007", "p0123") for t in texts]] = 0.0
+        return out
+"""
+
+
+def _degenerate_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int) -> Path:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "degenerate_mod.py").write_text(DEGENERATE_MODULE)
+    write_corpus(tmp_path / "corpus", n)
+    return tmp_path / "home"
+
+
+def _encode(home: Path, corpus: Path, encoder: str, **kw: object) -> Path:
+    cfg = EncodeConfig(corpus=str(corpus), encoder=encoder, **kw)  # type: ignore[arg-type]
+    return Store(home).execute(SPEC, cfg, resolve_inputs(cfg), quiet=True).path
+
+
+def _finished(home: Path) -> list[Path]:
+    return [p for p in (home / "encode").iterdir() if not p.name.startswith(".")]
+
+
+@pytest.mark.parametrize(
+    ("attr", "message"),
+    [
+        ("NoDim", r"^encoder 'py:degenerate_mod:NoDim' has dim 0: vectors of no numbers"),
+        (
+            "Zeros",
+            r"^encoder 'py:degenerate_mod:Zeros': 6 of 6 vectors are zero \(metric cos: no "
+            r"direction; e\.g\. paper 'p0000'\); rankings from such vectors follow paper ids",
+        ),
+        (
+            "Constant",
+            r"^encoder 'py:degenerate_mod:Constant': 6 of 6 vectors are one and the same "
+            r"vector for papers of different texts",
+        ),
+    ],
+)
+def test_degenerate_py_encoders_are_one_line_errors_and_leave_no_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attr: str, message: str
+) -> None:
+    home = _degenerate_world(tmp_path, monkeypatch, 6)
+    with pytest.raises(InputDataError, match=message) as info:
+        _encode(home, tmp_path / "corpus", f"py:degenerate_mod:{attr}")
+    assert "\n" not in str(info.value)
+    assert not _finished(home)
+
+
+def test_a_resumed_degenerate_encode_fails_again_from_its_stored_shards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = _degenerate_world(tmp_path, monkeypatch, 6)
+    corpus = tmp_path / "corpus"
+    with pytest.raises(InputDataError, match="6 of 6 vectors are one and the same"):
+        _encode(home, corpus, "py:degenerate_mod:Constant", shard_size=2)
+    # The three finished shards stay in the work folder; the rerun reads them back (the
+    # encoder is not called again) and stops the same way.
+    monkeypatch.setenv("MDCR_TEST_NO_ENCODE", "1")
+    with pytest.raises(InputDataError, match="6 of 6 vectors are one and the same"):
+        _encode(home, corpus, "py:degenerate_mod:Constant", shard_size=2)
+    assert not _finished(home)
+
+
+def test_a_few_zero_vectors_are_a_counted_warning_and_the_output_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = _degenerate_world(tmp_path, monkeypatch, 300)
+    cfg = EncodeConfig(
+        corpus=str(tmp_path / "corpus"), encoder="py:degenerate_mod:FewZeros", shard_size=100
+    )
+    out = Store(home).execute(SPEC, cfg, resolve_inputs(cfg)).path
+    err = capsys.readouterr().err
+    assert (
+        "[encode] warning: encoder 'py:degenerate_mod:FewZeros': 2 of 300 vectors are zero "
+        "(metric cos: no direction; e.g. paper 'p0007'); kept" in err
+    )
+    info = json.loads((out / "manifest.json").read_text())["info"]
+    assert info["degenerate_vectors"] == {"document": {"vectors": 300, "zero": 2, "shared": 0}}
+    assert info["counts"]["papers"] == 300
+
+
+class _ConstantModel:
+    """An object with encode(list of str), as mdcr.evaluate takes one."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+
+    def encode(self, sentences: list[str]) -> np.ndarray:
+        return np.ones((len(sentences), self.dim), np.float32)
+
+
+class _NaNModel:
+    def encode(self, sentences: list[str]) -> np.ndarray:
+        out = np.ones((len(sentences), 3), np.float32)
+        out[:, 0] = [len(s) for s in sentences]
+        out[-1, 1] = np.nan
+        return out
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        (_ConstantModel(0), "has dim 0"),
+        (_ConstantModel(3), r"5 of 5 vectors are zero|5 of 5 vectors are one and the same"),
+        (_NaNModel(), r"NaN or inf for 1 vector"),
+    ],
+)
+def test_in_memory_models_are_checked_too(tmp_path: Path, model: object, message: str) -> None:
+    from mdcr.encoders.in_memory import register_model
+
+    write_corpus(tmp_path / "corpus", 5)
+    home = tmp_path / "home"
+    with pytest.raises(InputDataError, match=message) as info:
+        spec = register_model(model, name="mem-model")
+        _encode(home, tmp_path / "corpus", spec)
+    assert "\n" not in str(info.value)
+    assert not (home / "encode").is_dir() or not _finished(home)
+
+
+def test_the_api_stops_on_one_vector_for_every_paper(tmp_path: Path) -> None:
+    import mdcr
+    from tests.unit.benchmark.test_evaluate import FIXTURE
+
+    with pytest.raises(InputDataError, match="vectors are one and the same vector"):
+        mdcr.evaluate(_ConstantModel(3), benchmark=FIXTURE, home=tmp_path, name="constant")
+
+
+def test_degenerate_counts_and_thresholds() -> None:
+    from mdcr.encoders.degenerate import VectorCheck, count_shard
+
+    rng = np.random.default_rng(0)
+    ids = [f"q{i}" for i in range(100)]
+    texts = np.arange(100, dtype=np.uint64)
+
+    def verdict(vectors: np.ndarray, metric: str = "cos", hashes: np.ndarray = texts) -> object:
+        check = VectorCheck()
+        check.add(count_shard(vectors.astype(np.float16), None, ids, hashes, metric))
+        return check.verdict("x", metric, "document")
+
+    x = rng.standard_normal((100, 8))
+    assert verdict(x) is None
+    one_zero = x.copy()
+    one_zero[5] = 0
+    assert "1 of 100 vectors are zero" in str(verdict(one_zero))  # 1%: a warning
+    assert verdict(one_zero, metric="l2") is None  # the origin is a point under l2
+    zeros = np.zeros((100, 8))  # counted as zero vectors, not also as one shared vector
+    check = VectorCheck()
+    check.add(count_shard(zeros.astype(np.float16), None, ids, texts, "cos"))
+    assert check.summary() == {"vectors": 100, "zero": 100, "shared": 0}
+    check.add(count_shard(zeros.astype(np.float16), None, ids, texts, "l2"))  # under l2: shared
+    assert check.summary() == {"vectors": 200, "zero": 100, "shared": 100}
+    two_zero = one_zero.copy()
+    two_zero[9] = -0.0
+    with pytest.raises(InputDataError, match="2 of 100 vectors are zero"):
+        verdict(two_zero)  # over 1%: an error
+    shared = x.copy()
+    shared[:50] = x[0]
+    assert "50 of 100 vectors are one and the same" in str(verdict(shared, "l2"))
+    shared[50] = x[0]
+    with pytest.raises(InputDataError, match="51 of 100 vectors are one and the same"):
+        verdict(shared, "l2")
+    # Papers with the same text rightly share a vector.
+    assert verdict(shared, "l2", hashes=np.zeros(100, np.uint64)) is None
+    # Multi-vector: counted per vector, named by the paper that has it; over shards.
+    vecs = rng.standard_normal((7, 4)).astype(np.float16)
+    vecs[4] = 0
+    part = count_shard(vecs, np.array([0, 2, 3, 7]), ["a", "b", "c"], texts[:3], "ip")
+    assert (part.vectors, part.zero, part.zero_example) == (7, 1, "c")
+    check = VectorCheck()
+    for _ in range(3):
+        check.add(count_shard(np.ones((4, 2), np.float16), None, ids[:4], texts[:4], "ip"))
+    assert check.summary() == {"vectors": 12, "zero": 0, "shared": 12}
