@@ -26,7 +26,7 @@ from mdcr.config import (
     type_name,
 )
 from mdcr.encoders.registry import valid_specs
-from mdcr.errors import MdcrError
+from mdcr.errors import MdcrError, storage_error
 from mdcr.stage import StageSpec, stages
 
 
@@ -389,6 +389,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             raise
         print(f"mdcr: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a write outside the store (export --out, --scores-out)
+        error = storage_error(exc)
+        if debug or error is None:
+            raise
+        print(f"mdcr: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("mdcr: interrupted; finished outputs are kept, re-run to resume", file=sys.stderr)
