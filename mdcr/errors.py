@@ -28,6 +28,17 @@ class UnresolvedIdentityError(ConfigError):
     """What a stage would run cannot be identified now (e.g. an uncached hub model offline)."""
 
 
+class EncoderError(MdcrError):
+    """An encoder raised while encoding (a bug in it, out of memory): named, with its message."""
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: the first line of the message``, for one-line errors about foreign code."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {line[:limit]}" if line else type(exc).__name__
+
+
 class MissingDependencyError(MdcrError):
     """An optional heavy dependency is not installed."""
 

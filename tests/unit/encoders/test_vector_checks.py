@@ -72,6 +72,14 @@ class NeedsArgs:
 class Raises:
     def __init__(self):
         raise ValueError("no weights here")
+
+class FailsInEncode:
+    name = "fails"
+    dim = 2
+    metric = "ip"
+
+    def encode(self, texts):
+        raise RuntimeError("the GPU fell off the bus\\nsecond line of the message")
 """
 
 
@@ -147,3 +155,26 @@ def test_values_beyond_float16_need_float32_storage_and_then_search_exactly(
     order = sorted(range(25), key=lambda i: (-(db[i] @ q), ids[i]))[:10]
     assert got["paper_id"].tolist() == [ids[i] for i in order]
     np.testing.assert_allclose(got["score"].to_numpy(), [db[i] @ q for i in order], rtol=1e-12)
+
+
+def test_an_exception_inside_encode_is_one_line_naming_the_encoder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mdcr.cli import main
+    from mdcr.errors import EncoderError
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "bad_vectors_mod.py").write_text(BAD_MODULE)
+    write_corpus(tmp_path / "corpus", 6)
+    argv = ["encode", "--corpus", str(tmp_path / "corpus"), "--home", str(tmp_path / "h")]
+    argv += ["--encoder", "py:bad_vectors_mod:FailsInEncode", "-q"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "mdcr: error: encoder 'py:bad_vectors_mod:FailsInEncode' raised RuntimeError: the GPU "
+        "fell off the bus while encoding 6 papers of shard 0; fix its encode (--debug shows "
+        "the traceback)\n"
+    )
+    with pytest.raises(EncoderError) as info:  # --debug: the traceback, down to the encoder
+        main([*argv, "--debug"])
+    assert isinstance(info.value.__cause__, RuntimeError)
