@@ -26,7 +26,7 @@ from mdcr.config import (
     type_name,
 )
 from mdcr.encoders.registry import valid_specs
-from mdcr.errors import MdcrError, storage_error
+from mdcr.errors import ConfigError, MdcrError, storage_error
 from mdcr.stage import StageSpec, stages
 
 
@@ -352,10 +352,17 @@ def _add_export_parser(sub: Any) -> None:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from mdcr.eval.trec import write_trec_qrels, write_trec_run
+    from mdcr.eval.trec import check_same_pools, write_trec_qrels, write_trec_run
 
     if args.run is None and args.qrels is None:
         raise MdcrError("export: give --run FOLDER and/or --qrels FOLDER")
+    if args.out.exists() and not args.out.is_dir():
+        raise ConfigError(
+            f"export --out '{args.out}' is a file; give a folder (run.trec and qrels.trec are "
+            "written into it)"
+        )
+    if args.run is not None and args.qrels is not None:
+        check_same_pools(args.run, args.qrels)
     if args.run is not None:
         n = write_trec_run(args.run, args.out / "run.trec", tag=f"mdcr-{args.run.name}")
         print(f"{args.out / 'run.trec'}: {n} lines")
