@@ -74,7 +74,9 @@ def test_ranx_objects_of_one_pool(built: Built) -> None:
 
     assert evaluate(qrels, run, "map@500") == pytest.approx(float(want), abs=1e-9)
     every = load_run(built.runs["bm25"])
-    assert len(every) > len(run) and all(":" in q for q in every.get_query_ids())
+    ranked = pd.read_parquet(built.runs["bm25"] / "runs.parquet").astype({"pool_id": str})
+    topics = {topic_id(p, q) for p, q in zip(ranked["pool_id"], ranked["query_id"], strict=True)}
+    assert set(every.get_query_ids()) == topics and len(topics) > len(run)
 
 
 def test_export_refuses_run_and_qrels_of_different_pools(
