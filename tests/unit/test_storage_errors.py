@@ -135,3 +135,30 @@ def test_other_errors_are_not_storage_errors() -> None:
     assert storage_error(FileNotFoundError(errno.ENOENT, "No such file", "/x")) is None
     assert storage_error(OSError("Not a gzipped file (b'xx')")) is None
     assert storage_error(ValueError("errno 28")) is None
+
+
+def test_the_api_raises_the_same_storage_error(tmp_path: Path) -> None:
+    from tests.unit.benchmark.test_evaluate import FIXTURE
+
+    script = (
+        "import mdcr\n"
+        "from mdcr.errors import StorageError\n"
+        "try:\n"
+        f"    mdcr.evaluate('random', benchmark={str(FIXTURE)!r}, home={str(tmp_path)!r})\n"
+        "except StorageError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048)),
+        timeout=120,
+    )
+    line = done.stdout.strip()
+    assert len(line.splitlines()) == 1, done.stderr
+    _, _, message = line.partition(": ")
+    assert message.startswith(f"cannot write '{tmp_path}/"), line
+    assert "(EFBIG)" in message or "a write was cut short" in message
+    assert message.endswith("finished outputs are kept, re-run to resume")
