@@ -26,7 +26,7 @@ from mdcr.config import (
     type_name,
 )
 from mdcr.encoders.registry import valid_specs
-from mdcr.errors import MdcrError
+from mdcr.errors import ConfigError, MdcrError, storage_error
 from mdcr.stage import StageSpec, stages
 
 
@@ -411,10 +411,17 @@ def _run_download(args: argparse.Namespace) -> int:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from mdcr.eval.trec import write_trec_qrels, write_trec_run
+    from mdcr.eval.trec import check_same_pools, write_trec_qrels, write_trec_run
 
     if args.run is None and args.qrels is None:
         raise MdcrError("export: give --run FOLDER and/or --qrels FOLDER")
+    if args.out.exists() and not args.out.is_dir():
+        raise ConfigError(
+            f"export --out '{args.out}' is a file; give a folder (run.trec and qrels.trec are "
+            "written into it)"
+        )
+    if args.run is not None and args.qrels is not None:
+        check_same_pools(args.run, args.qrels)
     if args.run is not None:
         n = write_trec_run(args.run, args.out / "run.trec", tag=f"mdcr-{args.run.name}")
         print(f"{args.out / 'run.trec'}: {n} lines")
@@ -525,6 +532,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `mdcr ls | head`: the reader stopped; so do we, quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a write outside the store (export --out, --scores-out)
+        error = storage_error(exc)
+        if debug or error is None:
+            raise
+        print(f"mdcr: error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("mdcr: interrupted; finished outputs are kept, re-run to resume", file=sys.stderr)
         return 130

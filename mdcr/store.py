@@ -45,7 +45,13 @@ from pathlib import Path
 from typing import Any
 
 from mdcr.config import canonical_json, inputs_of, params_of, settings_of
-from mdcr.errors import ConfigError, InputDataError, ManifestMismatchError
+from mdcr.errors import (
+    ConfigError,
+    InputDataError,
+    ManifestMismatchError,
+    StorageError,
+    storage_error,
+)
 from mdcr.locks import exclusive
 from mdcr.stage import StageContext, StageSpec
 
@@ -352,8 +358,18 @@ class Store:
         One process at a time works on an output: a second one waits for the lock (or,
         with ``wait=False``, stops naming the holder) and then finds the output done.
         """
+        label = label or planned.spec.name
+        try:
+            return self._run(planned, quiet=quiet, label=label)
+        except Exception as exc:  # a full disk or a read-only home: one line, not a traceback
+            work = self.work_folder(planned.spec.name, planned.fingerprint)
+            error = storage_error(exc, work, self.home)
+            if error is None:
+                raise
+            raise StorageError(f"{label}: {error}") from exc
+
+    def _run(self, planned: Planned, *, quiet: bool, label: str) -> Artifact:
         spec, fp, final = planned.spec, planned.fingerprint, planned.folder
-        label = label or spec.name
         if self.is_done(final, fp):
             if not quiet:
                 print(f"[{label}] up to date: {final}", file=sys.stderr, flush=True)

@@ -87,7 +87,13 @@ def read_benchmark(folder: Path) -> pd.DataFrame:
     """The internal benchmark rows of a ``benchmark`` or ``benchmark-import`` output."""
     from mdcr.artifacts import BENCHMARK
 
-    return check_benchmark(BENCHMARK.read_pandas(folder), str(BENCHMARK.path(folder)))
+    bench = check_benchmark(BENCHMARK.read_pandas(folder), str(BENCHMARK.path(folder)))
+    if bench.empty:
+        raise InputDataError(
+            f"'{folder}' holds an empty benchmark (no query); remove it and build or import "
+            "a benchmark with queries"
+        )
+    return bench
 
 
 def read_texts(folder: Path) -> pd.DataFrame:
@@ -165,6 +171,11 @@ def from_release_json(obj: Any, split: str, where: str) -> pd.DataFrame:
                 for pid in map(str, ids):
                     seen.setdefault(pid, str(ctype))
             rows.extend((str(qid), str(field), pid, t, split) for pid, t in seen.items())
+    if not rows:
+        raise InputDataError(
+            f"{where}: lists no query and no candidate (an empty benchmark); give the official "
+            'file, {field: {query_id: {"bm25": [ids], ..., "true": [ids]}}}'
+        )
     return pd.DataFrame(rows, columns=BENCHMARK_COLUMNS)
 
 

@@ -19,6 +19,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from mdcr.errors import EncoderError, first_line
+
 Metric = Literal["ip", "l2", "cos"]
 METRICS: tuple[str, ...] = ("ip", "l2", "cos")
 
@@ -131,3 +133,16 @@ class EncoderOptions:
 
 
 RUNTIME_OPTIONS = ("device", "precision", "batch_tokens", "workers")
+
+
+def encoder_failed(spec: str, exc: Exception, what: str) -> EncoderError:
+    """The one line for an exception raised inside an encoder's ``encode``."""
+    hint = (
+        "lower the encode setting batch_tokens, or run it on the CPU (device cpu)"
+        if "out of memory" in str(exc).lower()
+        else "fix its encode"
+    )
+    return EncoderError(
+        f"encoder '{spec}' raised {first_line(exc)} while encoding {what}; {hint} (--debug "
+        "shows the traceback)"
+    )

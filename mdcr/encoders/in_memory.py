@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from mdcr.encoders.base import METRICS, Metric, PaperText
+from mdcr.encoders.base import METRICS, Metric, PaperText, encoder_failed
 from mdcr.encoders.state_digest import UnhashableState, state_digest
-from mdcr.errors import ConfigError
+from mdcr.errors import ConfigError, InputDataError, MdcrError, first_line
 
 MEM_PREFIX = "mem:"
 # spec argument ("<name>@<digest>") -> (the encoder, its identity)
@@ -153,15 +153,37 @@ class _TextModel:
             dict(getattr(model, "prompts", None) or {}) if _is_sentence_transformer(model) else {}
         )
         self.asymmetric = bool(prompts.get("query", "") != prompts.get("document", ""))
-        probe = self._encode(["probe"], "document")
+        try:
+            probe = self._encode(["probe"], "document")
+        except Exception as exc:  # the model's own code may raise anything
+            if isinstance(exc, MdcrError):
+                raise
+            raise encoder_failed(self.name, exc, "a probe text") from exc
         self.dim = int(probe.shape[1])
 
     def _encode(self, strings: list[str], role: str) -> np.ndarray:
         if not _is_sentence_transformer(self.model):
-            return np.asarray(self.model.encode(strings), dtype=np.float32)
+            return self._matrix(self.model.encode(strings), len(strings))
         method = self.model.encode_query if role == "query" else self.model.encode_document
         out = method(strings, convert_to_numpy=True, show_progress_bar=False)
-        return np.asarray(out, dtype=np.float32)
+        return self._matrix(out, len(strings))
+
+    def _matrix(self, out: Any, n: int) -> np.ndarray:
+        """What ``encode`` returned as (n, dim) float32, or a one-line error naming it."""
+        want = f"return an array (or list of lists) of floats, one row per text: ({n}, dim)"
+        problem = ""
+        if isinstance(out, str | bytes | dict) or out is None:
+            problem = type(out).__name__
+        else:
+            try:
+                matrix = np.asarray(out, dtype=np.float32)
+            except (TypeError, ValueError) as exc:
+                problem = f"{type(out).__name__} that is not numbers ({first_line(exc, 80)})"
+            else:
+                if matrix.ndim == 2 and matrix.shape[0] == n:
+                    return matrix
+                problem = f"an array of shape {matrix.shape} for {n} texts"
+        raise InputDataError(f"encoder '{self.name}': encode returned {problem}; {want}")
 
     def encode(self, texts: Sequence[PaperText], role: str = "document") -> np.ndarray:
         strings = [f"{t.title or ''}{self.sep}{t.abstract or ''}" for t in texts]

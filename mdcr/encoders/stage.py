@@ -42,7 +42,7 @@ from mdcr.engine import (
     RAY_WORKERS_HELP,
     check_engine_settings,
 )
-from mdcr.errors import ConfigError, InputDataError
+from mdcr.errors import ConfigError, InputDataError, MdcrError
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
 TEXTS = "_texts.parquet"
@@ -339,7 +339,7 @@ def open_shard_worker(job: ShardJob, encoder: Any = None) -> ShardWorker:
 
 def encode_shard(worker: ShardWorker, i: int) -> ShardResult:
     """Encode (or copy) shard ``i`` and write it atomically; a finished one is skipped."""
-    from mdcr.encoders.base import PaperText
+    from mdcr.encoders.base import PaperText, encoder_failed
     from mdcr.encoders.degenerate import count_shard, count_stored
     from mdcr.encoders.progress import papers_done
     from mdcr.encoders.store import (
@@ -378,7 +378,12 @@ def encode_shard(worker: ShardWorker, i: int) -> ShardResult:
         papers = [PaperText(ids[j], titles[j], abstracts[j]) for j in new]
         t0 = time.perf_counter()
         role = job.role
-        result = encoder.encode(papers) if role is None else encoder.encode(papers, role=role)
+        try:
+            result = encoder.encode(papers) if role is None else encoder.encode(papers, role=role)
+        except MdcrError:
+            raise
+        except Exception as exc:  # the encoder's own code may raise anything
+            raise encoder_failed(job.spec, exc, f"{len(papers)} papers of shard {i}") from exc
         encode_s = time.perf_counter() - t0
         vecs, offs = checked_vectors(job.spec, result, papers, encoder.dim, job.multi, job.storage)
         parts.append((new, vecs, offs))

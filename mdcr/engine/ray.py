@@ -13,7 +13,8 @@ marker into each folder the workers use and runs a probe task on every node
 
 Connecting: ``ray_address`` (``--ray-address``), else ``$RAY_ADDRESS``, else a Ray
 instance started here with ``ray_workers`` CPUs (all cores when 0). One connection per
-process; later stages reuse it.
+process; later stages reuse it. An address must answer as a Ray head within
+``$MDCR_RAY_CONNECT_TIMEOUT`` seconds (60 by default), else a one-line error names it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ R = TypeVar("R")
 
 # Restarts of a dead actor, and retries of the call it was running.
 MAX_RETRIES = 3
+# Seconds a Ray address may take to answer ($MDCR_RAY_CONNECT_TIMEOUT): ray.init itself
+# retries an address that does not answer for many minutes.
+CONNECT_TIMEOUT_S = 60.0
+# The HTTP/2 client greeting and an empty SETTINGS frame; a gRPC server's first frame
+# back is SETTINGS (frame type 4 at byte 3 of its 9-byte header).
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_HTTP2_SETTINGS = 4
 # Environment the workers need as the driver has it (on other nodes they have their own).
 _FORWARD = (
     "HF_HUB_OFFLINE",
@@ -226,6 +234,126 @@ class RayEngine:
                 ray.kill(actor)
 
 
+def connect_timeout() -> float:
+    """Seconds to wait for a Ray cluster to answer: ``$MDCR_RAY_CONNECT_TIMEOUT``, else 60."""
+    raw = os.environ.get("MDCR_RAY_CONNECT_TIMEOUT", "").strip()
+    if not raw:
+        return CONNECT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ConfigError(
+            f"$MDCR_RAY_CONNECT_TIMEOUT is {raw!r}; give a number of seconds above 0 (unset: "
+            f"{CONNECT_TIMEOUT_S:g})"
+        )
+    return value
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """Host and port of a Ray address (``host:port``, ``ray://host:port``); None for
+    ``auto`` and ``local``, which name no host."""
+    from urllib.parse import urlsplit
+
+    if address in ("auto", "local"):
+        return None
+    client = address.startswith("ray://")
+    parts = urlsplit(address if client else f"//{address}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ConfigError(f"Ray address '{address}' has no valid port; give host:port") from None
+    if not parts.hostname:
+        raise ConfigError(f"Ray address '{address}' names no host; give host:port")
+    return parts.hostname, port or (10001 if client else 6379)
+
+
+def check_reachable(address: str, timeout: float) -> None:
+    """A one-line error unless a Ray head answers at ``address`` within ``timeout`` seconds.
+
+    ``ray.init`` retries an address that does not answer for many minutes, so before it
+    is called the address is tried here: a TCP connection, then the HTTP/2 greeting every
+    gRPC server (Ray's GCS and Ray Client) sends first (skipped under ``RAY_USE_TLS``).
+    """
+    import socket
+    import time
+
+    target = _host_port(address)
+    if target is None:
+        return
+    host, port = target
+    where = f"cannot reach Ray at '{address}'"
+    wait = f"(waited {timeout:g} s; $MDCR_RAY_CONNECT_TIMEOUT sets the wait)"
+    deadline = time.monotonic() + timeout
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+                return
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            sock.sendall(_HTTP2_PREFACE)
+            head = b""
+            while len(head) < 9 and (chunk := sock.recv(9 - len(head))):
+                head += chunk
+    except socket.gaierror:
+        raise ConfigError(f"{where}: unknown host '{host}'; check the address") from None
+    except ConnectionRefusedError:
+        raise ConfigError(
+            f"{where}: nothing listens at {host}:{port} (connection refused); start a cluster "
+            "with `ray start --head` and give its address with --ray-address or $RAY_ADDRESS"
+        ) from None
+    except TimeoutError:
+        raise ConfigError(
+            f"{where}: no answer from {host}:{port} {wait}; check the address, and that the "
+            "head node is up and reachable from here"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{where}: {exc.strerror or exc}; check the address") from None
+    if len(head) < 9 or head[3] != _HTTP2_SETTINGS:
+        raise ConfigError(
+            f"{where}: {host}:{port} answers, but not as a Ray head; give the head's GCS port "
+            "(6379 unless `ray start --port` set another) or ray://host:10001 for Ray Client"
+        )
+
+
+def _init_within(ray: Any, address: str, level: int, timeout: float) -> None:
+    """``ray.init(address=...)``, or a one-line error once ``timeout`` seconds have passed.
+
+    The call runs in a daemon thread that stays parked afterwards (Ray ties processes it
+    starts to the thread that started them); one that does not return in time is left
+    behind, and shuts Ray down should it connect after all.
+    """
+    import threading
+    import time
+
+    start = time.monotonic()
+    check_reachable(address, timeout)
+    outcome: dict[str, Any] = {}
+    finished, park = threading.Event(), threading.Event()
+
+    def init() -> None:
+        try:
+            ray.init(address=address, logging_level=level)
+        except BaseException as exc:  # handed to the caller
+            outcome["error"] = exc
+        finished.set()
+        if outcome.get("abandoned") and "error" not in outcome:
+            ray.shutdown()
+            return
+        park.wait()
+
+    threading.Thread(target=init, name="mdcr-ray-connect", daemon=True).start()
+    if not finished.wait(max(timeout - (time.monotonic() - start), 0.0)):
+        outcome["abandoned"] = True
+        raise ConfigError(
+            f"cannot reach Ray at '{address}': no connection within {timeout:g} s "
+            "($MDCR_RAY_CONNECT_TIMEOUT sets the wait); check that the address is a Ray "
+            "head's (`ray status` there) and that this machine runs the same Ray version"
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+
+
 def connect(
     address: str,
     workers: int,
@@ -242,7 +370,7 @@ def connect(
     if not ray.is_initialized():
         try:
             if target:
-                ray.init(address=target, logging_level=level)
+                _init_within(ray, target, level, connect_timeout())
             else:
                 ray.init(  # "local": a new instance, even beside a running one
                     address="local",

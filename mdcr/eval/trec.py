@@ -48,6 +48,31 @@ def _qrels_frame(folder: Path, pool_id: str | None) -> pd.DataFrame:
     )
 
 
+def check_same_pools(run: Path, qrels: Path) -> None:
+    """A run and qrels of different pools would pair silently into wrong metrics: refuse
+    them. The run's recorded pools fingerprint must be the qrels' pools output's, and every
+    (pool, query) of the run must have qrels."""
+    from mdcr.artifacts import QRELS, RUNS, Contract, check_run_pools
+    from mdcr.errors import ManifestMismatchError
+
+    check_run_pools(run, qrels)
+    columns = ["pool_id", "query_id"]
+
+    def topics(contract: Contract, folder: Path) -> set[tuple[str, str]]:
+        table = contract.read(folder, columns).group_by(columns).aggregate([])
+        pools, queries = (table[c].cast("string").to_pylist() for c in columns)
+        return set(zip(pools, queries, strict=True))
+
+    ranked, judged = topics(RUNS, run), topics(QRELS, qrels)
+    missing = sorted(ranked - judged)
+    if missing:
+        raise ManifestMismatchError(
+            f"run '{run}' and qrels '{qrels}' are of different pools: {len(missing)} of the "
+            f"run's {len(ranked)} queries have no qrels (e.g. "
+            f"'{topic_id(*missing[0])}'); pass the pools output the run was searched on"
+        )
+
+
 def strictly_decreasing(df: pd.DataFrame) -> Any:
     """Scores in rank order made strictly decreasing per query by the fewest float32 steps.
 

@@ -83,9 +83,22 @@ def test_demo_pipeline_end_to_end(
         run = pd.read_parquet(run_dir / "runs.parquet")
         assert not (run["query_id"] == run["paper_id"]).any()
         assert run.groupby(["pool_id", "query_id"], observed=True)["rank"].min().eq(1).all()
-    bench = pd.read_parquet(next((home / "benchmark").iterdir()) / "benchmark.parquet")
-    sizes = bench.groupby(["split", "query_id"])["paper_id"].nunique()
-    assert sizes.max() == 5 + 5 * 10  # 5 positives + 10 of each of the demo's 5 types
+    # Every query has 5 positives and 10 of each of the demo's 5 types, except where the
+    # benchmark lists it as short (on_short = "warn"), which has exactly what it got.
+    bench_dir = next((home / "benchmark").iterdir())
+    bench = pd.read_parquet(bench_dir / "benchmark.parquet")
+    types = ["true", "bm25", "minilm", "graph", "most_cited", "random"]
+    assert sorted(bench["candidate_type"].unique()) == sorted(types)
+    keys = ["split", "field", "query_id"]
+    queries = bench[keys].drop_duplicates().itertuples(index=False)
+    expected = {(*q, t): 5 if t == "true" else 10 for q in queries for t in types}
+    short = pd.read_parquet(bench_dir / "short_queries.parquet")
+    for r in short.itertuples(index=False):
+        assert expected[(r.split, r.field, r.query_id, r.candidate_type)] == r.needed > r.got
+        expected[(r.split, r.field, r.query_id, r.candidate_type)] = r.got
+    got = bench.groupby([*keys, "candidate_type"])["paper_id"].nunique().to_dict()
+    assert got == {k: n for k, n in expected.items() if n}
+    assert len(bench) == sum(expected.values())  # no paper twice in a query's list
 
     # A second run builds nothing.
     out2, _ = _run(home, capsys)

@@ -11,7 +11,9 @@ model types are set to the stand-ins' names. Everything else is the real pipelin
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +23,7 @@ import mdcr.encoders.stage
 import mdcr.index.bm25
 import mdcr.index.dense  # noqa: F401  (registers encode, search, bm25 if STAGE_MODULES lacks them)
 from mdcr.cli import main
+from mdcr.paper import FIELD_ABBREVIATIONS
 from mdcr.store import read_manifest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,22 +119,135 @@ def test_scaled_paper_pipeline_runs_end_to_end(env: dict) -> None:
     types = set(bench["candidate_type"])
     standins = {"specter-standin", "scincl-standin"}
     assert types == {"true", "bm25", *standins, "graph", "most_cited", "random"}
-    report = next((home / "benchmark-score").iterdir()) / "report.md"
-    text = report.read_text()
+    score_dir = next((home / "benchmark-score").iterdir())
+    text = (score_dir / "report.md").read_text()
     names = ["scibert", "specter", "scincl", "aspire-bm", "aspire-cs"]
     for label in ["BM25", *(f"{n}-standin" for n in names)]:
         assert f" {label} MAP | {label} R@5 |" in text
     # Only the built-in bm25 is set beside the paper; the stand-ins never are.
     assert "| BM25 | all | MAP |" in text and "| Specter |" not in text
     assert "(Table 4 layout)" in text
-    large = (next((home / "report").iterdir()) / "report.md").read_text()
-    assert "Computer Science" in large or "CS" in large
+    assert _aspire_cells_agree(score_dir) == 2 * (2 * 12 + 5 * 2 * 2)  # splits x cells
+    assert _field_cs_cells_agree(home) == 3 * 6  # 3 metrics x 6 retrievers
     jac = read_manifest(next((home / "benchmark-jaccard").iterdir()))
-    assert jac is not None and len(jac["info"]["suggested_models"]) == 3
-    # Dataset- and field-level pools were all searched by every dense retriever.
-    for step in ("search",):
-        for folder in (home / step).iterdir():
-            runs = pd.read_parquet(folder / "runs.parquet", columns=["pool_id"])
-            pools = set(runs["pool_id"].astype(str))
-            assert any(p.startswith("dataset/test/") for p in pools)
-            assert any(p.startswith("field/test/") for p in pools)
+    assert jac is not None
+    lowest, avg = _lowest_mean_jaccard(home)
+    assert jac["info"]["suggested_models"] == lowest
+    per_model = pd.read_parquet(next((home / "benchmark-jaccard").iterdir()) / "per_model.parquet")
+    assert dict(zip(per_model["model"], per_model["avg_jaccard"], strict=True)) == pytest.approx(
+        avg, abs=1e-12
+    )
+    # Every query of every pool (val and test, dataset- and field-level) was ranked by
+    # each of the five dense retrievers and by BM25.
+    pools_dir = next((home / "pools").iterdir())
+    judged = _topics(pools_dir / "qrels.parquet")
+    assert len(judged) == 2 * (2 * 4 * 20 + 2 * 4 * 4)  # splits x (dataset + field) queries
+    folders = {step: sorted((home / step).iterdir()) for step in ("search", "bm25")}
+    assert [len(folders["search"]), len(folders["bm25"])] == [5, 1]
+    for folder in [*folders["search"], *folders["bm25"]]:
+        assert _topics(folder / "runs.parquet") == judged, folder
+
+
+def _csv(path: Path) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(path.read_text())))
+
+
+def _topics(path: Path) -> set[tuple[str, str]]:
+    df = pd.read_parquet(path, columns=["pool_id", "query_id"]).astype(str).drop_duplicates()
+    return set(zip(df["pool_id"], df["query_id"], strict=True))
+
+
+def type_label(candidate_type: str) -> str:
+    """A Table 4 column's label for a candidate type, as the table writes it."""
+    from mdcr.benchmark.scoring import TYPE_LABELS
+    from mdcr.eval.published import retriever_label
+
+    return TYPE_LABELS.get(candidate_type, retriever_label(candidate_type))
+
+
+def _aspire_cells_agree(score_dir: Path) -> int:
+    """Every Aspire cell of the Table 3 and Table 4 layouts (val and test) is the mean of
+    the per-query values (per field, then over fields); returns the cells checked."""
+    per_query = pd.read_parquet(score_dir / "per_query.parquet")
+    keys = ["retriever", "split", "subset", "field", "metric"]
+    per_field = per_query.groupby(keys)["value"].mean()
+    macro = per_field.groupby(["retriever", "split", "subset", "metric"]).mean()
+    field_of = {abbr: name for name, abbr in FIELD_ABBREVIATIONS.items()}
+    subsets = {type_label(t): t for t in set(per_query["subset"]) - {"all"}}
+    metrics = {"MAP": "map", "R@5": "recall@5"}
+    checked = 0
+    for split in ("val", "test"):
+        header, *rows = _csv(score_dir / "tables" / f"mdcr_{split}_table4.csv")
+        aspire = {r[0]: r[1:] for r in rows if r[0].startswith("aspire")}
+        assert sorted(aspire) == ["aspire-bm-standin", "aspire-cs-standin"]
+        for label, cells in aspire.items():
+            for col, cell in zip(header[1:], cells, strict=True):
+                kind, _, metric = col.rpartition(" ")
+                want = macro[label, split, subsets[kind], metrics[metric]]
+                assert float(cell) == pytest.approx(want, abs=1e-12), (split, label, col)
+                checked += 1
+        header, *rows = _csv(score_dir / "tables" / f"mdcr_{split}_table3.csv")
+        assert [r[0] for r in rows] == ["Bio", "Ch", "CS", "Med", "AVG"]
+        for r in rows:
+            for label in ("aspire-bm-standin", "aspire-cs-standin"):
+                for m, metric in metrics.items():
+                    key = (label, split, "all")
+                    want = (
+                        macro[(*key, metric)]
+                        if r[0] == "AVG"
+                        else per_field[(*key, field_of[r[0]], metric)]
+                    )
+                    assert float(r[header.index(f"{label} {m}")]) == pytest.approx(want, abs=1e-12)
+                    checked += 1
+    return checked
+
+
+def _field_cs_cells_agree(home: Path) -> int:
+    """The large report's field-level CS column is the mean over repetitions of the
+    per-query means on the Computer Science test pools; returns the cells checked."""
+    report = next((home / "report").iterdir())
+    per_query = pd.read_parquet(next((home / "score").iterdir()) / "per_query.parquet")
+    cs = per_query[per_query["pool_id"].astype(str).str.startswith("field/test/Computer Science/")]
+    by_pool = cs.groupby(["retriever", "metric", "pool_id"])["value"].mean()
+    want = by_pool.groupby(["retriever", "metric"]).mean()
+    checked = 0
+    for metric, file in (("map@500", "map"), ("ndcg@500", "ndcg"), ("recall@30", "recall")):
+        header, *rows = _csv(report / "tables" / f"field_test_{file}.csv")
+        got = {r[0]: float(r[header.index("CS")]) for r in rows if r[0] != "expected chance"}
+        assert sorted(got) == sorted(set(want.index.get_level_values(0)))
+        for retriever, value in got.items():
+            assert value == pytest.approx(want[retriever, metric], abs=1e-12), (retriever, file)
+            checked += 1
+    text = (report / "report.md").read_text()
+    assert text.count("| Retriever | Bio | Ch | CS | Med | AVG |") == 3
+    return checked
+
+
+def _lowest_mean_jaccard(home: Path, n: int = 3, top_n: int = 200) -> tuple[list[str], dict]:  # type: ignore[type-arg]
+    """The n models whose top negatives overlap least (paper section 4.1), computed here
+    from the runs: each model's top-N non-positives per validation field-level query of
+    repetition 0, Jaccard per pair averaged over queries, then per model over the others."""
+    pools = next((home / "pools").iterdir())
+    meta = pd.read_parquet(pools / "pool_meta.parquet").astype({"pool_id": str})
+    val = (meta["setup"] == "field") & (meta["split"] == "val") & (meta["rep"] == 0)
+    chosen = set(meta[val]["pool_id"])
+    qrels = pd.read_parquet(pools / "qrels.parquet").astype(str)
+    qrels = qrels[qrels["pool_id"].isin(chosen)]
+    positives = qrels.groupby(["pool_id", "query_id"])["paper_id"].agg(set).to_dict()
+    negatives = {}
+    for folder in [*(home / "search").iterdir(), *(home / "bm25").iterdir()]:
+        name = json.loads((folder / "manifest.json").read_text())["info"]["retriever"]
+        run = pd.read_parquet(folder / "runs.parquet").astype({"pool_id": str, "query_id": str})
+        run = run[run["pool_id"].isin(chosen) & (run["rank"] <= top_n)].astype({"paper_id": str})
+        top = run.groupby(["pool_id", "query_id"])["paper_id"].agg(set).to_dict()
+        negatives[name] = {k: top.get(k, set()) - p for k, p in positives.items()}
+
+    def mean_jaccard(a: str, b: str) -> float:
+        sa, sb = negatives[a], negatives[b]
+        js = [len(sa[k] & sb[k]) / len(sa[k] | sb[k]) for k in positives if sa[k] | sb[k]]
+        return sum(js) / len(js)
+
+    models = sorted(negatives)
+    assert len(models) == 6
+    avg = {m: sum(mean_jaccard(m, o) for o in models if o != m) / (len(models) - 1) for m in models}
+    return sorted(models, key=lambda m: (avg[m], m))[:n], avg

@@ -131,6 +131,7 @@ def test_bad_override_is_a_clear_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["demo", "paper", "rehearsal"])
 def test_shipped_pipelines_load(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import importlib.util
+    import tomllib
 
     import mdcr.encoders.stage
     import mdcr.index.bm25
@@ -148,5 +149,9 @@ def test_shipped_pipelines_load(name: str, monkeypatch: pytest.MonkeyPatch, tmp_
         spec.loader.exec_module(bench)
         sets = bench.overrides(0.01)
         assert "pools.dataset_sizes=2000,5000,10000,20000" in sets
-    pipe = load_pipeline(repo / "pipelines" / f"{name}.toml", sets)
-    assert len(pipe.steps) >= 10
+    path = repo / "pipelines" / f"{name}.toml"
+    pipe = load_pipeline(path, sets)
+    # Every [[step]] of the file, in its order, under its id (the stage name when unnamed).
+    declared = [s.get("id", s["stage"]) for s in tomllib.loads(path.read_text())["step"]]
+    assert [step.id for step in pipe.steps] == declared
+    assert len(declared) == {"demo": 18, "paper": 30, "rehearsal": 14}[name]

@@ -13,7 +13,7 @@ import pytest
 import mdcr
 from mdcr.benchmark.results import PER_POOL_COLUMNS, SUMMARY_COLUMNS
 from mdcr.cli import main
-from mdcr.errors import ConfigError
+from mdcr.errors import ConfigError, EncoderError, InputDataError
 from tests.unit.benchmark.test_evaluate import FIXTURE, _printed
 from tests.unit.encoders.fixtures import make_tiny_bert
 
@@ -26,14 +26,19 @@ def test_the_api_returns_the_cli_numbers(tmp_path: Path) -> None:
     """The summary holds the unrounded means (percent) of what the CLI prints rounded as
     the original scorer rounds: per field round(100 x mean, 4), AVG the rounded mean of
     those (so within 1e-4 of the unrounded AVG); the per-pool frame has the same fields."""
-    result = mdcr.evaluate("random", benchmark=FIXTURE, home=tmp_path)
+    result = mdcr.evaluate("random", benchmark=FIXTURE, home=tmp_path / "api")
     buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
+    with contextlib.redirect_stdout(buf):  # its own store: the CLI computes, not reads
         assert main(["evaluate", "--encoder", "random", "--benchmark", str(FIXTURE),
-                     "--home", str(tmp_path), "-q"]) == 0  # fmt: skip
+                     "--home", str(tmp_path / "cli"), "-q"]) == 0  # fmt: skip
+    assert _encode_outputs(tmp_path / "cli") == 1  # encoded and scored again, apart
     out = buf.getvalue()
     printed = _printed(out)["random"]
-    assert result.report_path == Path(out.strip().splitlines()[-1].removeprefix("report: "))
+    cli_report = Path(out.strip().splitlines()[-1].removeprefix("report: "))
+    # the same output (fingerprint) in each store
+    assert result.report_path.relative_to(tmp_path / "api") == cli_report.relative_to(
+        tmp_path / "cli"
+    )
     summary = result.summary
     assert tuple(summary.columns) == SUMMARY_COLUMNS
     assert tuple(result.per_pool.columns) == PER_POOL_COLUMNS
@@ -195,3 +200,46 @@ def test_a_model_whose_state_cannot_be_hashed_asks_for_a_cache_key(tmp_path: Pat
     )
     with pytest.raises(ConfigError, match="cache_key applies to a model object"):
         mdcr.evaluate("random", benchmark=FIXTURE, home=tmp_path, cache_key="v1")
+
+
+class Speaks:
+    """An encode that returns a string."""
+
+    def encode(self, sentences: list[str]) -> str:
+        return "not a vector"
+
+
+class Flaky:
+    """An encode that works on one text (the probe) and raises on more."""
+
+    def encode(self, sentences: list[str]) -> np.ndarray:
+        if len(sentences) > 1:
+            raise ValueError(f"tokenizer exploded on {len(sentences)} texts\nmore detail")
+        return np.ones((1, 3), np.float32)
+
+
+class Broken:
+    def encode(self, sentences: list[str]) -> np.ndarray:
+        raise KeyError("weights")
+
+
+def test_a_model_whose_encode_returns_a_string_or_raises_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(InputDataError) as info:
+        mdcr.evaluate(Speaks(), benchmark=FIXTURE, home=tmp_path)
+    assert str(info.value) == (
+        "encoder 'Speaks': encode returned str; return an array (or list of lists) of floats, "
+        "one row per text: (1, dim)"
+    )
+    with pytest.raises(EncoderError) as failed:
+        mdcr.evaluate(Broken(), benchmark=FIXTURE, home=tmp_path)
+    assert str(failed.value) == (
+        "encoder 'Broken' raised KeyError: 'weights' while encoding a probe text; fix its "
+        "encode (--debug shows the traceback)"
+    )
+    with pytest.raises(EncoderError, match=r"^encoder 'mem:Flaky@[0-9a-f]{16}' raised ") as later:
+        mdcr.evaluate(Flaky(), benchmark=FIXTURE, home=tmp_path)
+    assert str(later.value).endswith(
+        " raised ValueError: tokenizer exploded on 104 texts while encoding 104 papers of "
+        "shard 0; fix its encode (--debug shows the traceback)"
+    )
+    assert isinstance(later.value.__cause__, ValueError)

@@ -136,7 +136,7 @@ def test_a_missing_data_file_names_it_and_leaves_no_output(tmp_path: Path, capsy
     assert "mdcr_test_data.jsonl' does not exist" in capsys.readouterr().err
     argv = ["benchmark", "import", "--source", str(only_json), "--no-texts", "--home", str(home)]
     assert main([*argv, "-q"]) == 0
-    lists_only = Path(capsys.readouterr().out.strip()).parent
+    lists_only = Path(capsys.readouterr().out.strip().splitlines()[-1])  # the output folder
     argv = ["evaluate", "--encoder", "random", "--benchmark", str(lists_only), "--home", str(home)]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()

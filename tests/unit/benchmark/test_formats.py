@@ -123,3 +123,35 @@ def test_malformed_release_files_are_one_line_errors(tmp_path: Path) -> None:
     assert set(find_release_files(FIXTURE)) == {"test"}
     js, data = find_release_files(FIXTURE)["test"]
     assert js.name == "mdcr_test.json" and data is not None
+
+
+@pytest.mark.parametrize("text", ["{}", '{"Art": {}}', '{"Art": {"q1": {"true": []}}}'])
+def test_an_empty_official_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    import mdcr
+    from mdcr.cli import main
+
+    bench = tmp_path / "mdcr_test.json"
+    bench.write_text(text)
+    (tmp_path / "mdcr_test_data.jsonl").write_text((FIXTURE / "mdcr_test_data.jsonl").read_text())
+    line = (
+        f"{bench}: lists no query and no candidate (an empty benchmark); give the official "
+        'file, {field: {query_id: {"bm25": [ids], ..., "true": [ids]}}}'
+    )
+    for given in (bench, tmp_path):  # the file, or the folder that holds it
+        argv = ["evaluate", "--encoder", "random", "--benchmark", str(given), "-q"]
+        assert main([*argv, "--home", str(tmp_path / "home")]) == 2
+        assert capsys.readouterr().err == f"mdcr: error: {line}\n"
+    with pytest.raises(InputDataError) as info:
+        mdcr.evaluate("random", benchmark=bench, home=tmp_path / "home")
+    assert str(info.value) == line
+
+
+def test_an_empty_benchmark_output_is_one_line(tmp_path: Path) -> None:
+    from mdcr.benchmark.formats import BENCHMARK_COLUMNS, read_benchmark
+
+    empty = pd.DataFrame({c: pd.Series([], dtype=str) for c in BENCHMARK_COLUMNS})
+    empty.to_parquet(tmp_path / "benchmark.parquet")
+    with pytest.raises(InputDataError, match=r"holds an empty benchmark \(no query\); remove"):
+        read_benchmark(tmp_path)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +32,32 @@ PAPERS = [
 ]
 
 
+def registry_unreachable(timeout_s: int = 60) -> str | None:
+    """Why pip cannot reach its package index now (None when it can).
+
+    A bounded ``pip download --no-deps`` of the pinned ``adapters`` wheel (about 200 kB),
+    so pip's own configuration (index URL, proxy, certificates) decides, as it will for the
+    real install.
+    """
+    with tempfile.TemporaryDirectory() as dest:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "-q"]
+        cmd += ["--timeout", "10", "--retries", "0", "--dest", dest, "adapters==1.3.0"]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return f"pip could not fetch adapters==1.3.0 from its index within {timeout_s} s"
+    if done.returncode == 0:
+        return None
+    lines = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
+    return "pip could not fetch adapters==1.3.0 from its index: " + (lines[-1] if lines else "")
+
+
 def _adapters_python() -> Path:
     python = ENV / "bin" / "python"
     if not (ENV / ".ready").is_file():
+        reason = registry_unreachable()
+        if reason is not None:
+            pytest.skip(f"needs the package registry to build {ENV.name} ({reason})")
         shutil.rmtree(ENV, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(ENV)], check=True)
         pip = [str(python), "-m", "pip", "install", "-q"]
@@ -92,3 +117,15 @@ print(json.dumps({{**facts, "metric": enc.metric}}))
     np.testing.assert_allclose(ours, reference, atol=1e-5, rtol=1e-5)
     # The adapter changes the vectors: without it they are the base model's.
     assert not np.allclose(np.load(tmp_path / "base.npy"), reference, atol=1e-3)
+
+
+def test_an_unreachable_registry_is_a_reason_to_skip(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple")
+    monkeypatch.setenv("PIP_NO_INPUT", "1")
+    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    reason = registry_unreachable()
+    assert reason is not None and reason.startswith("pip could not fetch adapters==1.3.0")

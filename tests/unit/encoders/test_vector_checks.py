@@ -73,6 +73,14 @@ class NeedsArgs:
 class Raises:
     def __init__(self):
         raise ValueError("no weights here")
+
+class FailsInEncode:
+    name = "fails"
+    dim = 2
+    metric = "ip"
+
+    def encode(self, texts):
+        raise RuntimeError("the GPU fell off the bus\\nsecond line of the message")
 """
 
 
@@ -374,3 +382,26 @@ def test_degenerate_counts_and_thresholds() -> None:
     for _ in range(3):
         check.add(count_shard(np.ones((4, 2), np.float16), None, ids[:4], texts[:4], "ip"))
     assert check.summary() == {"vectors": 12, "zero": 0, "shared": 12}
+
+
+def test_an_exception_inside_encode_is_one_line_naming_the_encoder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mdcr.cli import main
+    from mdcr.errors import EncoderError
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "bad_vectors_mod.py").write_text(BAD_MODULE)
+    write_corpus(tmp_path / "corpus", 6)
+    argv = ["encode", "--corpus", str(tmp_path / "corpus"), "--home", str(tmp_path / "h")]
+    argv += ["--encoder", "py:bad_vectors_mod:FailsInEncode", "-q"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "mdcr: error: encoder 'py:bad_vectors_mod:FailsInEncode' raised RuntimeError: the GPU "
+        "fell off the bus while encoding 6 papers of shard 0; fix its encode (--debug shows "
+        "the traceback)\n"
+    )
+    with pytest.raises(EncoderError) as info:  # --debug: the traceback, down to the encoder
+        main([*argv, "--debug"])
+    assert isinstance(info.value.__cause__, RuntimeError)

@@ -199,10 +199,12 @@ def test_merging_score_outputs(built: Built) -> None:
     assert not math.isnan(sig["p_value"].iloc[0])
 
 
-def _values(report: Path) -> dict[str, list[float]]:
-    """Each row's numbers in the dataset table (its significance marks left out)."""
-    rows = _csv(report / "tables" / "dataset_test.csv")[1:]
-    return {r[0]: [float(v) for v in r[1:] if v.replace(".", "", 1).isdigit()] for r in rows}
+def _values(report: Path) -> dict[str, dict[str, float]]:
+    """Each row's numbers in the dataset table by column: every cell but the significance
+    marks and the empty ones (chance has no std)."""
+    header, *rows = _csv(report / "tables" / "dataset_test.csv")
+    numeric = [i for i, c in enumerate(header) if i and not c.endswith(" sig")]
+    return {r[0]: {header[i]: float(r[i]) for i in numeric if r[i]} for r in rows}
 
 
 def test_a_retriever_scored_again_is_taken_from_the_last_output(built: Built) -> None:
@@ -212,6 +214,8 @@ def test_a_retriever_scored_again_is_taken_from_the_last_output(built: Built) ->
     out = run_report(built.store, [built.score, again], repeated_retrievers="last")
     table, first = _values(out), _values(run_report(built.store, [built.score]))
     assert list(table) == ["bm25", "specter", "random", CHANCE_ROW]
+    # Two pool sizes x (MAP, nDCG, R@30) x (mean, std) for every retriever.
+    assert all(len(row) == 12 for name, row in table.items() if name != CHANCE_ROW)
     assert table["bm25"] == first["random"] != first["bm25"]  # the later bm25: random's run
     assert table["specter"] == first["specter"] and table["random"] == first["random"]
     md = (out / "report.md").read_text()

@@ -74,4 +74,58 @@ def test_ranx_objects_of_one_pool(built: Built) -> None:
 
     assert evaluate(qrels, run, "map@500") == pytest.approx(float(want), abs=1e-9)
     every = load_run(built.runs["bm25"])
-    assert len(every) > len(run) and all(":" in q for q in every.get_query_ids())
+    ranked = pd.read_parquet(built.runs["bm25"] / "runs.parquet").astype({"pool_id": str})
+    topics = {topic_id(p, q) for p, q in zip(ranked["pool_id"], ranked["query_id"], strict=True)}
+    assert set(every.get_query_ids()) == topics and len(topics) > len(run)
+
+
+def test_export_refuses_run_and_qrels_of_different_pools(
+    built: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from mdcr.config import from_mapping
+    from mdcr.store import Store, artifact_fingerprint
+    from tests.unit.eval.fakes import POOLS, FakePoolsConfig
+
+    cfg = from_mapping(FakePoolsConfig, {"fields": ["Biology", "Medicine"]}, "p")
+    other = Store(tmp_path / "home").execute(POOLS, cfg, {}, quiet=True).path
+    run, out = built.runs["specter"], tmp_path / "out"
+    assert main(["export", "--run", str(run), "--qrels", str(other), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"mdcr: error: run '{run}' (specter) was built from pools "
+        f"{artifact_fingerprint(built.pools)}, not the given pools "
+        f"{artifact_fingerprint(other)}; pass the pools the run was searched on\n"
+    )
+    assert not out.exists()
+    # A run no stage made records no pools: its queries must be the qrels' queries.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    shutil.copy(run / "runs.parquet", plain)
+    ranked = pd.read_parquet(plain / "runs.parquet")[["pool_id", "query_id"]].drop_duplicates()
+    lost = ranked[ranked["pool_id"].astype(str).str.contains("Computer Science")]
+    first = lost.astype(str).sort_values(["pool_id", "query_id"]).iloc[0]
+    assert main(["export", "--run", str(plain), "--qrels", str(other), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"mdcr: error: run '{plain}' and qrels '{other}' are of different pools: {len(lost)} of "
+        f"the run's {len(ranked)} queries have no qrels (e.g. "
+        f"'{topic_id(first['pool_id'], first['query_id'])}'); pass the pools output the run "
+        "was searched on\n"
+    )
+    assert not out.exists()
+    same = ["export", "--run", str(plain), "--qrels", str(built.pools), "--out", str(out)]
+    assert main(same) == 0
+    assert (out / "run.trec").is_file() and (out / "qrels.trec").is_file()
+
+
+def test_export_out_on_an_existing_file_is_one_line(
+    built: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run.trec"
+    out.write_text("keep me\n")
+    assert main(["export", "--run", str(built.runs["bm25"]), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"mdcr: error: export --out '{out}' is a file; give a folder (run.trec and qrels.trec "
+        "are written into it)\n"
+    )
+    assert out.read_text() == "keep me\n"

@@ -146,6 +146,24 @@ def test_auto_backend_on_cpu_is_faiss() -> None:
     assert choose_backend("torch", Device()) == "torch"
 
 
+@pytest.mark.parametrize(("faiss_gpus", "want"), [(0, "torch"), (1, "faiss"), (4, "faiss")])
+def test_auto_backend_on_gpu(monkeypatch: pytest.MonkeyPatch, faiss_gpus: int, want: str) -> None:
+    """On a GPU, auto is Faiss where Faiss sees GPUs (faiss-gpu), else torch; no GPU needed
+    to check it: the count Faiss reports is set here."""
+    from mdcr.errors import ConfigError
+    from mdcr.index import backends
+
+    monkeypatch.setattr(backends, "faiss_gpu_count", lambda: faiss_gpus)
+    assert choose_backend("auto", Device((0,))) == want
+    assert choose_backend("auto", Device((0, 1))) == want
+    assert choose_backend("auto", Device()) == "faiss"  # the CPU: Faiss whatever the GPUs
+    if faiss_gpus:
+        assert choose_backend("faiss", Device((0,))) == "faiss"
+    else:
+        with pytest.raises(ConfigError, match="'faiss' on a GPU needs faiss-gpu"):
+            choose_backend("faiss", Device((0,)))
+
+
 def test_compiled_dots_are_the_numpy_bits_signed_zeros_and_subnormals_included() -> None:
     """The compiled dot product (reassociated, vectorised) equals numpy's pairwise float64
     sum bit for bit whenever |q| |x| < 32: the sums are exact in any order."""

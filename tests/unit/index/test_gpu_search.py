@@ -12,7 +12,6 @@ from mdcr.index.backends import (
     Backend,
     FaissBackend,
     TorchBackend,
-    choose_backend,
     faiss_gpu_count,
 )
 from mdcr.index.exact import exact_topk
@@ -64,8 +63,3 @@ def test_faiss_gpu_equals_cpu_including_k_above_2048() -> None:
     assert gpu.gpu
     for k in (100, 2500):
         _same(exact_topk(gpu, db, q, ex, k, "ip"), exact_topk(cpu, db, q, ex, k, "ip"))
-
-
-def test_auto_backend_on_gpu() -> None:
-    want = "faiss" if faiss_gpu_count() > 0 else "torch"
-    assert choose_backend("auto", resolve_device("cuda")) == want

@@ -102,7 +102,13 @@ def test_bm25_parameters_apply_at_search_time(sample_index: Path, s2orc_papers: 
 
 
 def test_index_metadata_and_atomic_reuse(lucene_jvm: object, tmp_path: Path) -> None:
-    from mdcr.index.lucene import IDS_FILE, META_FILE, index_fingerprint, read_index_meta
+    from mdcr.index.lucene import (
+        IDS_FILE,
+        META_FILE,
+        index_fingerprint,
+        open_index,
+        read_index_meta,
+    )
 
     ids, texts = ["b", "a", "c"], ["beta text", "alpha text", "gamma text"]
     fp = index_fingerprint(sorted(ids), "raw:corpus")
@@ -114,9 +120,18 @@ def test_index_metadata_and_atomic_reuse(lucene_jvm: object, tmp_path: Path) -> 
     assert meta["n_docs"] == 3 and (path / IDS_FILE).is_file()
     assert read_index_meta(path) == json.loads((path / META_FILE).read_text())
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp left
-    # A second build of the same index (another process finished first) keeps the first.
-    _build(path, ids, texts)
-    assert read_index_meta(path) is not None
+    # A second build of the same index (another process finished first) keeps the first:
+    # the same metadata, the same files byte for byte, and the first texts searched (the
+    # second call's texts, all "zeta", are never read).
+    files = {p.name: p.read_bytes() for p in path.iterdir()}
+    again = _build(path, ids, ["zeta"] * 3)
+    assert again == meta and read_index_meta(path) == meta
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == files
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    with open_index(path) as index:
+        built, _ = index.build_queries(["q"], ["alpha"])
+        ((hits, _),) = index.search(built, 3, k1=0.9, b=0.4)
+    assert [str(h) for h in hits] == ["a"]
 
 
 def test_the_progress_callback_counts_every_document(lucene_jvm: object, tmp_path: Path) -> None:
