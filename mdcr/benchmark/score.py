@@ -237,7 +237,7 @@ def _method_lines(cfg: BenchScoreConfig, bench: pd.DataFrame, ranks: list[Ranked
             if cfg.ties == "paper_id"
             else "trec_eval's order, as the original scorer (paper_id descending as strings)."
         ),
-        f"Queries: {sizes.groupby(level=0).size().to_dict()}; candidates per query: "
+        f"Queries: {_per_split(sizes.groupby(level=0).size())}; candidates per query: "
         f"{int(sizes.min())}-{int(sizes.max())}.",
         "Candidate-type table: each query scored on its positives plus only that type's "
         "negatives, aggregated the same way; the AVG row is the mean over the retrievers.",
@@ -251,6 +251,13 @@ def _method_lines(cfg: BenchScoreConfig, bench: pd.DataFrame, ranks: list[Ranked
         extra = f" ({r.info.detail})" if r.info.detail else ""
         lines.append(f"- `{r.name}`: {r.info.method}{extra}; {describe(r.identity)}; `{r.folder}`")
     return lines
+
+
+def _per_split(counts: pd.Series) -> str:
+    """``val 29, test 27``: a count per split, in the splits' order."""
+    order = {"val": 0, "test": 1}
+    keys = sorted(counts.index, key=lambda k: (order.get(str(k), 2), str(k)))
+    return ", ".join(f"{k} {int(counts[k])}" for k in keys)
 
 
 def _comparison_lines(
@@ -304,7 +311,7 @@ def _published_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: 
 def _paper_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: str) -> list[str]:
     """Our AVG next to the paper's (Tables 3 and 4) for the retrievers whose identity is
     one of the paper's models (built in, default setup); a name alone never matches."""
-    from mdcr.benchmark.scoring import METRIC_LABELS, R_AT_K, TYPE_LABELS
+    from mdcr.benchmark.scoring import METRIC_LABELS, PAPER_TYPE_COLUMNS, R_AT_K, TYPE_LABELS
     from mdcr.eval.published import paper_models, paper_values
 
     ids = paper_models(identities)
@@ -322,12 +329,12 @@ def _paper_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: str)
             sel = (paper["table"] == "table3") & (paper["column"] == "AVG")
         else:
             sel = (paper["table"] == "table4") & (
-                paper["column"] == TYPE_LABELS.get(str(r.subset), "")
+                paper["column"] == PAPER_TYPE_COLUMNS.get(str(r.subset), "")
             )
         sel &= (paper["model"] == model) & (paper["metric"] == label[str(r.metric)])
         if sel.any():
             pv = float(paper.loc[sel, "value"].iloc[0])
-            what = "all" if r.subset == "all" else str(r.subset)
+            what = "all" if r.subset == "all" else TYPE_LABELS.get(str(r.subset), str(r.subset))
             ours = 100 * float(r.value)  # type: ignore[arg-type]
             rows.append(f"| {model} | {what} | {label[str(r.metric)]} | {ours:.1f} | {pv:.1f} |")
     if not rows:
@@ -358,7 +365,7 @@ def plan_benchmark_score(
 SPEC = register(
     StageSpec(
         name="benchmark-score",
-        version="3",
+        version="4",
         config=BenchScoreConfig,
         run=run_benchmark_score,
         plan=plan_benchmark_score,
