@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from mdcr.eval.document import Section
 
 OFFICIAL_JSON = "official.json"
+SIGNIFICANCE = "significance.parquet"
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,33 @@ class BenchScoreConfig:
         "descending as strings), or paper_id ascending (the project's rule for runs)",
     )
     by_type: bool = param(True, help="also score each candidate type alone (Table 4)")
+    stat_tests: tuple[str, ...] = param(
+        ("fisher", "student"),
+        help="paired tests between retrievers: fisher (randomization), student (t-test)",
+    )
+    correction: Literal["holm", "bonferroni"] = param(
+        "holm", help="multiple-comparison correction over each split's comparisons"
+    )
+    alpha: float = param(0.05, help="significance level after correction")
+    permutations: int = param(10000, help="permutations of the Fisher randomization test")
+    seed: int = param(42, help="seed of the randomization test's permutations")
     title: str = param("MDCR benchmark results", help="the report's title")
+
+    def validate(self) -> None:
+        from mdcr.eval.significance import STAT_TESTS
+
+        where = "benchmark-score"
+        for t in self.stat_tests:
+            if t not in STAT_TESTS:
+                raise ConfigError(
+                    f"{where}.stat_tests: {t!r} is not valid; valid: {', '.join(STAT_TESTS)}"
+                )
+        if not self.stat_tests:
+            raise ConfigError(f"{where}.stat_tests: empty; valid: fisher, student")
+        if not 0 < self.alpha < 1:
+            raise ConfigError(f"{where}.alpha: must be between 0 and 1, got {self.alpha}")
+        if self.permutations < 100:
+            raise ConfigError(f"{where}.permutations: must be >= 100, got {self.permutations}")
 
 
 @dataclass(frozen=True)
@@ -88,6 +115,7 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
 
     from mdcr.artifacts import BENCHMARK_METRICS, benchmark_origin
     from mdcr.benchmark.formats import read_benchmark
+    from mdcr.benchmark.paired import split_comparisons
     from mdcr.benchmark.scoring import (
         field_means,
         macro_means,
@@ -130,9 +158,25 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
     ctx.output(OFFICIAL_JSON)
 
     empty = queries_without_positives(bench[bench["split"].isin(splits)])
+    sig = {
+        split: split_comparisons(
+            per_query,
+            split,
+            [r.name for r in ranks],
+            tests=cfg.stat_tests,
+            correction=cfg.correction,
+            alpha=cfg.alpha,
+            permutations=cfg.permutations,
+            seed=cfg.seed,
+        )
+        for split in splits
+    }
+    sig_all = pd.concat(list(sig.values()), ignore_index=True)
+    sig_all.to_parquet(ctx.output(SIGNIFICANCE, rows=len(sig_all)), index=False)
     report = Report(cfg.title, [origin.line(), "", *_method_lines(cfg, bench, ranks)])
     report.sections = [
-        _split_section(cfg, split, per_field, macro, ranks, origin, empty) for split in splits
+        _split_section(cfg, split, per_field, macro, ranks, origin, empty, sig[split])
+        for split in splits
     ]
     write_report(report, ctx)
     ctx.record("retrievers", [r.name for r in ranks])
@@ -193,7 +237,9 @@ def _split_section(
     ranks: list[Ranked],
     origin: BenchmarkOrigin,
     empty: pd.DataFrame,
+    sig: pd.DataFrame,
 ) -> Section:
+    from mdcr.benchmark.paired import comparison_lines
     from mdcr.benchmark.scoring import (
         summary_lines,
         table3,
@@ -215,6 +261,7 @@ def _split_section(
     note = without_positives_line(empty, split)
     if note:
         s.body += [note, ""]
+    s.body += comparison_lines(sig, cfg.stat_tests, cfg.correction, cfg.alpha, labels)
     if split == "test":
         identities = {r.name: r.identity for r in ranks}
         s.body += _comparison_lines(macro, origin, identities)

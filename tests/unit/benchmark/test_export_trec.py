@@ -47,6 +47,9 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     }
     (root / "tied.json").write_text(json.dumps(dict.fromkeys(sorted(pairs), 0.5)))
     assert main([*argv, "--scores", str(root / "tied.json"), "--name", "tied"]) == 0
+    graded = {p: (int(p.split("_")[1]) * 37 % 11) / 11 for p in sorted(pairs)}
+    (root / "graded.json").write_text(json.dumps(graded))
+    assert main([*argv, "--scores", str(root / "graded.json"), "--name", "graded"]) == 0
     return home
 
 
@@ -158,3 +161,34 @@ def test_a_ranking_of_another_benchmark_is_refused(home: Path, tmp_path: Path, c
     argv = ["export", "--run", str(rank), "--split", "val", "--out", str(tmp_path / "z")]
     assert main(argv) != 0
     assert "has no 'val' split; it has: test" in capsys.readouterr().err
+
+
+def test_the_mdcr_report_tests_every_pair_of_retrievers(home: Path) -> None:
+    """benchmark-score on two rankings: a paired test per metric between them, Holm-corrected
+    over the split, in report.md and significance.parquet, with the pools report's tests."""
+    from scipy.stats import ttest_rel
+
+    from mdcr.benchmark.score import SPEC, BenchScoreConfig
+    from mdcr.store import Store, resolve_inputs
+
+    ranks = (
+        str(_only(home, "benchmark-rank", "graded")),
+        str(_only(home, "benchmark-rank", "tied")),
+    )
+    benches = {str(_bench_of(Path(r))) for r in ranks}
+    assert len(benches) == 1
+    cfg = BenchScoreConfig(benchmark=benches.pop(), ranks=ranks)
+    out = Store(home).execute(SPEC, cfg, resolve_inputs(cfg), quiet=True).path
+    sig = pd.read_parquet(out / "significance.parquet")
+    assert len(sig) == 3 * 2  # three metrics, two tests, one pair
+    assert set(sig["correction"]) == {"holm"} and set(sig["n_queries"]) == {7}
+    pq = pd.read_parquet(out / "per_query.parquet")
+    pq = pq[(pq["subset"] == "all") & (pq["metric"] == "map")]
+    a = pq[pq["retriever"] == "graded"].sort_values(["field", "query_id"])["value"].to_numpy()
+    b = pq[pq["retriever"] == "tied"].sort_values(["field", "query_id"])["value"].to_numpy()
+    t = sig[(sig["metric"] == "map") & (sig["test"] == "student")].iloc[0]
+    assert t["p_value"] == pytest.approx(ttest_rel(a, b).pvalue, rel=1e-9)
+    assert t["p_value"] <= t["p_adjusted"] <= min(1.0, 3 * t["p_value"])
+    report = (out / "report.md").read_text()
+    assert "Significance (holm-corrected over this table, α = 0.05" in report
+    assert "| MAP | graded | tied | 7 |" in report
