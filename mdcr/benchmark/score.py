@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from mdcr.eval.document import Section
 
 OFFICIAL_JSON = "official.json"
+SIGNIFICANCE = "significance.parquet"
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,33 @@ class BenchScoreConfig:
         "descending as strings), or paper_id ascending (the project's rule for runs)",
     )
     by_type: bool = param(True, help="also score each candidate type alone (Table 4)")
+    stat_tests: tuple[str, ...] = param(
+        ("fisher", "student"),
+        help="paired tests between retrievers: fisher (randomization), student (t-test)",
+    )
+    correction: Literal["holm", "bonferroni"] = param(
+        "holm", help="multiple-comparison correction over each split's comparisons"
+    )
+    alpha: float = param(0.05, help="significance level after correction")
+    permutations: int = param(10000, help="permutations of the Fisher randomization test")
+    seed: int = param(42, help="seed of the randomization test's permutations")
     title: str = param("MDCR benchmark results", help="the report's title")
+
+    def validate(self) -> None:
+        from mdcr.eval.significance import STAT_TESTS
+
+        where = "benchmark-score"
+        for t in self.stat_tests:
+            if t not in STAT_TESTS:
+                raise ConfigError(
+                    f"{where}.stat_tests: {t!r} is not valid; valid: {', '.join(STAT_TESTS)}"
+                )
+        if not self.stat_tests:
+            raise ConfigError(f"{where}.stat_tests: empty; valid: fisher, student")
+        if not 0 < self.alpha < 1:
+            raise ConfigError(f"{where}.alpha: must be between 0 and 1, got {self.alpha}")
+        if self.permutations < 100:
+            raise ConfigError(f"{where}.permutations: must be >= 100, got {self.permutations}")
 
 
 @dataclass(frozen=True)
@@ -88,6 +115,7 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
 
     from mdcr.artifacts import BENCHMARK_METRICS, benchmark_origin
     from mdcr.benchmark.formats import read_benchmark
+    from mdcr.benchmark.paired import split_comparisons
     from mdcr.benchmark.scoring import (
         field_means,
         macro_means,
@@ -130,9 +158,25 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
     ctx.output(OFFICIAL_JSON)
 
     empty = queries_without_positives(bench[bench["split"].isin(splits)])
+    sig = {
+        split: split_comparisons(
+            per_query,
+            split,
+            [r.name for r in ranks],
+            tests=cfg.stat_tests,
+            correction=cfg.correction,
+            alpha=cfg.alpha,
+            permutations=cfg.permutations,
+            seed=cfg.seed,
+        )
+        for split in splits
+    }
+    sig_all = pd.concat(list(sig.values()), ignore_index=True)
+    sig_all.to_parquet(ctx.output(SIGNIFICANCE, rows=len(sig_all)), index=False)
     report = Report(cfg.title, [origin.line(), "", *_method_lines(cfg, bench, ranks)])
     report.sections = [
-        _split_section(cfg, split, per_field, macro, ranks, origin, empty) for split in splits
+        _split_section(cfg, split, per_field, macro, ranks, origin, empty, sig[split])
+        for split in splits
     ]
     write_report(report, ctx)
     ctx.record("retrievers", [r.name for r in ranks])
@@ -193,7 +237,9 @@ def _split_section(
     ranks: list[Ranked],
     origin: BenchmarkOrigin,
     empty: pd.DataFrame,
+    sig: pd.DataFrame,
 ) -> Section:
+    from mdcr.benchmark.paired import comparison_lines
     from mdcr.benchmark.scoring import (
         summary_lines,
         table3,
@@ -215,6 +261,7 @@ def _split_section(
     note = without_positives_line(empty, split)
     if note:
         s.body += [note, ""]
+    s.body += comparison_lines(sig, cfg.stat_tests, cfg.correction, cfg.alpha, labels)
     if split == "test":
         identities = {r.name: r.identity for r in ranks}
         s.body += _comparison_lines(macro, origin, identities)
@@ -237,7 +284,7 @@ def _method_lines(cfg: BenchScoreConfig, bench: pd.DataFrame, ranks: list[Ranked
             if cfg.ties == "paper_id"
             else "trec_eval's order, as the original scorer (paper_id descending as strings)."
         ),
-        f"Queries: {sizes.groupby(level=0).size().to_dict()}; candidates per query: "
+        f"Queries: {_per_split(sizes.groupby(level=0).size())}; candidates per query: "
         f"{int(sizes.min())}-{int(sizes.max())}.",
         "Candidate-type table: each query scored on its positives plus only that type's "
         "negatives, aggregated the same way; the AVG row is the mean over the retrievers.",
@@ -251,6 +298,13 @@ def _method_lines(cfg: BenchScoreConfig, bench: pd.DataFrame, ranks: list[Ranked
         extra = f" ({r.info.detail})" if r.info.detail else ""
         lines.append(f"- `{r.name}`: {r.info.method}{extra}; {describe(r.identity)}; `{r.folder}`")
     return lines
+
+
+def _per_split(counts: pd.Series) -> str:
+    """``val 29, test 27``: a count per split, in the splits' order."""
+    order = {"val": 0, "test": 1}
+    keys = sorted(counts.index, key=lambda k: (order.get(str(k), 2), str(k)))
+    return ", ".join(f"{k} {int(counts[k])}" for k in keys)
 
 
 def _comparison_lines(
@@ -304,7 +358,7 @@ def _published_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: 
 def _paper_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: str) -> list[str]:
     """Our AVG next to the paper's (Tables 3 and 4) for the retrievers whose identity is
     one of the paper's models (built in, default setup); a name alone never matches."""
-    from mdcr.benchmark.scoring import METRIC_LABELS, R_AT_K, TYPE_LABELS
+    from mdcr.benchmark.scoring import METRIC_LABELS, PAPER_TYPE_COLUMNS, R_AT_K, TYPE_LABELS
     from mdcr.eval.published import paper_models, paper_values
 
     ids = paper_models(identities)
@@ -322,12 +376,12 @@ def _paper_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: str)
             sel = (paper["table"] == "table3") & (paper["column"] == "AVG")
         else:
             sel = (paper["table"] == "table4") & (
-                paper["column"] == TYPE_LABELS.get(str(r.subset), "")
+                paper["column"] == PAPER_TYPE_COLUMNS.get(str(r.subset), "")
             )
         sel &= (paper["model"] == model) & (paper["metric"] == label[str(r.metric)])
         if sel.any():
             pv = float(paper.loc[sel, "value"].iloc[0])
-            what = "all" if r.subset == "all" else str(r.subset)
+            what = "all" if r.subset == "all" else TYPE_LABELS.get(str(r.subset), str(r.subset))
             ours = 100 * float(r.value)  # type: ignore[arg-type]
             rows.append(f"| {model} | {what} | {label[str(r.metric)]} | {ours:.1f} | {pv:.1f} |")
     if not rows:
@@ -358,7 +412,7 @@ def plan_benchmark_score(
 SPEC = register(
     StageSpec(
         name="benchmark-score",
-        version="3",
+        version="4",
         config=BenchScoreConfig,
         run=run_benchmark_score,
         plan=plan_benchmark_score,

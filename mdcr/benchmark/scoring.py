@@ -49,7 +49,18 @@ R_AT_K = f"recall@{MDCR_RECALL_K}"
 MDCR_METRICS = ("map", "ndcg", R_AT_K)
 METRIC_LABELS = {"map": "MAP", "ndcg": "nDCG", R_AT_K: f"R@{MDCR_RECALL_K}"}
 ALL = "all"  # the subset name of the full candidate lists
+# Table 4's columns are kinds of negative candidates, not retrievers: the label says how a
+# column's candidates were chosen. PAPER_TYPE_COLUMNS are the paper's own column names
+# (the keys of mdcr/data/paper_results.json), used only to find the paper's numbers.
 TYPE_LABELS = {
+    "bm25": "chosen by BM25",
+    "specter": "chosen by SPECTER",
+    "scincl": "chosen by SciNCL",
+    "graph": "citation graph",
+    "most_cited": "most cited",
+    "random": "random papers",
+}
+PAPER_TYPE_COLUMNS = {
     "bm25": "BM25",
     "specter": "SPECTER",
     "scincl": "SciNCL",
@@ -348,7 +359,7 @@ def table4(macro: pd.DataFrame, split: str, labels: Mapping[str, str] | None = N
     return build_table(
         data,
         name=f"mdcr_{split}_table4",
-        title=f"MDCR {split}: MAP and R@5 per candidate type (Table 4 layout)",
+        title=f"MDCR {split}: MAP and R@5 with the negatives of one kind (Table 4 layout)",
         row="retriever",
         col="subset",
         sub="metric",
@@ -359,7 +370,7 @@ def table4(macro: pd.DataFrame, split: str, labels: Mapping[str, str] | None = N
         row_labels=lambda r: r if r == AVG else _labeller(labels)(r),
         # A benchmark's type names are bound to the registry (benchmark build refuses a run
         # that only calls itself by a built-in's name), so a type's label is the registry's.
-        col_labels=lambda t: TYPE_LABELS.get(str(t), retriever_label(str(t))),
+        col_labels=lambda t: TYPE_LABELS.get(str(t), f"chosen by {retriever_label(str(t))}"),
         sub_labels=METRIC_LABELS,
         row_header="Models",
         bold_best=True,

@@ -47,6 +47,7 @@ from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, regi
 
 TEXTS = "_texts.parquet"
 QUERY_TEXTS = "_query_texts.parquet"
+_ROLE_PLURAL = {"document": "documents", "query": "queries"}
 
 
 @dataclass(frozen=True)
@@ -416,7 +417,7 @@ def _encode_shards(
     texts_file = pq.ParquetFile(job.texts)
     sizes = [texts_file.metadata.row_group(i).num_rows for i in range(texts_file.num_row_groups)]
     counts = {"encoded": 0, "reused": 0, "resumed": 0}
-    desc = f"encode {encoder.name}" + (f" ({job.role}s)" if job.role else "")
+    desc = f"encode {encoder.name}" + (f" ({_ROLE_PLURAL[job.role]})" if job.role else "")
     bar = ctx.progress(total=sum(sizes), desc=desc, unit="paper")
     todo = []
     check = VectorCheck()
@@ -541,7 +542,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
         texts_file = pq.ParquetFile(texts_path)
         n_papers = texts_file.metadata.num_rows
         role_papers[role] = n_papers
-        what = f" as {role}s" if asymmetric else ""
+        what = f" as {_ROLE_PLURAL[role]}" if asymmetric else ""
         n_shards = texts_file.num_row_groups
         ctx.log(f"[encode] {encoder.name}: {n_papers} papers{what} in {n_shards} shard(s)")
         job = ShardJob(

@@ -162,7 +162,7 @@ def type_label(candidate_type: str) -> str:
     from mdcr.benchmark.scoring import TYPE_LABELS
     from mdcr.eval.published import retriever_label
 
-    return TYPE_LABELS.get(candidate_type, retriever_label(candidate_type))
+    return TYPE_LABELS.get(candidate_type, f"chosen by {retriever_label(candidate_type)}")
 
 
 def _aspire_cells_agree(score_dir: Path) -> int:

@@ -52,18 +52,21 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     return {"home": tmp_path / "home", "corpus": tmp_path / "corpus", "pools": pools}
 
 
-def _encode(world: dict[str, Path], encoder: str) -> Path:
+def _encode(world: dict[str, Path], encoder: str, quiet: bool = True) -> Path:
     cfg = EncodeConfig(corpus=str(world["corpus"]), encoder=encoder, targets=(str(world["pools"]),))
-    return Store(world["home"]).execute(SPEC, cfg, resolve_inputs(cfg), quiet=True).path
+    return Store(world["home"]).execute(SPEC, cfg, resolve_inputs(cfg), quiet=quiet).path
 
 
 def test_an_asymmetric_encoder_stores_query_vectors_and_search_uses_them(
-    world: dict[str, Path],
+    world: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     from mdcr.index.dense import SPEC as SEARCH
     from mdcr.index.dense import SearchConfig
 
-    out = _encode(world, "py:role_enc_mod:TwoTower")
+    out = _encode(world, "py:role_enc_mod:TwoTower", quiet=False)
+    log = capsys.readouterr().err
+    assert "querys" not in log and "30 papers as documents" in log
+    assert "2 papers as queries" in log
     counts = json.loads((out / "manifest.json").read_text())["info"]["counts"]
     # The 30 pool papers as documents (p0035, a query only, is no candidate anywhere),
     # and the queries p0005 (also a pool paper) and p0035 as queries.

@@ -125,7 +125,7 @@ def test_export_out_on_an_existing_file_is_one_line(
     out.write_text("keep me\n")
     assert main(["export", "--run", str(built.runs["bm25"]), "--out", str(out)]) == 2
     assert capsys.readouterr().err == (
-        f"mdcr: error: export --out '{out}' is a file; give a folder (run.trec and qrels.trec "
-        "are written into it)\n"
+        f"mdcr: error: export --out '{out}' is a file; give a folder (the TREC files are "
+        "written into it)\n"
     )
     assert out.read_text() == "keep me\n"

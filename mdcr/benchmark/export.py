@@ -1,0 +1,117 @@
+"""MDCR rankings and qrels as TREC files (``mdcr export --run RANK --qrels BENCHMARK``).
+
+One split per file pair (MDCR has val and test). A query is one TREC topic
+``<field>:<query_id>`` with spaces made ``_`` (the original scorer evaluates each field on
+its own, so a query id need not be unique across fields; the field makes it so).
+
+- Qrels judge every candidate of a query: 1 for its ``true`` list, 0 for every other
+  candidate, as the original scorer (``evaluate.py``) builds them; so pytrec_eval and
+  trec_eval evaluate a query whose ``true`` list is empty, as 0.
+- The run holds every scored candidate. With ``ties="trec_eval"`` (benchmark-score's
+  default) the raw scores are written and the tool breaks ties itself (trec_eval: paper id
+  descending), which is the order mdcr scores with. With ``ties="paper_id"`` the scores
+  are made strictly decreasing per query by the fewest float32 steps
+  (:func:`mdcr.eval.trec.strictly_decreasing`), so every tool sees paper id ascending.
+
+Either way, trec_eval's or pytrec_eval's ``map``, ``ndcg`` and ``recall_5`` per topic equal
+benchmark-score's ``per_query.parquet`` (subset ``all``) for the same ties.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mdcr.errors import ConfigError, ManifestMismatchError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def check_rank_benchmark(rank: Path, benchmark: Path) -> None:
+    """A ranking of another benchmark would be paired with the wrong qrels: refuse it."""
+    from mdcr.artifacts import rank_info
+    from mdcr.store import artifact_fingerprint
+
+    info = rank_info(rank)
+    actual = artifact_fingerprint(benchmark)
+    if info.benchmark_fingerprint != actual:
+        raise ManifestMismatchError(
+            f"'{rank}' ({info.retriever}) ranks benchmark {info.benchmark_fingerprint}, not "
+            f"the given '{benchmark}' ({actual}); pass the benchmark it ranked"
+        )
+
+
+def choose_split(have: list[str], wanted: str | None, where: str) -> str:
+    """The split to export: the one asked for (which ``have`` must hold), else the only one."""
+    if wanted:
+        if wanted not in have:
+            raise ConfigError(
+                f"export --split: {where} has no '{wanted}' split; it has: "
+                f"{', '.join(have) or 'none'}"
+            )
+        return wanted
+    if len(have) != 1:
+        raise ConfigError(f"export: {where} has splits {', '.join(have)}; pick one with --split")
+    return have[0]
+
+
+def _splits(df: pd.DataFrame) -> list[str]:
+    from mdcr.benchmark.formats import SPLITS
+
+    present = set(df["split"])
+    return [s for s in SPLITS if s in present] + sorted(present - set(SPLITS))
+
+
+def rank_splits(rank: Path) -> list[str]:
+    from mdcr.artifacts import PAIR_SCORES
+
+    return _splits(PAIR_SCORES.read_pandas(rank, columns=["split"]))
+
+
+def benchmark_splits_of(benchmark: Path) -> list[str]:
+    from mdcr.artifacts import BENCHMARK
+
+    return _splits(BENCHMARK.read_pandas(benchmark, columns=["split"]))
+
+
+def write_mdcr_run(
+    rank: Path, path: Path, split: str, ties: str = "trec_eval", tag: str = "mdcr"
+) -> int:
+    """Write one split of a benchmark-rank output as a TREC run; return the number of lines."""
+    from mdcr.artifacts import PAIR_SCORES, rank_info
+    from mdcr.benchmark.scoring import rank_scores
+    from mdcr.eval.trec import strictly_decreasing, topic_id
+    from mdcr.store import atomic_path
+
+    rank_info(rank)  # a benchmark-rank output, or a one-line error
+    df = PAIR_SCORES.read_pandas(rank, filters=[("split", "==", split)])
+    df = df.astype({"field": str, "query_id": str, "paper_id": str})
+    ranked = rank_scores(df, ties)  # type: ignore[arg-type]
+    if ties == "paper_id":
+        scores = strictly_decreasing(ranked.assign(pool_id=ranked["field"]))
+    else:
+        scores = ranked["score"].to_numpy(dtype="float64")
+    topics = [topic_id(f, q) for f, q in zip(ranked["field"], ranked["query_id"], strict=True)]
+    with atomic_path(path) as tmp, tmp.open("w") as f:
+        for q, doc, r, s in zip(topics, ranked["paper_id"], ranked["rank"], scores, strict=True):
+            f.write(f"{q} Q0 {doc} {int(r)} {float(s)!r} {tag}\n")
+    return len(ranked)
+
+
+def write_mdcr_qrels(benchmark: Path, path: Path, split: str) -> int:
+    """Write one split of a benchmark as TREC qrels, every candidate judged (1: in the
+    ``true`` list, else 0); return the number of lines."""
+    from mdcr.benchmark.formats import POSITIVE, read_benchmark
+    from mdcr.eval.trec import topic_id
+    from mdcr.store import atomic_path
+
+    bench = read_benchmark(benchmark)
+    b = bench[bench["split"] == split].astype({"field": str, "query_id": str, "paper_id": str})
+    b = b.sort_values(["field", "query_id", "paper_id"], kind="stable")
+    rel = (b["candidate_type"] == POSITIVE).astype(int)
+    topics = [topic_id(f, q) for f, q in zip(b["field"], b["query_id"], strict=True)]
+    with atomic_path(path) as tmp, tmp.open("w") as f:
+        for q, doc, r in zip(topics, b["paper_id"], rel, strict=True):
+            f.write(f"{q} 0 {doc} {int(r)}\n")
+    return len(b)
