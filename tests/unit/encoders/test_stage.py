@@ -19,7 +19,7 @@ from mdcr.encoders.base import PaperText
 from mdcr.encoders.stage import SPEC, EncodeConfig
 from mdcr.encoders.store import EmbeddingStore
 from mdcr.engine.faults import FaultInjected
-from mdcr.errors import ConfigError, InputDataError
+from mdcr.errors import ConfigError, EncoderError, InputDataError
 from mdcr.store import Store, resolve_inputs
 from tests.unit.encoders.fixtures import write_corpus, write_pools
 
@@ -348,12 +348,12 @@ def test_a_failed_encode_leaves_a_work_folder_only_with_shards_to_resume(
     cli = ["encode", "--corpus", str(setup["corpus"]), "--targets", str(setup["pools"])]
     cli += ["--home", str(home), "-q", "--shard-size", "10"]
     for seed in range(1, 6):  # five encoders, each its own fingerprint
-        with pytest.raises(RuntimeError, match="the model is broken"):  # the user's error
-            main([*cli, "--encoder", "py:enc_test_failing:Broken", "--seed", str(seed)])
+        assert main([*cli, "--encoder", "py:enc_test_failing:Broken", "--seed", str(seed)]) == 2
+        assert "raised RuntimeError: the model is broken" in capsys.readouterr().err
     for _ in range(2):
         assert main([*cli, "--encoder", "py:enc_test_failing:Unbuildable"]) == 2
         assert "building it failed (ValueError: no weights here)" in capsys.readouterr().err
-    with pytest.raises(RuntimeError, match="the model is broken"):  # through the API too
+    with pytest.raises(EncoderError, match="the model is broken"):  # through the API too
         _run(home, corpus=str(setup["corpus"]), encoder="py:enc_test_failing:Broken")
     assert sorted(p.name for p in (home / "encode").iterdir()) == []  # no .partial, no .lock
 
