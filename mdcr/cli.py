@@ -286,8 +286,10 @@ def _add_evaluate_parser(sub: Any) -> None:
         "--encoder",
         action="append",
         default=[],
-        metavar="SPEC",
-        help=f"encoder: {valid_specs()}, or bm25; repeatable",
+        metavar="[NAME=]SPEC",
+        help=f"encoder: {valid_specs()}, or bm25; NAME= names it in the results (default: a "
+        "registry name, an hf: model's own name, a short hash added when two would be equal); "
+        "repeatable",
     )
     p.add_argument(
         "--benchmark",
@@ -303,7 +305,11 @@ def _add_evaluate_parser(sub: Any) -> None:
         "--corpus", type=Path, help="with --pools: the prefilter output (default: the pools' own)"
     )
     p.add_argument("--scores", type=Path, help="score this {qid_cid: score} file (no encoding)")
-    p.add_argument("--name", default="", help="retriever name for --scores (default: file name)")
+    p.add_argument(
+        "--name",
+        default="",
+        help="retriever name for --scores (default: file name), or for a single --encoder",
+    )
     p.add_argument(
         "--scores-out",
         type=Path,
@@ -332,8 +338,9 @@ def _add_evaluate_parser(sub: Any) -> None:
         "--encode-set",
         action="append",
         default=[],
-        metavar="KEY=VALUE",
-        help="an encode stage option, e.g. device=cpu, batch_tokens=8192, max_length=256",
+        metavar="[NAME.]KEY=VALUE",
+        help="an encode stage option for every encoder, e.g. device=cpu, batch_tokens=8192, "
+        "max_length=256; NAME.KEY=VALUE sets it for the encoder named NAME only",
     )
     p.add_argument("--device", help="encode/search device (auto, cpu, cuda, cuda:0, ...)")
     _engine_options(p)
