@@ -330,6 +330,35 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
     return Pipeline("evaluate", Path("evaluate"), None, tuple(steps)), runs
 
 
+def check_names(store: Store, pools: Path, runs: list[tuple[str, Path]]) -> None:
+    """A name scored earlier on these pools by another retriever (another setup,
+    :mod:`mdcr.encoders.setups`) is a one-line error, raised before anything is scored;
+    the same setup again is the same retriever, whose newest scores the report takes."""
+    from mdcr.artifacts import scores_on_pools
+    from mdcr.encoders.setups import run_setup
+    from mdcr.store import artifact_fingerprint
+
+    new = {
+        name: {"retriever": name, "path": str(p), "fingerprint": artifact_fingerprint(p)}
+        for name, p in runs
+    }
+    setups = {name: run_setup(r) for name, r in new.items()}
+    for _, folder, info in scores_on_pools(store, artifact_fingerprint(pools)):
+        for r in info.runs:
+            name = str(r.get("retriever"))
+            if name not in new or r.get("fingerprint") == new[name].get("fingerprint"):
+                continue
+            now, before = setups[name], run_setup(r)
+            if "?" in (now["spec"], before["spec"]) or now["key"] == before["key"]:
+                continue  # the same retriever (or one that cannot be told apart)
+            raise ConfigError(
+                f"evaluate --pools: '{name}' already names another retriever on these pools "
+                f"({before['spec']}: {before['detail'] or 'defaults'}, in '{folder}') than the "
+                f"one scored now ({now['spec']}: {now['detail'] or 'defaults'}); give this one "
+                f"another name with --encoder NAME=SPEC"
+            )
+
+
 def report_pipeline(req: EvaluateRequest, store: Store, scored: Path) -> tuple[Pipeline, int]:
     """The report of a new score output beside the earlier ones on the same pools.
 
@@ -382,6 +411,9 @@ def evaluate(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Eval
         )
     pipeline, runs = pools_pipeline(req, store)
     pipeline = set_engine(pipeline, req.engine)
+    searched = dataclasses.replace(pipeline, steps=pipeline.steps[:-1])  # all but score
+    made = run_pipeline(searched, store, quiet=quiet)
+    check_names(store, req.pools, [(name, made[step].path) for name, step in runs])
     results = run_pipeline(pipeline, store, quiet=quiet)
     report, n_earlier = report_pipeline(req, store, results["score"].path)
     reported = run_pipeline(report, store, quiet=quiet)

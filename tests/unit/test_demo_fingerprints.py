@@ -40,9 +40,9 @@ GOLDEN = {
     "bench_rank_bm25": ("benchmark-rank", "a503ed3445081559"),
     "bench_rank_minilm": ("benchmark-rank", "4f855a039c03d7d6"),
     "bench_rank_random": ("benchmark-rank", "a0d4b4a51632d2e5"),
-    "bench_score": ("benchmark-score", "78f3a05cb671b9bd"),
+    "bench_score": ("benchmark-score", "ba1dc6ff9d849e07"),
     "score": ("score", "15e30266d746a54b"),
-    "report": ("report", "fe9f8d9dd0d3e1b6"),
+    "report": ("report", "b5038138dc21248c"),
 }
 
 _LINE = re.compile(r"^(\S+)\s+(\S+)\s+([0-9a-f]{16}|\?{16})\s+(.+)$")
