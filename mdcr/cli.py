@@ -213,7 +213,10 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         device=args.device,
         engine=_engine_values(args),
     )
-    done = evaluate(req, _store(args), quiet=args.quiet)
+    from mdcr.hints import typed_in
+
+    with typed_in("cli", "evaluate"):
+        done = evaluate(req, _store(args), quiet=args.quiet)
     if args.scores_out is not None:
         write_scores_out(args.scores_out, done)
     print_results(done)
@@ -245,7 +248,10 @@ def _run_stage(args: argparse.Namespace) -> int:
         cfg = override(base, {k: str(v) for k, v in cli.items()}, spec.name)
     inputs = resolve_inputs(cfg, where=spec.name)
     store = _store(args)
-    art = store.execute(spec, cfg, inputs, quiet=args.quiet)
+    from mdcr.hints import typed_in
+
+    with typed_in("cli", spec.name):
+        art = store.execute(spec, cfg, inputs, quiet=args.quiet)
     print(art.path)  # the output folder: what the next stage takes as its input
     return 0
 
@@ -257,14 +263,17 @@ def _run_pipeline(args: argparse.Namespace) -> int:
     store = _store(args, pipeline.home)
     if args.dry_run:  # the plan's folders are in this store
         print(f"store: {store.home} ({store.source})")
-    results = run_pipeline(
-        pipeline,
-        store,
-        until=args.until,
-        only=args.only,
-        dry_run=args.dry_run,
-        quiet=args.quiet,
-    )
+    from mdcr.hints import typed_in
+
+    with typed_in("file"):
+        results = run_pipeline(
+            pipeline,
+            store,
+            until=args.until,
+            only=args.only,
+            dry_run=args.dry_run,
+            quiet=args.quiet,
+        )
     if not args.dry_run:
         for line in summarize(pipeline, results, store):
             print(line)
