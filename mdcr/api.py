@@ -78,7 +78,8 @@ def evaluate(
             f"cache_key applies to a model object, not to the encoder spec '{model}' "
             "(which is identified by its own rule); drop cache_key"
         )
-    spec = model if isinstance(model, str) else register_model(model, name, metric, cache_key)
+    # The name labels the retriever (NAME=SPEC), never the model: renaming re-scores only.
+    spec = model if isinstance(model, str) else register_model(model, None, metric, cache_key)
     options = tuple(f"{k}={v}" for k, v in (encode_options or {}).items())
     req = EvaluateRequest(
         encoders=(spec,),
@@ -86,6 +87,7 @@ def evaluate(
         pools=Path(pools) if pools is not None else None,
         splits=splits,
         encode_set=options,
+        name=name or "",
         engine=engine_values(engine, ray_address, ray_workers),
     )
     found = find_home(home)

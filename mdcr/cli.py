@@ -214,7 +214,10 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         device=args.device,
         engine=_engine_values(args),
     )
-    done = evaluate(req, _store(args), quiet=args.quiet)
+    from mdcr.hints import typed_in
+
+    with typed_in("cli", "evaluate"):
+        done = evaluate(req, _store(args), quiet=args.quiet)
     if args.scores_out is not None:
         write_scores_out(args.scores_out, done)
     print_results(done)
@@ -246,7 +249,10 @@ def _run_stage(args: argparse.Namespace) -> int:
         cfg = override(base, {k: str(v) for k, v in cli.items()}, spec.name)
     inputs = resolve_inputs(cfg, where=spec.name)
     store = _store(args)
-    art = store.execute(spec, cfg, inputs, quiet=args.quiet)
+    from mdcr.hints import typed_in
+
+    with typed_in("cli", spec.name):
+        art = store.execute(spec, cfg, inputs, quiet=args.quiet)
     print(art.path)  # the output folder: what the next stage takes as its input
     return 0
 
@@ -258,14 +264,17 @@ def _run_pipeline(args: argparse.Namespace) -> int:
     store = _store(args, pipeline.home)
     if args.dry_run:  # the plan's folders are in this store
         print(f"store: {store.home} ({store.source})")
-    results = run_pipeline(
-        pipeline,
-        store,
-        until=args.until,
-        only=args.only,
-        dry_run=args.dry_run,
-        quiet=args.quiet,
-    )
+    from mdcr.hints import typed_in
+
+    with typed_in("file"):
+        results = run_pipeline(
+            pipeline,
+            store,
+            until=args.until,
+            only=args.only,
+            dry_run=args.dry_run,
+            quiet=args.quiet,
+        )
     if not args.dry_run:
         for line in summarize(pipeline, results, store):
             print(line)
@@ -287,8 +296,10 @@ def _add_evaluate_parser(sub: Any) -> None:
         "--encoder",
         action="append",
         default=[],
-        metavar="SPEC",
-        help=f"encoder: {valid_specs()}, or bm25; repeatable",
+        metavar="[NAME=]SPEC",
+        help=f"encoder: {valid_specs()}, or bm25; NAME= names it in the results (default: a "
+        "registry name, an hf: model's own name, a short hash added when two would be equal); "
+        "repeatable",
     )
     p.add_argument(
         "--benchmark",
@@ -304,7 +315,11 @@ def _add_evaluate_parser(sub: Any) -> None:
         "--corpus", type=Path, help="with --pools: the prefilter output (default: the pools' own)"
     )
     p.add_argument("--scores", type=Path, help="score this {qid_cid: score} file (no encoding)")
-    p.add_argument("--name", default="", help="retriever name for --scores (default: file name)")
+    p.add_argument(
+        "--name",
+        default="",
+        help="retriever name for --scores (default: file name), or for a single --encoder",
+    )
     p.add_argument(
         "--scores-out",
         type=Path,
@@ -333,8 +348,9 @@ def _add_evaluate_parser(sub: Any) -> None:
         "--encode-set",
         action="append",
         default=[],
-        metavar="KEY=VALUE",
-        help="an encode stage option, e.g. device=cpu, batch_tokens=8192, max_length=256",
+        metavar="[NAME.]KEY=VALUE",
+        help="an encode stage option for every encoder, e.g. device=cpu, batch_tokens=8192, "
+        "max_length=256; NAME.KEY=VALUE sets it for the encoder named NAME only",
     )
     p.add_argument("--device", help="encode/search device (auto, cpu, cuda, cuda:0, ...)")
     _engine_options(p)

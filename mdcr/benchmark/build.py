@@ -70,6 +70,7 @@ import numpy as np
 from mdcr.benchmark.lists import QueryList, hash_order, take, type_seed
 from mdcr.config import input_path, param
 from mdcr.errors import ConfigError, InputDataError
+from mdcr.hints import option, require_splits
 from mdcr.paper import (
     MDCR_FIXED_TYPES,
     MDCR_MODELS,
@@ -279,6 +280,7 @@ class Builder:
             filters=[("pool_id", "in", wanted), ("rank", "<=", self.cfg.top_n)],
         )
         pool_col = pc.cast(table["pool_id"], "string").to_pylist()
+        require_splits(model, run, pools, set(pool_col))
         tops: dict[tuple[str, str], list[tuple[int, str]]] = {}
         for p, qid, pid, rank in zip(
             pool_col,
@@ -605,7 +607,7 @@ def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
         )
         if cfg.on_short == "error":
             raise InputDataError(
-                msg + "; set benchmark.on_short = 'warn' to keep them (they are reported)"
+                msg + f"; set {option('benchmark', 'on_short', 'warn')} to keep them (reported)"
             )
         ctx.log(f"[benchmark] warning: {msg}; kept as they are, listed in {SHORT_FILE}")
 

@@ -41,7 +41,7 @@ BENCHMARK_STAGES = ("benchmark", "benchmark-import")
 class EvaluateRequest:
     """What ``mdcr evaluate`` was asked to do (its command-line options, typed)."""
 
-    encoders: tuple[str, ...] = ()
+    encoders: tuple[str, ...] = ()  # SPEC or NAME=SPEC (mdcr.encoders.naming)
     benchmark: Path | None = None
     pools: Path | None = None
     corpus: Path | None = None
@@ -53,10 +53,24 @@ class EvaluateRequest:
     k1: float | None = None
     b: float | None = None
     bm25_params: Path | None = None
-    encode_set: tuple[str, ...] = ()  # KEY=VALUE options of the encode stage
+    encode_set: tuple[str, ...] = ()  # [NAME.]KEY=VALUE options of the encode stage
     device: str | None = None
     # Engine settings for every step that scales out (executor, ray_address, ray_workers).
     engine: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def named(self) -> list[tuple[str, str]]:
+        """(name, spec) per ``--encoder`` (:func:`mdcr.encoders.naming.name_retrievers`)."""
+        from mdcr.encoders.naming import name_retrievers, split_named
+
+        items = list(self.encoders)
+        if self.name and self.scores is None:  # --name names the one encoder
+            if len(items) != 1 or split_named(items[0])[0]:
+                raise ConfigError(
+                    "--name names a --scores file or a single --encoder; name encoders with "
+                    "--encoder NAME=SPEC"
+                )
+            items = [f"{self.name}={items[0]}"]
+        return name_retrievers(items)
 
     def check(self) -> None:
         """One-line errors for requests that cannot work, before anything runs."""
@@ -74,7 +88,8 @@ class EvaluateRequest:
                 raise ConfigError("evaluate: give --benchmark PATH (or --pools PATH)")
             if not self.encoders and self.scores is None:
                 raise ConfigError("evaluate: give --encoder SPEC (repeatable) or --scores FILE")
-        for spec in self.encoders:
+        named = self.named()
+        for _, spec in named:
             if spec == BM25:
                 continue
             try:
@@ -91,9 +106,12 @@ class EvaluateRequest:
         for item in self.encode_set:
             if "=" not in item:
                 raise ConfigError(
-                    f"--encode-set '{item}': expected KEY=VALUE, e.g. max_length=128 "
-                    "(`mdcr encode --help` lists the keys)"
+                    f"--encode-set '{item}': expected KEY=VALUE or NAME.KEY=VALUE, e.g. "
+                    "max_length=128 (`mdcr encode --help` lists the keys)"
                 )
+            name, _ = _encode_set_target(item, [n for n, _ in named])
+            if name and dict(named).get(name) == BM25:
+                raise ConfigError(f"--encode-set '{item}': '{name}' is bm25, which encodes nothing")
         if self.bm25_params is not None and (self.k1 is not None or self.b is not None):
             raise ConfigError("evaluate: give either --bm25-params or --k1/--b, not both")
 
@@ -103,7 +121,7 @@ class Evaluated:
     """What an evaluation made: the final output and the ranks or runs per retriever."""
 
     result: Path  # the benchmark-score or report output
-    retrievers: tuple[tuple[str, Path], ...]  # (encoder spec, rank or run output)
+    retrievers: tuple[tuple[str, Path], ...]  # (retriever name, rank or run output)
     origin: BenchmarkOrigin | None = None  # benchmark mode: where its files come from
     pools: Path | None = None  # pools mode: the pools scored on
     earlier_scores: int = 0  # pools mode: earlier score outputs in the report
@@ -122,13 +140,38 @@ def _step(step_id: str, stage: str, values: dict[str, Any]) -> Step:
     return Step(step_id, spec, from_mapping(spec.config, values, f"evaluate:{step_id}"))
 
 
-def _encode_options(req: EvaluateRequest) -> dict[str, Any]:
-    """The encode stage's options from ``--encode-set`` and ``--device``, as typed values."""
+def _encode_set_target(item: str, names: list[str]) -> tuple[str, str]:
+    """(retriever name, KEY=VALUE) of an ``--encode-set`` item: ``NAME.KEY=VALUE`` sets
+    one retriever's option (the longest name that fits), a plain ``KEY=VALUE`` all's."""
+    head = item.split("=", 1)[0]
+    fits = [n for n in names if head.startswith(n + ".")]
+    if not fits:
+        if "." in head:
+            raise ConfigError(
+                f"--encode-set '{item}': no retriever named '{head.rsplit('.', 1)[0]}'; "
+                f"names: {', '.join(names)}"
+            )
+        return "", item
+    name = max(fits, key=len)
+    return name, item[len(name) + 1 :]
+
+
+def _encode_options(req: EvaluateRequest, name: str = "") -> dict[str, Any]:
+    """The encode stage's options from ``--encode-set`` (those for all, then those for
+    retriever ``name``) and ``--device``, as typed values."""
     from mdcr.config import parse_values
     from mdcr.encoders.stage import EncodeConfig
     from mdcr.pipeline import parse_overrides
 
-    text = parse_overrides([f"encode.{s}" for s in req.encode_set]).get("encode", {})
+    names = [n for n, _ in req.named()]
+    common, own = [], []
+    for item in req.encode_set:
+        target, setting = _encode_set_target(item, names)
+        if not target:
+            common.append(setting)
+        elif target == name:
+            own.append(setting)
+    text = parse_overrides([f"encode.{s}" for s in [*common, *own]]).get("encode", {})
     if req.device:
         text["device"] = req.device
     for reserved in ("corpus", "targets", "encoder"):
@@ -168,7 +211,7 @@ def _check_texts(folder: Path) -> None:
 def benchmark_pipeline(req: EvaluateRequest) -> tuple[Pipeline, list[tuple[str, str]]]:
     """The steps that score ``req.encoders`` (and a scores file) on a benchmark.
 
-    Returns the pipeline and (encoder spec, rank step id) per retriever.
+    Returns the pipeline and (retriever name, rank step id) per retriever.
     """
     from mdcr.artifacts import stage_of
     from mdcr.pipeline import Pipeline
@@ -200,22 +243,18 @@ def benchmark_pipeline(req: EvaluateRequest) -> tuple[Pipeline, list[tuple[str, 
         bench = "@import"
     splits = list(req.splits)
     ranks: list[tuple[str, str]] = []
-    for i, spec in enumerate(req.encoders):
-        rank_id = f"rank_{i}_{_safe(spec)}"
+    for i, (name, spec) in enumerate(req.named()):
+        rank_id = f"rank_{i}_{_safe(name)}"
         if spec == BM25:
             values = {"benchmark": bench, "method": "bm25", "splits": splits, **_bm25_values(req)}
         else:
-            enc_id = f"encode_{i}_{_safe(spec)}"
-            steps.append(
-                _step(
-                    enc_id,
-                    "encode",
-                    {"corpus": bench, "targets": [bench], "encoder": spec, **_encode_options(req)},
-                )
-            )
+            enc_id = f"encode_{i}_{_safe(name)}"
+            encode = {"corpus": bench, "targets": [bench], "encoder": spec}
+            steps.append(_step(enc_id, "encode", {**encode, **_encode_options(req, name)}))
             values = {"benchmark": bench, "embeddings": f"@{enc_id}", "splits": splits}
+        values["retriever"] = name
         steps.append(_step(rank_id, "benchmark-rank", values))
-        ranks.append((spec, rank_id))
+        ranks.append((name, rank_id))
     if req.scores is not None:
         values = {
             "benchmark": bench,
@@ -240,7 +279,7 @@ def benchmark_pipeline(req: EvaluateRequest) -> tuple[Pipeline, list[tuple[str, 
 def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[tuple[str, str]]]:
     """The steps that search and score ``req.encoders`` on pools (the report comes after).
 
-    Returns the pipeline and (encoder spec, run step id) per retriever. The score step uses
+    Returns the pipeline and (retriever name, run step id) per retriever. The score step uses
     the depth and R@k of the newest earlier score output on the pools, so that the report
     compares like with like.
     """
@@ -262,20 +301,20 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
     splits = list(req.splits) or ["test"]
     steps: list[Step] = []
     runs: list[tuple[str, str]] = []
-    for i, spec in enumerate(req.encoders):
-        run_id = f"run_{i}_{_safe(spec)}"
+    for i, (name, spec) in enumerate(req.named()):
+        run_id = f"run_{i}_{_safe(name)}"
         if spec == BM25:
             values = {"corpus": str(corpus), "pools": str(pools), "splits": splits}
             steps.append(_step(run_id, "bm25", {**values, **_bm25_values(req)}))
         else:
-            enc_id = f"encode_{i}_{_safe(spec)}"
+            enc_id = f"encode_{i}_{_safe(name)}"
             encode = {"corpus": str(corpus), "targets": [str(pools)], "encoder": spec}
-            steps.append(_step(enc_id, "encode", {**encode, **_encode_options(req)}))
+            steps.append(_step(enc_id, "encode", {**encode, **_encode_options(req, name)}))
             search: dict[str, Any] = {"pools": str(pools), "embeddings": f"@{enc_id}"}
             if req.device:
                 search["device"] = req.device
             steps.append(_step(run_id, "search", search))
-        runs.append((spec, run_id))
+        runs.append((name, run_id))
     earlier = scores_on_pools(store, artifact_fingerprint(pools))
     depth, recall_k = (
         (earlier[-1][2].depth, earlier[-1][2].recall_k) if earlier else (DEPTH, RECALL_K)
@@ -283,11 +322,41 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
     score = {
         "pools": str(pools),
         "runs": [f"@{r}" for _, r in runs],
+        "names": [n for n, _ in runs],
         "depth": depth,
         "recall_k": recall_k,
     }
     steps.append(_step("score", "score", score))
     return Pipeline("evaluate", Path("evaluate"), None, tuple(steps)), runs
+
+
+def check_names(store: Store, pools: Path, runs: list[tuple[str, Path]]) -> None:
+    """A name scored earlier on these pools by another retriever (another setup,
+    :mod:`mdcr.encoders.setups`) is a one-line error, raised before anything is scored;
+    the same setup again is the same retriever, whose newest scores the report takes."""
+    from mdcr.artifacts import scores_on_pools
+    from mdcr.encoders.setups import run_setup
+    from mdcr.store import artifact_fingerprint
+
+    new = {
+        name: {"retriever": name, "path": str(p), "fingerprint": artifact_fingerprint(p)}
+        for name, p in runs
+    }
+    setups = {name: run_setup(r) for name, r in new.items()}
+    for _, folder, info in scores_on_pools(store, artifact_fingerprint(pools)):
+        for r in info.runs:
+            name = str(r.get("retriever"))
+            if name not in new or r.get("fingerprint") == new[name].get("fingerprint"):
+                continue
+            now, before = setups[name], run_setup(r)
+            if "?" in (now["spec"], before["spec"]) or now["key"] == before["key"]:
+                continue  # the same retriever (or one that cannot be told apart)
+            raise ConfigError(
+                f"evaluate --pools: '{name}' already names another retriever on these pools "
+                f"({before['spec']}: {before['detail'] or 'defaults'}, in '{folder}') than the "
+                f"one scored now ({now['spec']}: {now['detail'] or 'defaults'}); give this one "
+                f"another name with --encoder NAME=SPEC"
+            )
 
 
 def report_pipeline(req: EvaluateRequest, store: Store, scored: Path) -> tuple[Pipeline, int]:
@@ -342,6 +411,9 @@ def evaluate(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Eval
         )
     pipeline, runs = pools_pipeline(req, store)
     pipeline = set_engine(pipeline, req.engine)
+    searched = dataclasses.replace(pipeline, steps=pipeline.steps[:-1])  # all but score
+    made = run_pipeline(searched, store, quiet=quiet)
+    check_names(store, req.pools, [(name, made[step].path) for name, step in runs])
     results = run_pipeline(pipeline, store, quiet=quiet)
     report, n_earlier = report_pipeline(req, store, results["score"].path)
     reported = run_pipeline(report, store, quiet=quiet)

@@ -152,10 +152,12 @@ def hub_commit(model_id: str, revision: str | None) -> str:
     commit = cached_commit(model_id, rev)
     if commit is not None:
         return commit
+    from mdcr.hints import option
+
     raise UnresolvedIdentityError(
         f"cannot tell which commit of model '{model_id}' (revision {rev}) to use: {reason} "
-        "and it is not in the local Hugging Face cache; download it, or pass "
-        "revision=<40-hex commit> with the model cached"
+        "and it is not in the local Hugging Face cache; download it, or set "
+        f"{option('encode', 'revision', '<40-hex commit>')} with the model cached"
     )
 
 

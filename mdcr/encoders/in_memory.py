@@ -202,11 +202,12 @@ def register_model(
     state cannot be hashed, or is too large to hash at every call): the caller answers for
     giving another key whenever the model changes.
     """
+    from mdcr.encoders.naming import model_object_name
+
     if _is_mdcr_encoder(model):
         encoder = model
     elif hasattr(model, "encode"):
-        base = name or type(model).__name__
-        encoder = _TextModel(model, base, metric)
+        encoder = _TextModel(model, name or type(model).__name__, metric)
     else:
         raise ConfigError(
             f"{type(model).__name__} has no encode method; pass a SentenceTransformer, an "
@@ -215,10 +216,14 @@ def register_model(
     identity = model_identity(model, cache_key)
     identity["metric"] = encoder.metric
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode())
-    label = name or encoder.name
-    arg = f"{label}@{digest.hexdigest()[:16]}"
     if name:
-        encoder.name = name
+        label = name
+    elif _is_mdcr_encoder(model):
+        label = encoder.name
+    else:  # a readable default (mdcr.encoders.naming)
+        label = model_object_name(model, digest.hexdigest())
+    arg = f"{label}@{digest.hexdigest()[:16]}"
+    encoder.name = label
     _MODELS[arg] = (encoder, identity)
     return MEM_PREFIX + arg
 

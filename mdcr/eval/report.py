@@ -197,6 +197,24 @@ def retriever_identities(scores: Scores) -> dict[str, Any]:
     return out
 
 
+def _retriever_lines(scores: Scores, retrievers: list[str]) -> list[str]:
+    """A table of every reported retriever's setup (:mod:`mdcr.encoders.setups`): its
+    spec, the model's commit or digest and the options that change its outputs."""
+    from mdcr.encoders.setups import run_setup
+
+    entries: dict[str, Any] = {}
+    for src in scores.sources:  # oldest first: the output a retriever is taken from wins
+        for r in src["runs"]:
+            if r.get("retriever") not in src["left_out"]:
+                entries[str(r.get("retriever"))] = r
+    lines = ["| retriever | spec | model and options |", "|---|---|---|"]
+    for name in retrievers:
+        setup = run_setup(entries[name]) if name in entries else None
+        spec, detail = (setup["spec"], setup["detail"]) if setup else ("?", "")
+        lines.append(f"| `{name}` | `{spec}` | {detail or 'defaults'} |")
+    return lines
+
+
 def _inputs_lines(scores: Scores) -> list[str]:
     from mdcr.encoders.builtin import describe
 
@@ -375,6 +393,7 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     )
     report.sections = [
         Section("Inputs", intro=_inputs_lines(scores)),
+        Section("Retrievers", intro=_retriever_lines(scores, retrievers)),
         Section("Setups", intro=_setup_lines(per_pool)),
         Section("Methods", intro=_methods_lines(c, scores)),
     ]
@@ -426,7 +445,7 @@ def plan_report(
 SPEC = register(
     StageSpec(
         name="report",
-        version="3",
+        version="4",
         config=ReportConfig,
         run=run_report,
         plan=plan_report,

@@ -84,3 +84,30 @@ def test_inputs_are_found_again_in_the_store_holding_an_output(
     (other / "manifest.json").write_text(json.dumps({**manifest, "fingerprint": "0" * 16}))
     with pytest.raises(ManifestMismatchError, match="has changed since; re-run that step"):
         input_paths(copied, "pools")
+
+
+def test_one_name_for_two_retrievers_on_pools_is_an_error(tmp_path: Path, capsys) -> None:
+    """Scoring another retriever under a name already scored on the pools is a one-line
+    error naming both setups; the same retriever scored again is reported once, newest
+    first; the report lists each retriever's setup."""
+    home = tmp_path / "home"
+    pools = make_pools(home, make_corpus(tmp_path / "corpus"), field_pool_size=400)
+    base = ["evaluate", "--pools", str(pools), "--home", str(home), "-q"]
+    assert main([*base, "--encoder", "random", "--encode-set", "dim=8"]) == 0
+    capsys.readouterr()
+    assert (
+        main([*base, "--encoder", "random", "--encode-set", "dim=8", "--encode-set", "seed=3"]) == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "'random' already names another retriever" in err and "seed=3" in err
+    assert "--encoder NAME=SPEC" in err
+    # the same random again beside a renamed variant: one random, newest; two setups listed
+    argv = [*base, "--encoder", "random", "--encoder", "r3=random", "--encode-set", "dim=8"]
+    assert main([*argv, "--encode-set", "r3.seed=3"]) == 0
+    report = Path(capsys.readouterr().out.strip().splitlines()[-1].split("report: ")[1])
+    info = read_manifest(report.parent)["info"]  # type: ignore[index]
+    assert sorted(info["retrievers"]) == ["r3", "random"]
+    text = report.read_text()
+    assert "| `random` | `random` | dim=8 |" in text
+    assert "| `r3` | `random` | dim=8, seed=3 |" in text

@@ -186,7 +186,7 @@ def test_hub_commit_is_resolved_from_the_cache_offline(
     assert identify_encoder("specter", EncoderOptions(revision="v1"))["commit"] == b
     c = "c" * 40
     assert identify_encoder("specter", EncoderOptions(revision=c))["commit"] == c
-    with pytest.raises(UnresolvedIdentityError, match="revision=<40-hex commit>") as info:
+    with pytest.raises(UnresolvedIdentityError, match="revision='<40-hex commit>'") as info:
         identify_encoder("scincl")
     assert "\n" not in str(info.value) and "malteos/scincl" in str(info.value)
 
@@ -267,7 +267,8 @@ encoder = "random"
     assert "will run" in rnd and "?" not in rnd
     assert main(["run", str(pipeline), *home, "-q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "revision=<40-hex commit>" in err[0]
+    # in the syntax of the pipeline file the user ran
+    assert len(err) == 1 and 'revision = "<40-hex commit>"` in the encode step' in err[0]
 
 
 def test_a_module_in_a_namespace_package_is_hashed(
