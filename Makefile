@@ -11,7 +11,9 @@ STAMP  := $(VENV)/.mdcr-installed
 
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
-export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
+# numba's compile cache (ranx, the BM25 sweep) lives in the demo's store, like everything
+# the demo writes.
+export NUMBA_CACHE_DIR ?= $(CURDIR)/data/mdcr-home/.numba_cache
 export TOKENIZERS_PARALLELISM ?= false
 
 .PHONY: setup demo test lint fast clean
