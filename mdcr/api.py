@@ -90,7 +90,7 @@ def evaluate(
         name=name or "",
         engine=engine_values(engine, ray_address, ray_workers),
     )
-    found = find_home(home)
+    found = find_home(home, holding=pools or benchmark)  # the store of the pools scored on
     store = Store(found.path, source=found.source)
     done = run_evaluation(req, store, quiet=quiet)
     return result_of(done)

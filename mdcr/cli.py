@@ -179,13 +179,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _store(args: argparse.Namespace, pipeline_home: Path | None = None) -> Any:
-    """The store: --home, $MDCR_HOME, the pipeline file's home, the nearest mdcr.toml or
-    .mdcr, the user cache (:func:`mdcr.home.find_home`)."""
+def _store(
+    args: argparse.Namespace, pipeline_home: Path | None = None, holding: Path | None = None
+) -> Any:
+    """The store: --home, $MDCR_HOME, the pipeline file's home or the store holding the
+    output ``holding``, the nearest mdcr.toml or .mdcr, the user cache
+    (:func:`mdcr.home.find_home`)."""
     from mdcr.home import find_home
     from mdcr.store import Store
 
-    home = find_home(args.home, pipeline=pipeline_home)
+    home = find_home(args.home, pipeline=pipeline_home, holding=holding)
     return Store(home.path, wait=not args.no_wait, source=home.source)
 
 
@@ -217,7 +220,8 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     from mdcr.hints import typed_in
 
     with typed_in("cli", "evaluate"):
-        done = evaluate(req, _store(args), quiet=args.quiet)
+        store = _store(args, holding=req.pools or req.benchmark)
+        done = evaluate(req, store, quiet=args.quiet)
     if args.scores_out is not None:
         write_scores_out(args.scores_out, done)
     print_results(done)

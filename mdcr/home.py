@@ -6,6 +6,9 @@ The first of these that applies names the store (:func:`find_home`):
 2. ``$MDCR_HOME``;
 3. ``[pipeline] home`` of the pipeline file ``mdcr run`` runs (relative to the current
    folder, as before);
+   or, for ``mdcr evaluate --pools``/``--benchmark`` (``pools=``/``benchmark=`` in the API)
+   given a stage output, the store that holds it, so that the pools' earlier retrievers
+   and encodings are found from any folder;
 4. the nearest marker in the current folder or above it: a file ``mdcr.toml`` whose
    ``[store] home`` names the store (relative to the file's folder; ``.mdcr`` beside the
    file when left out), or a folder ``.mdcr``, which is the store itself. In one folder,
@@ -95,15 +98,34 @@ def user_cache_home() -> Home:
     return Home(_absolute("~/.cache/mdcr"), "the user cache, ~/.cache/mdcr")
 
 
+def holding_store(output: Path | str | None) -> Path | None:
+    """The store an output folder ``<home>/<stage>/<fingerprint>`` lies in, or None when
+    ``output`` is not a finished stage output (no manifest naming that stage)."""
+    import json
+
+    if output is None or not str(output):
+        return None
+    folder = _absolute(output)
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("stage") != folder.parent.name:
+        return None
+    return folder.parent.parent
+
+
 def find_home(
     explicit: Path | str | None = None,
     *,
     pipeline: Path | str | None = None,
     start: Path | None = None,
+    holding: Path | str | None = None,
 ) -> Home:
     """The store to use: ``explicit`` (``--home``), ``$MDCR_HOME``, a pipeline file's
-    ``home``, the nearest marker up from ``start`` (default: the current folder), the
-    user cache; see the module docstring."""
+    ``home`` or the store holding the output ``holding`` (the pools or benchmark that
+    ``evaluate`` scores on), the nearest marker up from ``start`` (default: the current
+    folder), the user cache; see the module docstring."""
     if explicit is not None and str(explicit):
         return Home(_absolute(explicit), "--home")
     env = os.environ.get("MDCR_HOME", "")
@@ -111,4 +133,7 @@ def find_home(
         return Home(_absolute(env), "$MDCR_HOME")
     if pipeline is not None and str(pipeline):
         return Home(_absolute(pipeline), "the pipeline file's home")
+    held = holding_store(holding)
+    if held is not None:
+        return Home(held, f"the store holding '{holding}'")
     return find_marker(start) or user_cache_home()

@@ -414,15 +414,19 @@ def evaluate(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Eval
     searched = dataclasses.replace(pipeline, steps=pipeline.steps[:-1])  # all but score
     made = run_pipeline(searched, store, quiet=quiet)
     check_names(store, req.pools, [(name, made[step].path) for name, step in runs])
-    results = run_pipeline(pipeline, store, quiet=quiet)
-    report, n_earlier = report_pipeline(req, store, results["score"].path)
+    # The score step alone, on the runs just made (each step is planned and printed once).
+    score = pipeline.steps[-1]
+    ran = tuple(str(made[step].path) for _, step in runs)
+    only_score = (dataclasses.replace(score, cfg=dataclasses.replace(score.cfg, runs=ran)),)
+    scored = run_pipeline(dataclasses.replace(pipeline, steps=only_score), store, quiet=quiet)
+    report, n_earlier = report_pipeline(req, store, scored["score"].path)
     reported = run_pipeline(report, store, quiet=quiet)
     return Evaluated(
         reported["report"].path,
-        tuple((spec, results[step].path) for spec, step in runs),
+        tuple((spec, made[step].path) for spec, step in runs),
         pools=req.pools,
         earlier_scores=n_earlier,
-        scores=(results["score"].path,),
+        scores=(scored["score"].path,),
     )
 
 

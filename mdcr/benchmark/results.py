@@ -229,11 +229,11 @@ def benchmark_frames(scored: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def result_of(done: Finished) -> EvaluationResult:
     """The tidy frames of a finished evaluation, either mode."""
-    from mdcr.artifacts import rank_info, run_info
+    from mdcr.artifacts import rank_info
 
     if done.pools is not None:
         per_pool, summary = pools_frames(done.result)
-        names = [info.retriever for _, f in done.retrievers if (info := run_info(f)) is not None]
+        names = [name for name, _ in done.retrievers]  # the names score gave the runs
     else:
         per_pool, summary = benchmark_frames(done.result)
         names = [rank_info(f).retriever for _, f in done.retrievers]

@@ -143,3 +143,37 @@ def test_a_pipeline_prints_the_store_once_and_ends_with_its_last_folder(
     last = Path(cap.out.strip().splitlines()[-1])
     assert last.parent == env / "proj" / ".mdcr" / "toy-double"
     assert (last / "doubled.parquet").is_file()
+
+
+def test_evaluate_uses_the_store_holding_the_pools_it_scores(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``mdcr evaluate --pools <store>/pools/<fp>`` run from a folder with no marker and no
+    --home works in the store holding those pools (not the user cache), so the pools'
+    earlier retrievers stand beside the new one; --home and $MDCR_HOME still win."""
+    import mdcr.encoders.stage
+    import mdcr.index.dense  # noqa: F401  (registers encode and search)
+    from mdcr.eval.score import SPEC as SCORE
+    from mdcr.eval.score import ScoreConfig
+    from mdcr.home import holding_store
+    from mdcr.store import Store, resolve_inputs
+    from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
+
+    store = env / "proj" / "store"
+    corpus = make_corpus(env / "corpus")
+    pools = make_pools(store, corpus)
+    bm25 = make_run(store, pools, "bm25", k=50)
+    cfg = ScoreConfig(pools=str(pools), runs=(str(bm25),))
+    Store(store).execute(SCORE, cfg, resolve_inputs(cfg), quiet=True)
+    assert holding_store(pools) == store and holding_store(corpus) is None
+    monkeypatch.chdir(env / "elsewhere")
+    assert main(["evaluate", "--pools", str(pools), "--encoder", "random"]) == 0
+    captured = capsys.readouterr()
+    assert f"store: {store} (the store holding '{pools}')" in captured.err
+    assert f"scored random on {pools}; with 1 earlier score output(s)" in captured.out
+    header = next(line for line in captured.out.splitlines() if line.startswith("MAP"))
+    assert header.split()[-4:] == ["bm25", "random", "expected", "chance"]
+    assert not (env / "xdg" / "mdcr" / "encode").exists()  # nothing went to the user cache
+    monkeypatch.setenv("MDCR_HOME", str(env / "mine"))
+    assert find_home(holding=pools).path == env / "mine"
+    assert find_home(env / "flag", holding=pools).path == env / "flag"
