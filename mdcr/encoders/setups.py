@@ -15,10 +15,23 @@ from typing import Any
 
 
 def _describe_model(model: Mapping[str, Any]) -> str:
-    for key in ("commit", "revision", "digest", "sha256", "cache_key"):
-        if model.get(key):
-            return f"{key} {str(model[key])[:12]}"
-    return ""
+    """The model's revision or hash: its hub commit, a folder's or an object's weights
+    digest, a package version; else a hash of the whole identity the fingerprint took."""
+    import hashlib
+    import json
+
+    found = [f"package {model['package']}"] if model.get("package") else []
+    found += [
+        f"{key} {str(model[key]).removeprefix('sha256:')[:12]}"
+        for key in ("commit", "revision", "digest", "sha256", "weights", "cache_key")
+        if model.get(key)
+    ]
+    if found:
+        return ", ".join(found)
+    if not model:
+        return ""
+    text = json.dumps(model, sort_keys=True, default=str)
+    return f"identity {hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
 def _changed_options(params: Mapping[str, Any]) -> dict[str, Any]:
