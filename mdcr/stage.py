@@ -1,6 +1,7 @@
 """Stages: a registry of pure functions from input artifacts and a typed config to outputs.
 
-Each stage module registers one :class:`StageSpec`. The CLI builds one subcommand per
+A stage module registers a :class:`StageSpec` per stage it holds (most hold one;
+``mdcr/index/bm25.py`` holds ``bm25-tune`` and ``bm25``). The CLI builds one subcommand per
 registered stage from its config dataclass, and pipeline files name stages by the same
 names. A duplicate registration is an error.
 """

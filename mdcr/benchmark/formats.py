@@ -1,6 +1,6 @@
 """The MDCR benchmark on disk: the release format, HF datasets, and scores files.
 
-Internal form (ARCHITECTURE section 4): one row per (query, candidate) with columns
+Internal form (docs/architecture.md §3): one row per (query, candidate) with columns
 ``query_id, field, paper_id, candidate_type, split``; ``candidate_type`` is ``"true"`` for a
 positive (a paper the query cites) and a negative type otherwise (``bm25``, ``specter``,
 ``scincl``, ``graph``, ``most_cited``, ``random``, or another model's name).

@@ -14,7 +14,7 @@ index deterministic whatever the thread count:
   paper ids are stored next to the index (``paper_ids.parquet``) and hits map back with one
   array lookup, without reading stored fields.
 - Lucene breaks score ties by document number, which is therefore ``paper_id`` ascending:
-  exactly the run contract (ARCHITECTURE section 8), also at the top-k boundary.
+  exactly the run contract (docs/architecture.md §3, ties §7), also at the top-k boundary.
 
 Long queries. A query is the bag of words of the query paper's title + abstract: one
 ``TermQuery`` clause per distinct analysed term, boosted by its count (Anserini's

@@ -1,6 +1,6 @@
 """Runs: the ranked lists every retriever writes, with one tie rule for all of them.
 
-Contract (ARCHITECTURE section 4): ``pool_id, query_id, paper_id, score (float64, higher is
+Contract (docs/architecture.md §3): ``pool_id, query_id, paper_id, score (float64, higher is
 better), rank (int32, 1-based)``. Ties are broken by (score descending, paper_id
 ascending) in every retriever, and a query is never a candidate in its own ranking.
 """

@@ -10,7 +10,7 @@ year), up to ``field_pool_size``. A field whose field-cited set is not larger th
 pool size gets one pool with all of it (``all_field_cited``; Art, History and Philosophy
 in the paper).
 
-Rules (ARCHITECTURE section 8): every candidate's year is <= the query year; qrels are
+Rules (docs/architecture.md §7): every candidate's year is <= the query year; qrels are
 the query's cited papers in the pool (relevance 1); a query never cites itself (such
 edges are dropped), and query papers may be candidates of other queries in the same
 pool: retrievers exclude each query from its own ranking. Samples are ordered by a
