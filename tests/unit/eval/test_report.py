@@ -110,13 +110,18 @@ def test_significance_families_and_summary(report: Path) -> None:
     assert len(sig_cols) == 2 and all("d" in rows[1][i] for i in sig_cols)
 
 
-def test_paper_comparison_when_setup_matches(built: Built) -> None:
-    pools = built.store.execute(
+def _paper_sized_pools(built: Built) -> Path:
+    """Pools that declare two of the paper's dataset-level sizes (200k, 500k), no fields."""
+    return built.store.execute(
         POOLS,
         from_mapping(FakePoolsConfig, {"declared_sizes": [200000, 500000], "fields": []}, "p"),
         {},
         quiet=True,
     ).path
+
+
+def test_paper_comparison_when_setup_matches(built: Built) -> None:
+    pools = _paper_sized_pools(built)
     runs = make_runs(
         built.store,
         pools,
@@ -143,12 +148,7 @@ def test_paper_comparison_when_setup_matches(built: Built) -> None:
 def test_a_retriever_only_named_like_a_paper_model_is_not_compared(built: Built) -> None:
     """Runs named ``specter`` and ``scincl`` that are not those built-in entries (a py:
     encoder, an hf: model, a model object) get no paper row, even in the paper's setup."""
-    pools = built.store.execute(
-        POOLS,
-        from_mapping(FakePoolsConfig, {"declared_sizes": [200000, 500000], "fields": []}, "p"),
-        {},
-        quiet=True,
-    ).path
+    pools = _paper_sized_pools(built)
     runs = make_runs(
         built.store,
         pools,
