@@ -34,7 +34,7 @@ from typing import Any
 from mdcr.errors import ConfigError
 from mdcr.index.lucene import INDEX_STAGE, read_index_meta
 from mdcr.locks import LockBusyError, busy_holder, exclusive
-from mdcr.store import read_manifest
+from mdcr.manifests import read_manifest
 
 COMPLETE, RUNNING, UNFINISHED = "complete", "running", "unfinished"
 # Outputs people read: gc keeps them and everything they use.

@@ -231,7 +231,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 def _run_stage(args: argparse.Namespace) -> int:
     import tomllib
 
-    from mdcr.store import resolve_inputs
+    from mdcr.inputs import resolve_inputs
 
     spec = stages()[args._stage]
     values: dict[str, Any] = {}
@@ -452,7 +452,7 @@ def _run_download(args: argparse.Namespace) -> int:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from mdcr.artifacts import stage_of
+    from mdcr.outputs import stage_of
 
     if args.run is None and args.qrels is None:
         raise MdcrError("export: give --run FOLDER and/or --qrels FOLDER")

@@ -29,7 +29,7 @@ from mdcr.errors import ConfigError
 from mdcr.paper import DEPTH, RECALL_K
 
 if TYPE_CHECKING:
-    from mdcr.artifacts import BenchmarkOrigin
+    from mdcr.facts import BenchmarkOrigin
     from mdcr.pipeline import Pipeline, Step
     from mdcr.store import Artifact, Store
 
@@ -197,7 +197,7 @@ def _safe(spec: str) -> str:
 
 def _check_texts(folder: Path) -> None:
     """An import made without its data files cannot be encoded: name the user's files."""
-    from mdcr.store import open_output
+    from mdcr.manifests import open_output
 
     out = open_output(folder)
     if out is not None and out.stage == "benchmark-import" and out.info("texts") is False:
@@ -213,7 +213,7 @@ def benchmark_pipeline(req: EvaluateRequest) -> tuple[Pipeline, list[tuple[str, 
 
     Returns the pipeline and (retriever name, rank step id) per retriever.
     """
-    from mdcr.artifacts import stage_of
+    from mdcr.outputs import stage_of
     from mdcr.pipeline import Pipeline
 
     path = req.benchmark
@@ -283,9 +283,9 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
     the depth and R@k of the newest earlier score output on the pools, so that the report
     compares like with like.
     """
-    from mdcr.artifacts import input_paths, scores_on_pools, stage_of
+    from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.outputs import input_paths, scores_on_pools, stage_of
     from mdcr.pipeline import Pipeline
-    from mdcr.store import artifact_fingerprint
 
     pools = req.pools
     if pools is None or stage_of(pools) != "pools":
@@ -334,9 +334,9 @@ def check_names(store: Store, pools: Path, runs: list[tuple[str, Path]]) -> None
     """A name scored earlier on these pools by another retriever (another setup,
     :mod:`mdcr.encoders.setups`) is a one-line error, raised before anything is scored;
     the same setup again is the same retriever, whose newest scores the report takes."""
-    from mdcr.artifacts import scores_on_pools
     from mdcr.encoders.setups import run_setup
-    from mdcr.store import artifact_fingerprint
+    from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.outputs import scores_on_pools
 
     new = {
         name: {"retriever": name, "path": str(p), "fingerprint": artifact_fingerprint(p)}
@@ -368,7 +368,7 @@ def report_pipeline(req: EvaluateRequest, store: Store, scored: Path) -> tuple[P
     an output's other retrievers stay. An output whose every retriever is scored again
     later is left out. Returns the pipeline and the number of earlier outputs it includes.
     """
-    from mdcr.artifacts import score_info, scores_on_pools
+    from mdcr.outputs import score_info, scores_on_pools
     from mdcr.pipeline import Pipeline
 
     found = score_info(scored)
@@ -395,7 +395,7 @@ def report_pipeline(req: EvaluateRequest, store: Store, scored: Path) -> tuple[P
 
 def evaluate(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Evaluated:
     """Build the request's pipeline and run it through the store; see the module docstring."""
-    from mdcr.artifacts import benchmark_origin
+    from mdcr.outputs import benchmark_origin
     from mdcr.pipeline import run_pipeline, set_engine
 
     req.check()
@@ -447,8 +447,8 @@ def write_scores_out(template: Path, done: Evaluated) -> None:
     """Copy each rank's scores file for the original scorer to the path ``template`` names."""
     import shutil
 
-    from mdcr.artifacts import rank_info
-    from mdcr.store import atomic_path
+    from mdcr.atomic import atomic_path
+    from mdcr.outputs import rank_info
 
     for spec, folder in done.retrievers:
         splits = rank_info(folder).splits
@@ -469,7 +469,7 @@ def print_results(done: Evaluated) -> None:
         return
     from mdcr.benchmark.score import read_official_results
     from mdcr.eval.published import comparable_with_published, order_retrievers, published_mdcr
-    from mdcr.store import open_output
+    from mdcr.manifests import open_output
 
     official = read_official_results(done.result)
     published = comparable_with_published(done.origin)

@@ -108,11 +108,11 @@ def _tidy(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 
 def _report_config(report: Path) -> ReportConfig:
     """The report stage's config of a finished report, its score inputs found again."""
-    from mdcr.artifacts import input_paths
     from mdcr.config import from_mapping
     from mdcr.errors import InputDataError
     from mdcr.eval.report import ReportConfig
-    from mdcr.store import read_manifest
+    from mdcr.manifests import read_manifest
+    from mdcr.outputs import input_paths
 
     manifest = read_manifest(report)
     if manifest is None or manifest.get("stage") != "report":
@@ -229,7 +229,7 @@ def benchmark_frames(scored: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def result_of(done: Finished) -> EvaluationResult:
     """The tidy frames of a finished evaluation, either mode."""
-    from mdcr.artifacts import rank_info
+    from mdcr.outputs import rank_info
 
     if done.pools is not None:
         per_pool, summary = pools_frames(done.result)

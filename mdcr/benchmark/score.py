@@ -26,8 +26,8 @@ from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mdcr.artifacts import BenchmarkOrigin, RankInfo
     from mdcr.eval.document import Section
+    from mdcr.facts import BenchmarkOrigin, RankInfo
 
 OFFICIAL_JSON = "official.json"
 SIGNIFICANCE = "significance.parquet"
@@ -91,8 +91,9 @@ class Ranked:
 
 
 def _load_ranks(folders: list[Path], bench_fp: str) -> list[Ranked]:
-    from mdcr.artifacts import PAIR_SCORES, rank_info
+    from mdcr.artifacts import PAIR_SCORES
     from mdcr.encoders.builtin import identity_of
+    from mdcr.outputs import rank_info
 
     out = []
     names: set[str] = set()
@@ -113,7 +114,7 @@ def _load_ranks(folders: list[Path], bench_fp: str) -> list[Ranked]:
 def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
     import pandas as pd
 
-    from mdcr.artifacts import BENCHMARK_METRICS, benchmark_origin
+    from mdcr.artifacts import BENCHMARK_METRICS
     from mdcr.benchmark.formats import read_benchmark
     from mdcr.benchmark.paired import split_comparisons
     from mdcr.benchmark.scoring import (
@@ -123,7 +124,8 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
         queries_without_positives,
     )
     from mdcr.eval.document import Report, write_report
-    from mdcr.store import artifact_fingerprint
+    from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.outputs import benchmark_origin
 
     folder = ctx.input("benchmark")
     bench = read_benchmark(folder)

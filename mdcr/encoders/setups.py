@@ -53,9 +53,10 @@ def run_setup(entry: Mapping[str, Any]) -> dict[str, Any]:
     """The setup of a run a ``score`` output records (a ``retriever_runs`` entry): what
     made its ranking (see the module docstring). ``key`` compares two setups; ``spec``
     and ``detail`` describe it. A run folder gone or changed since: its fingerprint."""
-    from mdcr.artifacts import input_paths
     from mdcr.errors import MdcrError
-    from mdcr.store import artifact_fingerprint, open_output
+    from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.manifests import open_output
+    from mdcr.outputs import input_paths
 
     fingerprint = str(entry.get("fingerprint", ""))
     path = Path(str(entry.get("path", "")))

@@ -65,7 +65,7 @@ class ScoreConfig:
 
 def retriever_names(runs: list[Path], names: tuple[str, ...]) -> list[str]:
     """The retriever name of each run: from ``names`` if given, else what its stage recorded."""
-    from mdcr.artifacts import run_info
+    from mdcr.outputs import run_info
 
     if names and len(names) != len(runs):
         raise ConfigError(
@@ -218,21 +218,13 @@ def chance_per_pool(
 def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
     import pandas as pd
 
-    from mdcr.artifacts import (
-        CHANCE,
-        POOL_MEANS,
-        POOL_META,
-        POOL_METRICS,
-        POOLS,
-        QRELS,
-        RUNS,
-        ScoreInfo,
-        check_run_pools,
-    )
+    from mdcr.artifacts import CHANCE, POOL_MEANS, POOL_META, POOL_METRICS, POOLS, QRELS, RUNS
     from mdcr.encoders.builtin import identity_of
     from mdcr.eval.aggregate import per_pool_means
     from mdcr.eval.metrics import metric_names, metric_sort_key
-    from mdcr.store import artifact_fingerprint
+    from mdcr.facts import ScoreInfo
+    from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.outputs import check_run_pools
 
     pools_dir = ctx.input("pools")
     qrels = QRELS.read_pandas(pools_dir)

@@ -226,7 +226,7 @@ def test_an_edited_encoder_never_returns_cached_numbers(
 
 def test_encode_set_passes_parameters_and_settings(tmp_path: Path, capsys) -> None:
     """--encode-set reaches the encode step: a parameter is hashed, a setting recorded."""
-    from mdcr.store import read_manifest
+    from mdcr.manifests import read_manifest
 
     home = tmp_path / "home"
     argv = ["evaluate", "--encoder", "minilm", "--benchmark", str(FIXTURE), "--home", str(home)]

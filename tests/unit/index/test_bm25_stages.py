@@ -16,7 +16,8 @@ import pytest
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.index import bm25
 from mdcr.index.runs import RUN_SCHEMA, rank_candidates
-from mdcr.store import Store, resolve_inputs
+from mdcr.inputs import resolve_inputs
+from mdcr.store import Store
 from tests.unit.encoders.fixtures import write_pools
 
 

@@ -16,7 +16,8 @@ from mdcr.errors import InputDataError
 from mdcr.index.dense import SPEC as SEARCH
 from mdcr.index.dense import SearchConfig
 from mdcr.index.runs import RUN_SCHEMA, rank_candidates
-from mdcr.store import Store, resolve_inputs
+from mdcr.inputs import resolve_inputs
+from mdcr.store import Store
 from tests.unit.encoders.fixtures import write_corpus, write_pools, write_store
 
 
