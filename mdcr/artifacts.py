@@ -7,19 +7,19 @@ and declare the file as an output. The facts a stage records in its manifest for
 stages after it are typed in :mod:`mdcr.facts` (each contract names its own) and read
 through :mod:`mdcr.outputs`.
 
-| contract | file | written by |
-|---|---|---|
-| papers | papers.parquet | prefilter (all columns); benchmark, benchmark-import (texts) |
-| citations | citations.parquet | prefilter |
-| queries | queries.parquet | pools, benchmark |
-| pools | pools.parquet | pools |
-| pool metadata | pool_meta.parquet | pools |
-| qrels | qrels.parquet | pools |
-| runs | runs.parquet | search, bm25 |
-| per-query metrics | per_query.parquet | score (pools), benchmark-score (MDCR) |
-| benchmark | benchmark.parquet | benchmark, benchmark-import |
-| pair scores | scores.parquet | benchmark-rank |
-| embeddings | encoder.json + shards | encode (:mod:`mdcr.encoders.store`) |
+| contract | file | written by | facts |
+|---|---|---|---|
+| papers | papers.parquet | prefilter (all columns); benchmark, benchmark-import (texts) | |
+| citations | citations.parquet | prefilter | |
+| queries | queries.parquet | pools, benchmark | |
+| pools | pools.parquet | pools | |
+| pool metadata, pool summary | pool_meta.parquet, summary.parquet | pools | |
+| qrels | qrels.parquet | pools | |
+| runs | runs.parquet | search, bm25 | RunInfo |
+| per-query metrics | per_query.parquet | score (pools), benchmark-score (MDCR) | ScoreInfo |
+| benchmark | benchmark.parquet | benchmark, benchmark-import | |
+| pair scores | scores.parquet | benchmark-rank | RankInfo |
+| embeddings | encoder.json + shards | encode (:mod:`mdcr.encoders.store`) | EncodeInfo |
 """
 
 from __future__ import annotations
@@ -30,11 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdcr.errors import InputDataError
+from mdcr.facts import RankInfo, RunInfo, ScoreInfo
 
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
+    from mdcr.facts import Facts
     from mdcr.stage import StageContext
 
 # Logical column types; a reader accepts any physical form of them (string, large_string
@@ -58,14 +60,46 @@ def _matches(kind: str, t: pa.DataType) -> bool:
     return bool(pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_null(t))
 
 
+# Physical Arrow types a writer declares (built when first asked for: pyarrow loads late).
+_ARROW = {
+    "string": lambda pa: pa.string(),
+    "int32": lambda pa: pa.int32(),
+    "int64": lambda pa: pa.int64(),
+    "float64": lambda pa: pa.float64(),
+    "bool": lambda pa: pa.bool_(),
+    "dict<string>": lambda pa: pa.dictionary(pa.int32(), pa.string()),
+    "list<string>": lambda pa: pa.list_(pa.string()),
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its name, the logical type readers accept (any physical form of it),
+    the physical Arrow type the writer uses ("" where writers differ), and whether readers
+    require it (an extra column is written, never checked)."""
+
+    name: str
+    kind: str
+    arrow: str = ""
+    required: bool = True
+
+
+def col(name: str, kind: str, arrow: str = "", *, required: bool = True) -> Column:
+    if arrow and arrow not in _ARROW:
+        raise ValueError(f"unknown Arrow type '{arrow}'; valid: {', '.join(_ARROW)}")
+    return Column(name, kind, arrow, required)
+
+
 @dataclass(frozen=True)
 class Contract:
-    """One Parquet artifact: its file name, required columns and who makes it."""
+    """One Parquet artifact: its file name, its columns (logical and physical types), who
+    makes it, and the facts its stage records in the manifest (:mod:`mdcr.facts`)."""
 
     name: str
     file: str
-    columns: tuple[tuple[str, str], ...]
+    columns: tuple[Column, ...]
     made_by: str  # for messages: "a pools output"
+    facts: type[Facts] | None = None
 
     def path(self, folder: Path) -> Path:
         """The file in ``folder`` (a file path is taken as the file itself)."""
@@ -74,17 +108,30 @@ class Contract:
     def exists(self, folder: Path) -> bool:
         return self.path(folder).is_file()
 
+    @property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema the writer uses, every column in order (declared once here)."""
+        import pyarrow as pa
+
+        missing = [c.name for c in self.columns if not c.arrow]
+        if missing:
+            raise ValueError(f"the {self.name} contract declares no Arrow type for {missing[0]}")
+        return pa.schema([(c.name, _ARROW[c.arrow](pa)) for c in self.columns])
+
     def check_schema(self, schema: pa.Schema, where: str) -> None:
-        for col, kind in self.columns:
-            if col not in schema.names:
+        for column in self.columns:
+            if not column.required:
+                continue
+            name, kind = column.name, column.kind
+            if name not in schema.names:
                 raise InputDataError(
-                    f"'{where}' is not a {self.name} file: it lacks column '{col}'; "
+                    f"'{where}' is not a {self.name} file: it lacks column '{name}'; "
                     f"point to {self.made_by}"
                 )
-            if not _matches(kind, schema.field(col).type):
+            if not _matches(kind, schema.field(name).type):
                 raise InputDataError(
-                    f"'{where}': column '{col}' of the {self.name} is "
-                    f"{schema.field(col).type}, expected {kind}; point to {self.made_by}"
+                    f"'{where}': column '{name}' of the {self.name} is "
+                    f"{schema.field(name).type}, expected {kind}; point to {self.made_by}"
                 )
 
     def require(self, folder: Path) -> Path:
@@ -135,7 +182,7 @@ class Contract:
 PAPERS = Contract(
     "papers",
     "papers.parquet",
-    (("paper_id", STR), ("title", STR), ("abstract", STR)),
+    (col("paper_id", STR), col("title", STR), col("abstract", STR)),
     "a prefilter output (or a benchmark)",
 )
 # The prefiltered corpus: papers with every column the pools and the benchmark use.
@@ -143,105 +190,173 @@ CORPUS_PAPERS = Contract(
     "corpus papers",
     "papers.parquet",
     (
-        ("paper_id", STR),
-        ("title", STR),
-        ("abstract", STR),
-        ("year", INT),
-        ("fields", STR_LIST),
-        ("n_out", INT),
-        ("n_in", INT),
+        col("paper_id", STR, "string"),
+        col("title", STR, "string"),
+        col("abstract", STR, "string"),
+        col("year", INT, "int64"),
+        col("fields", STR_LIST, "list<string>"),
+        col("n_out", INT, "int64"),
+        col("n_in", INT, "int64"),
     ),
     "a prefilter output",
 )
 CITATIONS = Contract(
-    "citations", "citations.parquet", (("citing_id", STR), ("cited_id", STR)), "a prefilter output"
+    "citations",
+    "citations.parquet",
+    (col("citing_id", STR, "string"), col("cited_id", STR, "string")),
+    "a prefilter output",
 )
 QUERIES = Contract(
     "queries",
     "queries.parquet",
-    (("query_id", STR), ("split", STR), ("setup", STR), ("field", STR), ("year", INT)),
+    (
+        col("query_id", STR, "string"),
+        col("split", STR, "string"),
+        col("setup", STR, "string"),
+        col("field", STR, "string"),
+        col("year", INT, "int32"),
+    ),
     "a pools output",
 )
-POOLS = Contract("pools", "pools.parquet", (("pool_id", STR), ("paper_id", STR)), "a pools output")
+POOLS = Contract(
+    "pools",
+    "pools.parquet",
+    (col("pool_id", STR, "dict<string>"), col("paper_id", STR, "string")),
+    "a pools output",
+)
 POOL_META = Contract(
     "pool metadata",
     "pool_meta.parquet",
     (
-        ("pool_id", STR),
-        ("setup", STR),
-        ("split", STR),
-        ("field", STR),
-        ("size", INT),
-        ("rep", INT),
+        col("pool_id", STR, "string"),
+        col("setup", STR, "string"),
+        col("split", STR, "string"),
+        col("field", STR, "string"),
+        col("size", INT, "int64"),
+        col("rep", INT, "int32"),
+        col("seed", INT, "int64", required=False),
+        col("n_papers", INT, "int64", required=False),
+        col("n_queries", INT, "int32", required=False),
+        col("query_year", INT, "int32", required=False),
+        col("all_field_cited", BOOL, "bool", required=False),
+    ),
+    "a pools output",
+)
+# One row per pool: what the pools stage prints (no later stage reads it).
+POOL_SUMMARY = Contract(
+    "pool summary",
+    "summary.parquet",
+    (
+        col("pool_id", STR, "string"),
+        col("setup", STR, "string"),
+        col("split", STR, "string"),
+        col("field", STR, "string"),
+        col("size", INT, "int64"),
+        col("rep", INT, "int32"),
+        col("n_papers", INT, "int64"),
+        col("n_queries", INT, "int32"),
+        col("n_qrels", INT, "int64"),
+        col("pos_mean", FLOAT, "float64"),
+        col("pos_min", INT, "int32"),
+        col("pos_max", INT, "int32"),
+        col("all_field_cited", BOOL, "bool"),
     ),
     "a pools output",
 )
 QRELS = Contract(
     "qrels",
     "qrels.parquet",
-    (("pool_id", STR), ("query_id", STR), ("paper_id", STR), ("relevance", INT)),
+    (
+        col("pool_id", STR, "dict<string>"),
+        col("query_id", STR, "string"),
+        col("paper_id", STR, "string"),
+        col("relevance", INT, "int32"),
+    ),
     "a pools output",
 )
 RUNS = Contract(
     "run",
     "runs.parquet",
-    (("pool_id", STR), ("query_id", STR), ("paper_id", STR), ("score", FLOAT), ("rank", INT)),
+    (
+        col("pool_id", STR, "string"),
+        col("query_id", STR, "string"),
+        col("paper_id", STR, "string"),
+        col("score", FLOAT, "float64"),
+        col("rank", INT, "int32"),
+    ),
     "a search or bm25 output",
+    RunInfo,
 )
 POOL_METRICS = Contract(
     "per-query metrics",
     "per_query.parquet",
-    (("retriever", STR), ("pool_id", STR), ("query_id", STR), ("metric", STR), ("value", FLOAT)),
+    (
+        col("retriever", STR),
+        col("pool_id", STR),
+        col("query_id", STR),
+        col("metric", STR),
+        col("value", FLOAT),
+    ),
     "a score output",
+    ScoreInfo,
 )
 POOL_MEANS = Contract(
     "per-pool metrics",
     "per_pool.parquet",
-    (("retriever", STR), ("pool_id", STR), ("metric", STR), ("value", FLOAT)),
+    (col("retriever", STR), col("pool_id", STR), col("metric", STR), col("value", FLOAT)),
     "a score output",
+    ScoreInfo,
 )
 CHANCE = Contract(
     "expected chance",
     "chance.parquet",
-    (("pool_id", STR), ("metric", STR), ("value", FLOAT)),
+    (col("pool_id", STR), col("metric", STR), col("value", FLOAT)),
     "a score output",
+    ScoreInfo,
 )
 BENCHMARK = Contract(
     "benchmark",
     "benchmark.parquet",
     (
-        ("query_id", STR),
-        ("field", STR),
-        ("paper_id", STR),
-        ("candidate_type", STR),
-        ("split", STR),
+        col("query_id", STR),
+        col("field", STR),
+        col("paper_id", STR),
+        col("candidate_type", STR),
+        col("split", STR),
     ),
     "a benchmark build or import output",
 )
 PAIR_SCORES = Contract(
     "pair scores",
     "scores.parquet",
-    (("split", STR), ("field", STR), ("query_id", STR), ("paper_id", STR), ("score", FLOAT)),
+    (
+        col("split", STR),
+        col("field", STR),
+        col("query_id", STR),
+        col("paper_id", STR),
+        col("score", FLOAT),
+    ),
     "a benchmark-rank output",
+    RankInfo,
 )
 BENCHMARK_METRICS = Contract(
     "benchmark per-query metrics",
     "per_query.parquet",
     (
-        ("retriever", STR),
-        ("split", STR),
-        ("subset", STR),
-        ("field", STR),
-        ("query_id", STR),
-        ("metric", STR),
-        ("value", FLOAT),
+        col("retriever", STR),
+        col("split", STR),
+        col("subset", STR),
+        col("field", STR),
+        col("query_id", STR),
+        col("metric", STR),
+        col("value", FLOAT),
     ),
     "a benchmark-score output",
 )
 
 # Files that name papers to encode in a target folder, with their id columns, in order.
 PAPERS_TO_ENCODE = Contract(
-    "papers to encode", "papers_to_encode.parquet", (("paper_id", STR),), "a list of paper ids"
+    "papers to encode", "papers_to_encode.parquet", (col("paper_id", STR),), "a list of paper ids"
 )
 ENCODE_TARGETS: tuple[tuple[Contract, tuple[str, ...]], ...] = (
     (PAPERS_TO_ENCODE, ("paper_id",)),

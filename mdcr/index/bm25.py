@@ -274,7 +274,7 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
     from mdcr.encoders.builtin import BM25_IDENTITY
     from mdcr.encoders.registry import BM25
     from mdcr.facts import RunInfo
-    from mdcr.index.runs import RUN_SCHEMA, RunWriter
+    from mdcr.index.runs import RunWriter
 
     params = ctx.inputs.get("params") or []
     if params:
@@ -298,7 +298,7 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
         with RunWriter(RUNS.output(ctx)) as writer:
             for pool in pools:
                 part = ctx.out / PARTS / part_name(pool.pool_id)
-                writer.write(pq.read_table(part).cast(RUN_SCHEMA))
+                writer.write(pq.read_table(part).cast(RUNS.schema))
                 side = json.loads(part.with_suffix(".json").read_text())
                 if "index" in side:
                     indexes[pool.pool_id] = side["index"]
