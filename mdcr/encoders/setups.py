@@ -4,7 +4,7 @@ For a ``search`` run: the encoder key of its embeddings (the spec, the model's c
 digest and every model option: :func:`mdcr.encoders.stage.encoder_key`) and the search
 metric; for a ``bm25`` run: its k1 and b (or the bm25-tune output they come from). Two
 runs of one setup are the same retriever scored again; two setups under one name in a
-report are an error (:func:`mdcr.benchmark.evaluate.report_pipeline`).
+report are an error (:func:`mdcr.evaluation.pools.report_pipeline`).
 """
 
 from __future__ import annotations

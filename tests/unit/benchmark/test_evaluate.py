@@ -293,8 +293,8 @@ def test_a_name_never_brings_published_or_paper_numbers(evaluated: dict, capsys)
 def test_evaluate_requests_that_cannot_work_name_the_option(
     request_args: dict, message: str
 ) -> None:
-    from mdcr.benchmark.evaluate import EvaluateRequest
     from mdcr.errors import ConfigError
+    from mdcr.evaluation.request import EvaluateRequest
 
     req = EvaluateRequest(benchmark=FIXTURE, **request_args)
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
