@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from mdcr.benchmark.results import EvaluationResult
+    from mdcr.evaluation.request import Evaluated, EvaluateRequest
+    from mdcr.store import Store
 
 
 def evaluate(
@@ -64,12 +66,11 @@ def evaluate(
     ``engine="ray"`` runs encoding and search on Ray (``ray_address``, else ``$RAY_ADDRESS``,
     else a local Ray instance with ``ray_workers`` CPUs); results are the same.
     """
-    from mdcr.benchmark.evaluate import EvaluateRequest
-    from mdcr.benchmark.evaluate import evaluate as run_evaluation
     from mdcr.benchmark.results import result_of
     from mdcr.encoders.in_memory import register_model
     from mdcr.engine import engine_values
     from mdcr.errors import ConfigError
+    from mdcr.evaluation.request import EvaluateRequest
     from mdcr.home import find_home
     from mdcr.store import Store
 
@@ -92,8 +93,20 @@ def evaluate(
     )
     found = find_home(home, holding=pools or benchmark)  # the store of the pools scored on
     store = Store(found.path, source=found.source)
-    done = run_evaluation(req, store, quiet=quiet)
+    done = run_request(req, store, quiet=quiet)
     return result_of(done)
+
+
+def run_request(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Evaluated:
+    """Run an evaluation request (``mdcr evaluate`` and :func:`evaluate`): on pools
+    (:mod:`mdcr.evaluation.pools`) or on a benchmark (:mod:`mdcr.benchmark.evaluate`)."""
+    if req.pools is not None:
+        from mdcr.evaluation.pools import evaluate_pools
+
+        return evaluate_pools(req, store, quiet=quiet)
+    from mdcr.benchmark.evaluate import evaluate_benchmark
+
+    return evaluate_benchmark(req, store, quiet=quiet)
 
 
 def load_run(folder: str | Path, pool_id: str | None = None) -> Any:

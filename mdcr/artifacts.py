@@ -1,23 +1,25 @@
 """The data contracts between stages: one schema, reader and writer per artifact.
 
-A stage reads another stage's output only through this module: the file names, the
-columns each file must have, and the facts a stage records in its manifest for the stages
-after it (:class:`RunInfo` and friends). Readers check the file and its columns and give a
-one-line error naming the fix; writers check the columns and declare the file as an output.
+A stage reads another stage's output files only through this module: the file names,
+the columns each file must have, and the Arrow schema its writer uses. Readers check the
+file and its columns and give a one-line error naming the fix; writers check the columns
+and declare the file as an output. The facts a stage records in its manifest for the
+stages after it are typed in :mod:`mdcr.facts` (each contract names its own) and read
+through :mod:`mdcr.outputs`.
 
-| contract | file | written by |
-|---|---|---|
-| papers | papers.parquet | prefilter (all columns); benchmark, benchmark-import (texts) |
-| citations | citations.parquet | prefilter |
-| queries | queries.parquet | pools, benchmark |
-| pools | pools.parquet | pools |
-| pool metadata | pool_meta.parquet | pools |
-| qrels | qrels.parquet | pools |
-| runs | runs.parquet | search, bm25 |
-| per-query metrics | per_query.parquet | score (pools), benchmark-score (MDCR) |
-| benchmark | benchmark.parquet | benchmark, benchmark-import |
-| pair scores | scores.parquet | benchmark-rank |
-| embeddings | encoder.json + shards | encode (:mod:`mdcr.encoders.store`) |
+| contract | file | written by | facts |
+|---|---|---|---|
+| papers | papers.parquet | prefilter (all columns); benchmark, benchmark-import (texts) | |
+| citations | citations.parquet | prefilter | |
+| queries | queries.parquet | pools, benchmark | |
+| pools | pools.parquet | pools | |
+| pool metadata, pool summary | pool_meta.parquet, summary.parquet | pools | |
+| qrels | qrels.parquet | pools | |
+| runs | runs.parquet | search, bm25 | RunInfo |
+| per-query metrics | per_query.parquet | score (pools), benchmark-score (MDCR) | ScoreInfo |
+| benchmark | benchmark.parquet | benchmark, benchmark-import | |
+| pair scores | scores.parquet | benchmark-rank | RankInfo |
+| embeddings | encoder.json + shards | encode (:mod:`mdcr.encoders.store`) | EncodeInfo |
 """
 
 from __future__ import annotations
@@ -27,14 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdcr.errors import InputDataError, ManifestMismatchError
+from mdcr.errors import InputDataError
+from mdcr.facts import RankInfo, RunInfo, ScoreInfo
 
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
+    from mdcr.facts import Facts
     from mdcr.stage import StageContext
-    from mdcr.store import Output, Store
 
 # Logical column types; a reader accepts any physical form of them (string, large_string
 # or dictionary-encoded strings; any integer width).
@@ -57,14 +60,46 @@ def _matches(kind: str, t: pa.DataType) -> bool:
     return bool(pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_null(t))
 
 
+# Physical Arrow types a writer declares (built when first asked for: pyarrow loads late).
+_ARROW = {
+    "string": lambda pa: pa.string(),
+    "int32": lambda pa: pa.int32(),
+    "int64": lambda pa: pa.int64(),
+    "float64": lambda pa: pa.float64(),
+    "bool": lambda pa: pa.bool_(),
+    "dict<string>": lambda pa: pa.dictionary(pa.int32(), pa.string()),
+    "list<string>": lambda pa: pa.list_(pa.string()),
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its name, the logical type readers accept (any physical form of it),
+    the physical Arrow type the writer uses ("" where writers differ), and whether readers
+    require it (an extra column is written, never checked)."""
+
+    name: str
+    kind: str
+    arrow: str = ""
+    required: bool = True
+
+
+def col(name: str, kind: str, arrow: str = "", *, required: bool = True) -> Column:
+    if arrow and arrow not in _ARROW:
+        raise ValueError(f"unknown Arrow type '{arrow}'; valid: {', '.join(_ARROW)}")
+    return Column(name, kind, arrow, required)
+
+
 @dataclass(frozen=True)
 class Contract:
-    """One Parquet artifact: its file name, required columns and who makes it."""
+    """One Parquet artifact: its file name, its columns (logical and physical types), who
+    makes it, and the facts its stage records in the manifest (:mod:`mdcr.facts`)."""
 
     name: str
     file: str
-    columns: tuple[tuple[str, str], ...]
+    columns: tuple[Column, ...]
     made_by: str  # for messages: "a pools output"
+    facts: type[Facts] | None = None
 
     def path(self, folder: Path) -> Path:
         """The file in ``folder`` (a file path is taken as the file itself)."""
@@ -73,17 +108,30 @@ class Contract:
     def exists(self, folder: Path) -> bool:
         return self.path(folder).is_file()
 
+    @property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema the writer uses, every column in order (declared once here)."""
+        import pyarrow as pa
+
+        missing = [c.name for c in self.columns if not c.arrow]
+        if missing:
+            raise ValueError(f"the {self.name} contract declares no Arrow type for {missing[0]}")
+        return pa.schema([(c.name, _ARROW[c.arrow](pa)) for c in self.columns])
+
     def check_schema(self, schema: pa.Schema, where: str) -> None:
-        for col, kind in self.columns:
-            if col not in schema.names:
+        for column in self.columns:
+            if not column.required:
+                continue
+            name, kind = column.name, column.kind
+            if name not in schema.names:
                 raise InputDataError(
-                    f"'{where}' is not a {self.name} file: it lacks column '{col}'; "
+                    f"'{where}' is not a {self.name} file: it lacks column '{name}'; "
                     f"point to {self.made_by}"
                 )
-            if not _matches(kind, schema.field(col).type):
+            if not _matches(kind, schema.field(name).type):
                 raise InputDataError(
-                    f"'{where}': column '{col}' of the {self.name} is "
-                    f"{schema.field(col).type}, expected {kind}; point to {self.made_by}"
+                    f"'{where}': column '{name}' of the {self.name} is "
+                    f"{schema.field(name).type}, expected {kind}; point to {self.made_by}"
                 )
 
     def require(self, folder: Path) -> Path:
@@ -134,7 +182,7 @@ class Contract:
 PAPERS = Contract(
     "papers",
     "papers.parquet",
-    (("paper_id", STR), ("title", STR), ("abstract", STR)),
+    (col("paper_id", STR), col("title", STR), col("abstract", STR)),
     "a prefilter output (or a benchmark)",
 )
 # The prefiltered corpus: papers with every column the pools and the benchmark use.
@@ -142,105 +190,173 @@ CORPUS_PAPERS = Contract(
     "corpus papers",
     "papers.parquet",
     (
-        ("paper_id", STR),
-        ("title", STR),
-        ("abstract", STR),
-        ("year", INT),
-        ("fields", STR_LIST),
-        ("n_out", INT),
-        ("n_in", INT),
+        col("paper_id", STR, "string"),
+        col("title", STR, "string"),
+        col("abstract", STR, "string"),
+        col("year", INT, "int64"),
+        col("fields", STR_LIST, "list<string>"),
+        col("n_out", INT, "int64"),
+        col("n_in", INT, "int64"),
     ),
     "a prefilter output",
 )
 CITATIONS = Contract(
-    "citations", "citations.parquet", (("citing_id", STR), ("cited_id", STR)), "a prefilter output"
+    "citations",
+    "citations.parquet",
+    (col("citing_id", STR, "string"), col("cited_id", STR, "string")),
+    "a prefilter output",
 )
 QUERIES = Contract(
     "queries",
     "queries.parquet",
-    (("query_id", STR), ("split", STR), ("setup", STR), ("field", STR), ("year", INT)),
+    (
+        col("query_id", STR, "string"),
+        col("split", STR, "string"),
+        col("setup", STR, "string"),
+        col("field", STR, "string"),
+        col("year", INT, "int32"),
+    ),
     "a pools output",
 )
-POOLS = Contract("pools", "pools.parquet", (("pool_id", STR), ("paper_id", STR)), "a pools output")
+POOLS = Contract(
+    "pools",
+    "pools.parquet",
+    (col("pool_id", STR, "dict<string>"), col("paper_id", STR, "string")),
+    "a pools output",
+)
 POOL_META = Contract(
     "pool metadata",
     "pool_meta.parquet",
     (
-        ("pool_id", STR),
-        ("setup", STR),
-        ("split", STR),
-        ("field", STR),
-        ("size", INT),
-        ("rep", INT),
+        col("pool_id", STR, "string"),
+        col("setup", STR, "string"),
+        col("split", STR, "string"),
+        col("field", STR, "string"),
+        col("size", INT, "int64"),
+        col("rep", INT, "int32"),
+        col("seed", INT, "int64", required=False),
+        col("n_papers", INT, "int64", required=False),
+        col("n_queries", INT, "int32", required=False),
+        col("query_year", INT, "int32", required=False),
+        col("all_field_cited", BOOL, "bool", required=False),
+    ),
+    "a pools output",
+)
+# One row per pool: what the pools stage prints (no later stage reads it).
+POOL_SUMMARY = Contract(
+    "pool summary",
+    "summary.parquet",
+    (
+        col("pool_id", STR, "string"),
+        col("setup", STR, "string"),
+        col("split", STR, "string"),
+        col("field", STR, "string"),
+        col("size", INT, "int64"),
+        col("rep", INT, "int32"),
+        col("n_papers", INT, "int64"),
+        col("n_queries", INT, "int32"),
+        col("n_qrels", INT, "int64"),
+        col("pos_mean", FLOAT, "float64"),
+        col("pos_min", INT, "int32"),
+        col("pos_max", INT, "int32"),
+        col("all_field_cited", BOOL, "bool"),
     ),
     "a pools output",
 )
 QRELS = Contract(
     "qrels",
     "qrels.parquet",
-    (("pool_id", STR), ("query_id", STR), ("paper_id", STR), ("relevance", INT)),
+    (
+        col("pool_id", STR, "dict<string>"),
+        col("query_id", STR, "string"),
+        col("paper_id", STR, "string"),
+        col("relevance", INT, "int32"),
+    ),
     "a pools output",
 )
 RUNS = Contract(
     "run",
     "runs.parquet",
-    (("pool_id", STR), ("query_id", STR), ("paper_id", STR), ("score", FLOAT), ("rank", INT)),
+    (
+        col("pool_id", STR, "string"),
+        col("query_id", STR, "string"),
+        col("paper_id", STR, "string"),
+        col("score", FLOAT, "float64"),
+        col("rank", INT, "int32"),
+    ),
     "a search or bm25 output",
+    RunInfo,
 )
 POOL_METRICS = Contract(
     "per-query metrics",
     "per_query.parquet",
-    (("retriever", STR), ("pool_id", STR), ("query_id", STR), ("metric", STR), ("value", FLOAT)),
+    (
+        col("retriever", STR),
+        col("pool_id", STR),
+        col("query_id", STR),
+        col("metric", STR),
+        col("value", FLOAT),
+    ),
     "a score output",
+    ScoreInfo,
 )
 POOL_MEANS = Contract(
     "per-pool metrics",
     "per_pool.parquet",
-    (("retriever", STR), ("pool_id", STR), ("metric", STR), ("value", FLOAT)),
+    (col("retriever", STR), col("pool_id", STR), col("metric", STR), col("value", FLOAT)),
     "a score output",
+    ScoreInfo,
 )
 CHANCE = Contract(
     "expected chance",
     "chance.parquet",
-    (("pool_id", STR), ("metric", STR), ("value", FLOAT)),
+    (col("pool_id", STR), col("metric", STR), col("value", FLOAT)),
     "a score output",
+    ScoreInfo,
 )
 BENCHMARK = Contract(
     "benchmark",
     "benchmark.parquet",
     (
-        ("query_id", STR),
-        ("field", STR),
-        ("paper_id", STR),
-        ("candidate_type", STR),
-        ("split", STR),
+        col("query_id", STR),
+        col("field", STR),
+        col("paper_id", STR),
+        col("candidate_type", STR),
+        col("split", STR),
     ),
     "a benchmark build or import output",
 )
 PAIR_SCORES = Contract(
     "pair scores",
     "scores.parquet",
-    (("split", STR), ("field", STR), ("query_id", STR), ("paper_id", STR), ("score", FLOAT)),
+    (
+        col("split", STR),
+        col("field", STR),
+        col("query_id", STR),
+        col("paper_id", STR),
+        col("score", FLOAT),
+    ),
     "a benchmark-rank output",
+    RankInfo,
 )
 BENCHMARK_METRICS = Contract(
     "benchmark per-query metrics",
     "per_query.parquet",
     (
-        ("retriever", STR),
-        ("split", STR),
-        ("subset", STR),
-        ("field", STR),
-        ("query_id", STR),
-        ("metric", STR),
-        ("value", FLOAT),
+        col("retriever", STR),
+        col("split", STR),
+        col("subset", STR),
+        col("field", STR),
+        col("query_id", STR),
+        col("metric", STR),
+        col("value", FLOAT),
     ),
     "a benchmark-score output",
 )
 
 # Files that name papers to encode in a target folder, with their id columns, in order.
 PAPERS_TO_ENCODE = Contract(
-    "papers to encode", "papers_to_encode.parquet", (("paper_id", STR),), "a list of paper ids"
+    "papers to encode", "papers_to_encode.parquet", (col("paper_id", STR),), "a list of paper ids"
 )
 ENCODE_TARGETS: tuple[tuple[Contract, tuple[str, ...]], ...] = (
     (PAPERS_TO_ENCODE, ("paper_id",)),
@@ -266,251 +382,3 @@ def target_sources(folder: Path) -> list[tuple[Path, str]]:
         expected = ", ".join(f"{c.file} ({'/'.join(cols)})" for c, cols in ENCODE_TARGETS)
         raise InputDataError(f"target '{folder}' names no papers; expected one of: {expected}")
     return out
-
-
-# -- facts recorded in manifests for later stages -------------------------------------------
-
-
-def _output(folder: Path) -> Output | None:
-    from mdcr.store import open_output
-
-    return open_output(folder)
-
-
-# Which built-in registry entry ranked (mdcr.encoders.builtin): a run's name never says.
-RETRIEVER_IDENTITY = "retriever_identity"
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    """What a run-making stage (search, bm25) records: who ranked, on which pools, and
-    the retriever's registry identity (None: not a built-in entry)."""
-
-    retriever: str
-    pools_fingerprint: str
-    identity: dict[str, Any] | None = None
-
-    def record(self, ctx: StageContext) -> None:
-        ctx.record("retriever", self.retriever)
-        ctx.record("pools_fingerprint", self.pools_fingerprint)
-        ctx.record(RETRIEVER_IDENTITY, self.identity)
-
-
-def run_info(folder: Path) -> RunInfo | None:
-    """The run info of a search or bm25 output (None for a folder no stage made)."""
-    out = _output(folder)
-    if out is None or out.info("retriever") is None:
-        return None
-    return RunInfo(
-        str(out.info("retriever")),
-        str(out.info("pools_fingerprint", "")),
-        out.info(RETRIEVER_IDENTITY),  # mdcr.encoders.builtin.identity_of derives old ones
-    )
-
-
-def check_run_pools(run: Path, pools: Path) -> None:
-    """A run searched on other pools would be scored against the wrong qrels: refuse it."""
-    from mdcr.store import artifact_fingerprint
-
-    info = run_info(run)
-    if info is None or not info.pools_fingerprint or _output(pools) is None:
-        return
-    actual = artifact_fingerprint(pools)
-    if info.pools_fingerprint != actual:
-        raise ManifestMismatchError(
-            f"run '{run}' ({info.retriever}) was built from pools {info.pools_fingerprint}, not "
-            f"the given pools {actual}; pass the pools the run was searched on"
-        )
-
-
-@dataclass(frozen=True)
-class RankInfo:
-    """What benchmark-rank records: who scored the pairs, how, on which benchmark."""
-
-    retriever: str
-    method: str
-    benchmark_fingerprint: str
-    splits: tuple[str, ...]
-    detail: str  # "metric cos", "k1 0.9, b 0.4", "scores file x.json"
-    identity: dict[str, Any] | None = None  # registry identity; None: not built in
-
-    def record(self, ctx: StageContext) -> None:
-        ctx.record("retriever", self.retriever)
-        ctx.record("method", self.method)
-        ctx.record("benchmark_fingerprint", self.benchmark_fingerprint)
-        ctx.record("splits", list(self.splits))
-        ctx.record("detail", self.detail)
-        ctx.record(RETRIEVER_IDENTITY, self.identity)
-
-
-def rank_info(folder: Path) -> RankInfo:
-    out = _output(folder)
-    if out is None or out.stage != "benchmark-rank":
-        raise InputDataError(f"'{folder}' is not a benchmark-rank output; rank the benchmark first")
-    return RankInfo(
-        str(out.info("retriever")),
-        str(out.info("method")),
-        str(out.info("benchmark_fingerprint")),
-        tuple(out.info("splits", [])),
-        str(out.info("detail", "")),
-        out.info(RETRIEVER_IDENTITY),  # mdcr.encoders.builtin.identity_of derives old ones
-    )
-
-
-@dataclass(frozen=True)
-class ScoreInfo:
-    """What score records: the pools it scored on, its cut-offs and the runs it scored."""
-
-    pools_fingerprint: str
-    depth: int
-    recall_k: int
-    runs: tuple[dict[str, Any], ...]  # retriever, path, fingerprint, identity, counts
-
-    def record(self, ctx: StageContext) -> None:
-        ctx.record("pools_fingerprint", self.pools_fingerprint)
-        ctx.record("depth", self.depth)
-        ctx.record("recall_k", self.recall_k)
-        ctx.record("retriever_runs", list(self.runs))
-
-    @property
-    def retrievers(self) -> set[str]:
-        return {str(r.get("retriever")) for r in self.runs}
-
-
-def score_info(folder: Path) -> tuple[str, ScoreInfo] | None:
-    """(fingerprint, info) of a score output; None for a folder no stage made."""
-    out = _output(folder)
-    if out is None:
-        return None
-    return out.fingerprint, ScoreInfo(
-        str(out.info("pools_fingerprint", "")),
-        int(out.info("depth", 500)),
-        int(out.info("recall_k", 30)),
-        tuple(out.info("retriever_runs", [])),
-    )
-
-
-def scores_on_pools(store: Store, pools_fingerprint: str) -> list[tuple[str, Path, ScoreInfo]]:
-    """Every finished score output on these pools: (started, folder, info), oldest first."""
-    found = []
-    for out in store.find("score", pools_fingerprint=pools_fingerprint):
-        info = score_info(out.path)
-        if info is not None:
-            found.append(
-                (str(out.manifest.get("timings", {}).get("started", "")), out.path, info[1])
-            )
-    return sorted(found, key=lambda x: (x[0], str(x[1])))
-
-
-# What a benchmark's files are. benchmark-import records it as "origin" (decided by
-# mdcr.benchmark.release from provenance records, and hashed into the import's identity);
-# a benchmark build is built. Only an official benchmark stands beside published numbers.
-OFFICIAL, DECLARED, MDCR_FORMAT, BUILT = "official", "declared", "mdcr-format", "built"
-_ORIGIN_LABELS = {
-    OFFICIAL: "official",
-    DECLARED: "official (declared by the user)",
-    MDCR_FORMAT: "an MDCR-format benchmark",
-    BUILT: "a benchmark built by mdcr",
-}
-
-
-@dataclass(frozen=True)
-class BenchmarkOrigin:
-    """Where a benchmark's files come from: ``kind`` (official, declared, mdcr-format,
-    built) and a one-line ``detail`` (the files' record, or why they are not official)."""
-
-    kind: str
-    detail: str = ""
-
-    @property
-    def official(self) -> bool:
-        """The official release, proven by provenance (downloaded, or declared by the user)."""
-        return self.kind in (OFFICIAL, DECLARED)
-
-    @property
-    def label(self) -> str:
-        """``official``, ``official (declared by the user)``, ``an MDCR-format benchmark``
-        or ``a benchmark built by mdcr``."""
-        return _ORIGIN_LABELS[self.kind]
-
-    def files(self, split: str) -> str:
-        """The benchmark's files as a phrase: ``the official MDCR test files``, ``the
-        official (declared by the user) MDCR test files``."""
-        if self.official:
-            return f"the {self.label} MDCR {split} files"
-        return f"{self.label} (its {split} split)"
-
-    def line(self) -> str:
-        """One line for printouts and reports: what the benchmark is, and why."""
-        if self.kind == OFFICIAL:
-            what = "the official MDCR release"
-        elif self.kind == DECLARED:
-            what = f"the MDCR release, {self.label}"
-        else:
-            what = f"{self.label}, not the official MDCR release"
-        return f"Benchmark: {what}" + (f"; {self.detail}" if self.detail else "") + "."
-
-    def as_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "detail": self.detail}
-
-
-def benchmark_origin(folder: Path) -> BenchmarkOrigin:
-    """The origin of a benchmark or benchmark-import output; any other folder, and an import
-    recorded before origins were, is an MDCR-format benchmark."""
-    out = _output(folder)
-    if out is None or out.stage not in ("benchmark", "benchmark-import"):
-        return BenchmarkOrigin(MDCR_FORMAT, "not made by the benchmark or import stage")
-    if out.stage == "benchmark":
-        return BenchmarkOrigin(BUILT, "built from a corpus by the benchmark stage")
-    rec = out.info("origin")
-    if isinstance(rec, dict) and rec.get("kind") in _ORIGIN_LABELS:
-        return BenchmarkOrigin(str(rec["kind"]), str(rec.get("detail", "")))
-    return BenchmarkOrigin(MDCR_FORMAT, "imported without a provenance check")
-
-
-# What the encode stage records of the encoder its vectors come from (see
-# mdcr.encoders.stage.encoder_key): outputs of one key hold the same vector for one text.
-ENCODER_KEY = "encoder_key"
-
-
-def encode_outputs(store: Store, encoder_key: str) -> list[Path]:
-    """Finished encode outputs whose vectors come from the same encoder (key)."""
-    return [out.path for out in store.find("encode", **{ENCODER_KEY: encoder_key})]
-
-
-def stage_of(folder: Path) -> str | None:
-    """The stage that made ``folder`` (None when no stage did)."""
-    out = _output(folder)
-    return out.stage if out is not None else None
-
-
-def input_paths(folder: Path, name: str) -> list[Path]:
-    """The paths a finished output was made from, for one of its inputs.
-
-    A manifest records each input's path as it was given (often relative to the folder
-    the run started in) and its fingerprint. Each is found again as the same stage folder
-    in the store holding ``folder`` (``<home>/<stage>/<fingerprint>``), else at the path
-    recorded; either must still have the recorded fingerprint. An input found nowhere is
-    returned as recorded (the caller says it does not exist); one whose fingerprint
-    changed is an error.
-    """
-    from mdcr.store import artifact_fingerprint
-
-    out = _output(folder)
-    if out is None:
-        return []
-    home = folder.resolve().parent.parent
-    found = []
-    for entry in out.manifest.get("inputs", {}).get(name, []):
-        recorded = Path(entry["path"])
-        candidates = [home / recorded.parent.name / recorded.name, recorded]
-        existing = [c for c in candidates if c.exists()]
-        same = [c for c in existing if artifact_fingerprint(c) == entry["fingerprint"]]
-        if existing and not same:
-            raise ManifestMismatchError(
-                f"'{folder}' was made from {name} '{recorded}' (fingerprint "
-                f"{entry['fingerprint']}), which has changed since; re-run that step or "
-                f"give the {name} explicitly"
-            )
-        found.append(same[0] if same else recorded)
-    return found

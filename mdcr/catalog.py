@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from mdcr.errors import ConfigError
+from mdcr.facts import ScoreInfo
 from mdcr.index.lucene import INDEX_STAGE, read_index_meta
 from mdcr.locks import LockBusyError, busy_holder, exclusive
-from mdcr.store import read_manifest
+from mdcr.manifests import read_manifest
 
 COMPLETE, RUNNING, UNFINISHED = "complete", "running", "unfinished"
 # Outputs people read: gc keeps them and everything they use.
@@ -112,8 +113,9 @@ class Entry:
             out.append(str(info["retriever"]))
         if isinstance(info.get("retrievers"), list):
             out += [str(r) for r in info["retrievers"]]
-        if isinstance(info.get("retriever_runs"), list):  # score: the runs it scored
-            out += [str(r.get("retriever")) for r in info["retriever_runs"] if isinstance(r, dict)]
+        scored = info.get(ScoreInfo.keys()["runs"])
+        if isinstance(scored, list):  # score: the runs it scored
+            out += [str(r.get("retriever")) for r in scored if isinstance(r, dict)]
         if isinstance(info.get("suggested_models"), list):
             out += [str(r) for r in info["suggested_models"]]
         for key in ("encoder", "retriever"):  # an encode or rank output's own spec

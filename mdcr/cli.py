@@ -193,12 +193,9 @@ def _store(
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
-    from mdcr.benchmark.evaluate import (
-        EvaluateRequest,
-        evaluate,
-        print_results,
-        write_scores_out,
-    )
+    from mdcr.api import run_request
+    from mdcr.benchmark.results import print_results, write_scores_out
+    from mdcr.evaluation.request import EvaluateRequest
 
     req = EvaluateRequest(
         encoders=tuple(args.encoder),
@@ -221,7 +218,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 
     with typed_in("cli", "evaluate"):
         store = _store(args, holding=req.pools or req.benchmark)
-        done = evaluate(req, store, quiet=args.quiet)
+        done = run_request(req, store, quiet=args.quiet)
     if args.scores_out is not None:
         write_scores_out(args.scores_out, done)
     print_results(done)
@@ -231,7 +228,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 def _run_stage(args: argparse.Namespace) -> int:
     import tomllib
 
-    from mdcr.store import resolve_inputs
+    from mdcr.inputs import resolve_inputs
 
     spec = stages()[args._stage]
     values: dict[str, Any] = {}
@@ -286,7 +283,7 @@ def _run_pipeline(args: argparse.Namespace) -> int:
 
 
 def _add_evaluate_parser(sub: Any) -> None:
-    """The ``mdcr evaluate`` subcommand (:mod:`mdcr.benchmark.evaluate`)."""
+    """The ``mdcr evaluate`` subcommand (:mod:`mdcr.evaluation.request`)."""
     p = sub.add_parser(
         "evaluate",
         help="score encoders on an MDCR benchmark (or on pools) with one command",
@@ -452,7 +449,7 @@ def _run_download(args: argparse.Namespace) -> int:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from mdcr.artifacts import stage_of
+    from mdcr.outputs import stage_of
 
     if args.run is None and args.qrels is None:
         raise MdcrError("export: give --run FOLDER and/or --qrels FOLDER")

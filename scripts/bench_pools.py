@@ -123,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import pyarrow.parquet as pq
 
+    from mdcr.inputs import resolve_inputs
     from mdcr.pools.build import SPEC, PoolsConfig
-    from mdcr.store import Store, resolve_inputs
+    from mdcr.store import Store
 
     scale = min(1.0, args.papers / FULL_PAPERS)
     cfg = PoolsConfig(

@@ -184,7 +184,7 @@ def load_queries(pools_dir: Path, cfg: BenchmarkConfig) -> pd.DataFrame:
 
 def find_runs(runs: list[Path], models: tuple[str, ...], pools_dir: Path) -> dict[str, Path]:
     """The run folder of each model, by the retriever name its stage recorded."""
-    from mdcr.artifacts import check_run_pools, run_info
+    from mdcr.outputs import check_run_pools, run_info
 
     by_name: dict[str, Path] = {}
     for folder in runs:
@@ -550,8 +550,8 @@ def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
     )
     from mdcr.benchmark.graph import create_graph_tables
     from mdcr.encoders.builtin import identity_of, require_builtin
+    from mdcr.fingerprints import artifact_fingerprint
     from mdcr.pools.db import CorpusFiles, connect
-    from mdcr.store import artifact_fingerprint
 
     corpus = CorpusFiles.in_folder(ctx.input("corpus"))
     pools_dir = ctx.input("pools")

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
 def check_rank_benchmark(rank: Path, benchmark: Path) -> None:
     """A ranking of another benchmark would be paired with the wrong qrels: refuse it."""
-    from mdcr.artifacts import rank_info
-    from mdcr.store import artifact_fingerprint
+    from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.outputs import rank_info
 
     info = rank_info(rank)
     actual = artifact_fingerprint(benchmark)
@@ -79,10 +79,11 @@ def write_mdcr_run(
     rank: Path, path: Path, split: str, ties: str = "trec_eval", tag: str = "mdcr"
 ) -> int:
     """Write one split of a benchmark-rank output as a TREC run; return the number of lines."""
-    from mdcr.artifacts import PAIR_SCORES, rank_info
+    from mdcr.artifacts import PAIR_SCORES
+    from mdcr.atomic import atomic_path
     from mdcr.benchmark.scoring import rank_scores
     from mdcr.eval.trec import strictly_decreasing, topic_id
-    from mdcr.store import atomic_path
+    from mdcr.outputs import rank_info
 
     rank_info(rank)  # a benchmark-rank output, or a one-line error
     df = PAIR_SCORES.read_pandas(rank, filters=[("split", "==", split)])
@@ -102,9 +103,9 @@ def write_mdcr_run(
 def write_mdcr_qrels(benchmark: Path, path: Path, split: str) -> int:
     """Write one split of a benchmark as TREC qrels, every candidate judged (1: in the
     ``true`` list, else 0); return the number of lines."""
+    from mdcr.atomic import atomic_path
     from mdcr.benchmark.formats import POSITIVE, read_benchmark
     from mdcr.eval.trec import topic_id
-    from mdcr.store import atomic_path
 
     bench = read_benchmark(benchmark)
     b = bench[bench["split"] == split].astype({"field": str, "query_id": str, "paper_id": str})

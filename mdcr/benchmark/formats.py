@@ -31,11 +31,11 @@ from typing import Any
 
 import pandas as pd
 
+from mdcr.atomic import atomic_path
 from mdcr.errors import InputDataError, require
 from mdcr.paper import MDCR_FIXED_TYPES as FIXED_TYPES
 from mdcr.paper import MDCR_MODELS as PAPER_MODELS
 from mdcr.paper import MDCR_POSITIVE as POSITIVE
-from mdcr.store import atomic_path
 
 BENCHMARK_COLUMNS = ["query_id", "field", "paper_id", "candidate_type", "split"]
 PAPER_COLUMNS = ["paper_id", "title", "abstract"]

@@ -76,8 +76,8 @@ def files_to_read(source: Path, cfg: ImportConfig) -> dict[str, tuple[Path, Path
 
 def identify_benchmark_import(cfg: ImportConfig) -> dict[str, Any]:
     """The sha256 of every file the import reads and their origin (official or not)."""
-    from mdcr.artifacts import MDCR_FORMAT, BenchmarkOrigin
     from mdcr.benchmark.release import origin_of
+    from mdcr.facts import MDCR_FORMAT, BenchmarkOrigin
 
     source = Path(cfg.source).expanduser()
     if cfg.source.startswith("@") or not source.exists():

@@ -143,8 +143,9 @@ def suggest(matrix: pd.DataFrame, n: int) -> tuple[pd.DataFrame, list[str], list
 
 
 def run_benchmark_jaccard(cfg: JaccardConfig, ctx: StageContext) -> None:
-    from mdcr.artifacts import POOL_META, QRELS, RUNS, run_info
+    from mdcr.artifacts import POOL_META, QRELS, RUNS
     from mdcr.benchmark.build import find_runs, pool_of
+    from mdcr.outputs import run_info
 
     pools_dir = ctx.input("pools")
     folders = ctx.inputs.get("runs") or []

@@ -221,7 +221,7 @@ def bm25_scores(
 def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
     import pandas as pd
 
-    from mdcr.artifacts import PAIR_SCORES, RankInfo
+    from mdcr.artifacts import PAIR_SCORES
     from mdcr.benchmark.formats import (
         benchmark_splits,
         read_benchmark,
@@ -231,7 +231,8 @@ def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
         write_scores,
     )
     from mdcr.encoders.builtin import BM25_IDENTITY, identity_of
-    from mdcr.store import artifact_fingerprint
+    from mdcr.facts import RankInfo
+    from mdcr.fingerprints import artifact_fingerprint
 
     folder = ctx.input("benchmark")
     bench = read_benchmark(folder)

@@ -33,9 +33,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mdcr.artifacts import DECLARED, MDCR_FORMAT, OFFICIAL, BenchmarkOrigin
+from mdcr.atomic import atomic_write_text
 from mdcr.errors import InputDataError
-from mdcr.store import atomic_write_text, sha256_file
+from mdcr.facts import DECLARED, MDCR_FORMAT, OFFICIAL, BenchmarkOrigin
+from mdcr.fingerprints import sha256_file
 
 # The four release files and their addresses, as the "Data" section of the MDCR README
 # gives them: github.com/zoranmedic/mdcr, README.md (the same links at commits 5968682 and

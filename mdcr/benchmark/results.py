@@ -1,5 +1,5 @@
-"""What an evaluation found, as numbers: one tidy shape for Python, and the pools summary
-that ``mdcr evaluate --pools`` prints.
+"""What an evaluation found, as numbers: one tidy shape for Python, and what ``mdcr
+evaluate`` prints (the pools summary; on a benchmark, the original scorer's printout).
 
 Both modes of :func:`mdcr.evaluate` return an :class:`EvaluationResult` with two frames of
 the same columns, values in percent (metric × 100, unrounded: the scale of report.md and of
@@ -24,15 +24,19 @@ The frames are built from the report's own inputs with the report's own aggregat
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mdcr.errors import ConfigError
+
 if TYPE_CHECKING:
     import pandas as pd
 
     from mdcr.eval.report import ReportConfig
+    from mdcr.evaluation.request import Evaluated
 
 SUMMARY_COLUMNS = (
     "retriever",
@@ -63,7 +67,7 @@ SCALE = 100.0
 
 
 class Finished(Protocol):
-    """What an evaluation made: :class:`mdcr.benchmark.evaluate.Evaluated`."""
+    """What an evaluation made: :class:`mdcr.evaluation.request.Evaluated`."""
 
     @property
     def result(self) -> Path: ...  # the report (pools) or benchmark-score output
@@ -108,11 +112,11 @@ def _tidy(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 
 def _report_config(report: Path) -> ReportConfig:
     """The report stage's config of a finished report, its score inputs found again."""
-    from mdcr.artifacts import input_paths
     from mdcr.config import from_mapping
     from mdcr.errors import InputDataError
     from mdcr.eval.report import ReportConfig
-    from mdcr.store import read_manifest
+    from mdcr.manifests import read_manifest
+    from mdcr.outputs import input_paths
 
     manifest = read_manifest(report)
     if manifest is None or manifest.get("stage") != "report":
@@ -229,7 +233,7 @@ def benchmark_frames(scored: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def result_of(done: Finished) -> EvaluationResult:
     """The tidy frames of a finished evaluation, either mode."""
-    from mdcr.artifacts import rank_info
+    from mdcr.outputs import rank_info
 
     if done.pools is not None:
         per_pool, summary = pools_frames(done.result)
@@ -299,3 +303,82 @@ def print_pools_summary(done: Finished) -> None:
     for line in summary_lines(result.summary):
         print(line)
     print(f"report: {result.report_path}")
+
+
+# ------------------------------------------------------------- what mdcr evaluate prints
+
+
+def _scores_out(template: Path, encoder: str, split: str, n_enc: int, n_split: int) -> Path:
+    text = str(template)
+    if n_enc > 1 and "{encoder}" not in text:
+        raise ConfigError("--scores-out: several encoders; put {encoder} in the path")
+    if n_split > 1 and "{split}" not in text:
+        raise ConfigError("--scores-out: several splits; put {split} in the path, or give --split")
+    safe = encoder.replace("/", "_").replace(":", "_")
+    return Path(text.replace("{encoder}", safe).replace("{split}", split))
+
+
+def write_scores_out(template: Path, done: Evaluated) -> None:
+    """Copy each rank's scores file for the original scorer to the path ``template`` names."""
+    import shutil
+
+    from mdcr.atomic import atomic_path
+    from mdcr.outputs import rank_info
+
+    for spec, folder in done.retrievers:
+        splits = rank_info(folder).splits
+        for split in splits:
+            target = _scores_out(template, spec, split, len(done.retrievers), len(splits))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(target) as tmp:
+                shutil.copyfile(folder / f"scores_{split}.json", tmp)
+            print(f"scores for the original scorer ({spec}, {split}): {target}", file=sys.stderr)
+
+
+def print_results(done: Evaluated) -> None:
+    """The original scorer's printout per retriever and split, then the report's path."""
+    if done.pools is not None:
+        print_pools_summary(done)
+        return
+    from mdcr.benchmark.score import read_official_results
+    from mdcr.eval.published import comparable_with_published, order_retrievers, published_mdcr
+    from mdcr.manifests import open_output
+
+    official = read_official_results(done.result)
+    published = comparable_with_published(done.origin)
+    if done.origin is not None:
+        print(done.origin.line())
+        if not published:
+            print("No published results beside it: they were computed on the official release.")
+        print()
+    scored = open_output(done.result)
+    # Published rows go by the registry identity benchmark-score recorded, never a name.
+    identities = scored.info("retriever_identities", {}) if scored else {}
+    empty = scored.info("queries_without_positives", {}) if scored else {}
+    for name in order_retrievers(list(official)):
+        for split, fields in official[name].items():
+            print(f"{name} on MDCR {split}:")
+            for field, m in fields.items():
+                if field == "AVG":
+                    continue
+                print("\t".join([field] + [f"{k}: {v:g}" for k, v in m.items()]))
+            print("\t".join(["AVG"] + [f"{k}: {v:g}" for k, v in fields["AVG"].items()]))
+            if empty.get(split):
+                n = sum(empty[split].values())
+                where = ", ".join(f"{f}: {k}" for f, k in empty[split].items())
+                print(
+                    f"({n} {'query' if n == 1 else 'queries'} without positives ({where}), "
+                    "scored 0 and counted, as the original scorer does)"
+                )
+            # Only beside the official release; the label says which (declared or not).
+            if published and done.origin is not None and split == "test":
+                files = done.origin.files(split)
+                for row in published_mdcr(identities.get(name)):
+                    if row["field"] == "AVG":
+                        cells = [
+                            f"{k}: {row[k]:g}" for k in ("map", "ndcg", "recall_5") if k in row
+                        ]
+                        label = f"published AVG on {files} ({row['citation']})"
+                        print("\t".join([label, *cells]))
+            print()
+    print(f"report: {done.result / 'report.md'}")

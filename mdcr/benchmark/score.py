@@ -26,8 +26,8 @@ from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mdcr.artifacts import BenchmarkOrigin, RankInfo
     from mdcr.eval.document import Section
+    from mdcr.facts import BenchmarkOrigin, RankInfo
 
 OFFICIAL_JSON = "official.json"
 SIGNIFICANCE = "significance.parquet"
@@ -91,8 +91,9 @@ class Ranked:
 
 
 def _load_ranks(folders: list[Path], bench_fp: str) -> list[Ranked]:
-    from mdcr.artifacts import PAIR_SCORES, rank_info
+    from mdcr.artifacts import PAIR_SCORES
     from mdcr.encoders.builtin import identity_of
+    from mdcr.outputs import rank_info
 
     out = []
     names: set[str] = set()
@@ -110,33 +111,29 @@ def _load_ranks(folders: list[Path], bench_fp: str) -> list[Ranked]:
     return out
 
 
-def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
-    import pandas as pd
-
-    from mdcr.artifacts import BENCHMARK_METRICS, benchmark_origin
-    from mdcr.benchmark.formats import read_benchmark
-    from mdcr.benchmark.paired import split_comparisons
-    from mdcr.benchmark.scoring import (
-        field_means,
-        macro_means,
-        per_query_metrics,
-        queries_without_positives,
-    )
-    from mdcr.eval.document import Report, write_report
-    from mdcr.store import artifact_fingerprint
-
-    folder = ctx.input("benchmark")
-    bench = read_benchmark(folder)
-    origin = benchmark_origin(folder)
-    ranks = _load_ranks(ctx.inputs.get("ranks") or [], artifact_fingerprint(folder))
-    if not ranks:
-        raise ConfigError("benchmark-score.ranks: give at least one benchmark-rank output")
+def _scored_splits(cfg: BenchScoreConfig, ranks: list[Ranked]) -> list[str]:
+    """The splits every rank covers (of those asked for), val before test."""
     covered = sorted(set.intersection(*(set(r.scores["split"]) for r in ranks)))
     splits = [s for s in ("val", "test") if s in covered and (not cfg.splits or s in cfg.splits)]
     if not splits:
         raise ConfigError(
             f"benchmark-score.splits: the ranks cover {', '.join(covered) or 'no split'} together"
         )
+    return splits
+
+
+def _per_query(
+    cfg: BenchScoreConfig,
+    bench: pd.DataFrame,
+    ranks: list[Ranked],
+    splits: list[str],
+    ctx: StageContext,
+) -> pd.DataFrame:
+    """Every retriever's per-query metrics on every split, in a stable order."""
+    import pandas as pd
+
+    from mdcr.benchmark.scoring import per_query_metrics
+
     frames = []
     for r in ranks:
         for split in splits:
@@ -147,17 +144,21 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
             frames.append(pq_.assign(retriever=r.name))
     per_query = pd.concat(frames, ignore_index=True)
     cols = ["retriever", "split", "subset", "field", "query_id", "metric", "value"]
-    per_query = per_query[cols].sort_values(cols[:-1], kind="stable").reset_index(drop=True)
-    per_field = field_means(per_query)
-    macro = macro_means(per_field)
-    per_query.to_parquet(BENCHMARK_METRICS.output(ctx, rows=len(per_query)), index=False)
-    per_field.to_parquet(ctx.output("per_field.parquet", rows=len(per_field)), index=False)
-    macro.to_parquet(ctx.output("macro.parquet", rows=len(macro)), index=False)
-    official = _official(per_field, [r.name for r in ranks], splits)
-    (ctx.out / OFFICIAL_JSON).write_text(json.dumps(official, indent=2, sort_keys=True) + "\n")
-    ctx.output(OFFICIAL_JSON)
+    return per_query[cols].sort_values(cols[:-1], kind="stable").reset_index(drop=True)
 
-    empty = queries_without_positives(bench[bench["split"].isin(splits)])
+
+def _significance(
+    cfg: BenchScoreConfig,
+    per_query: pd.DataFrame,
+    ranks: list[Ranked],
+    splits: list[str],
+    ctx: StageContext,
+) -> dict[str, pd.DataFrame]:
+    """The paired tests between the retrievers, per split (written as one file)."""
+    import pandas as pd
+
+    from mdcr.benchmark.paired import split_comparisons
+
     sig = {
         split: split_comparisons(
             per_query,
@@ -173,6 +174,36 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
     }
     sig_all = pd.concat(list(sig.values()), ignore_index=True)
     sig_all.to_parquet(ctx.output(SIGNIFICANCE, rows=len(sig_all)), index=False)
+    return sig
+
+
+def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
+    from mdcr.artifacts import BENCHMARK_METRICS
+    from mdcr.benchmark.formats import read_benchmark
+    from mdcr.benchmark.scoring import field_means, macro_means, queries_without_positives
+    from mdcr.eval.document import Report, write_report
+    from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.outputs import benchmark_origin
+
+    folder = ctx.input("benchmark")
+    bench = read_benchmark(folder)
+    origin = benchmark_origin(folder)
+    ranks = _load_ranks(ctx.inputs.get("ranks") or [], artifact_fingerprint(folder))
+    if not ranks:
+        raise ConfigError("benchmark-score.ranks: give at least one benchmark-rank output")
+    splits = _scored_splits(cfg, ranks)
+    per_query = _per_query(cfg, bench, ranks, splits, ctx)
+    per_field = field_means(per_query)
+    macro = macro_means(per_field)
+    per_query.to_parquet(BENCHMARK_METRICS.output(ctx, rows=len(per_query)), index=False)
+    per_field.to_parquet(ctx.output("per_field.parquet", rows=len(per_field)), index=False)
+    macro.to_parquet(ctx.output("macro.parquet", rows=len(macro)), index=False)
+    official = _official(per_field, [r.name for r in ranks], splits)
+    (ctx.out / OFFICIAL_JSON).write_text(json.dumps(official, indent=2, sort_keys=True) + "\n")
+    ctx.output(OFFICIAL_JSON)
+
+    empty = queries_without_positives(bench[bench["split"].isin(splits)])
+    sig = _significance(cfg, per_query, ranks, splits, ctx)
     report = Report(cfg.title, [origin.line(), "", *_method_lines(cfg, bench, ranks)])
     report.sections = [
         _split_section(cfg, split, per_field, macro, ranks, origin, empty, sig[split])

@@ -77,8 +77,9 @@ def _write_citations(path: Path, ids: Any, citing: Any, cited: Any) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pa.schema([("citing_id", pa.string()), ("cited_id", pa.string())])
-    with pq.ParquetWriter(path, schema, compression=COMPRESSION, use_dictionary=False) as w:
+    with pq.ParquetWriter(
+        path, CITATIONS.schema, compression=COMPRESSION, use_dictionary=False
+    ) as w:
         for lo in range(0, len(citing), ROW_GROUP):
             sl = slice(lo, lo + ROW_GROUP)
             table = pa.table({"citing_id": ids.take(citing[sl]), "cited_id": ids.take(cited[sl])})
@@ -137,8 +138,10 @@ def _write_papers(
     import pyarrow.parquet as pq
 
     out_schema = schema.remove(schema.get_field_index("seq"))
-    out_schema = out_schema.append(pa.field("n_out", pa.int64()))
-    out_schema = out_schema.append(pa.field("n_in", pa.int64()))
+    for name in ("n_out", "n_in"):
+        out_schema = out_schema.append(CORPUS_PAPERS.schema.field(name))
+    if not out_schema.equals(CORPUS_PAPERS.schema):  # DuckDB's types are the contract's
+        raise RuntimeError(f"papers schema {out_schema} differs from its contract")  # a bug
     pos = 0
     with pq.ParquetWriter(
         path, out_schema, compression=COMPRESSION, use_dictionary=["fields.list.element"]
@@ -212,11 +215,12 @@ def _write_citations_streamed(path: Path, ids: Any, reader: Any) -> tuple[Any, A
 
     n_out = np.zeros(len(ids), dtype=np.int64)
     n_in = np.zeros(len(ids), dtype=np.int64)
-    schema = pa.schema([("citing_id", pa.string()), ("cited_id", pa.string())])
     empty = np.empty(0, dtype=np.int64)
     citing_left, cited_left = empty, empty
     total = 0
-    with pq.ParquetWriter(path, schema, compression=COMPRESSION, use_dictionary=False) as w:
+    with pq.ParquetWriter(
+        path, CITATIONS.schema, compression=COMPRESSION, use_dictionary=False
+    ) as w:
 
         def write(citing: Any, cited: Any) -> None:
             table = pa.table({"citing_id": ids.take(citing), "cited_id": ids.take(cited)})

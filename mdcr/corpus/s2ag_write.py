@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from mdcr.atomic import atomic_path
 from mdcr.corpus import jsonl
-from mdcr.store import atomic_path
 
 DATASET_NAMES = ("papers", "abstracts", "citations")
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from mdcr.atomic import atomic_path
 from mdcr.corpus import synth_text as st
 from mdcr.corpus.s2ag_write import (
     S2agWriter,
@@ -58,7 +59,6 @@ from mdcr.corpus.synth_graph import (
 from mdcr.errors import ConfigError
 from mdcr.paper import QUERY_YEAR
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
-from mdcr.store import atomic_path
 
 # Defaults of write_tables (post-prefilter form): every paper has at least 3 references.
 TABLES_MIN_REFS = 3

@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mdcr.artifacts import RETRIEVER_IDENTITY
 from mdcr.encoders.registry import BM25, builtin_names, paper_names
+from mdcr.facts import RETRIEVER_IDENTITY
 
 BM25_IDENTITY: dict[str, Any] = {"builtin": BM25}
 # Encode parameters that do not change which model computes the vectors, or how.
@@ -65,7 +65,7 @@ def _as_recorded(value: Any) -> Any:
 def identity_of(folder: Path) -> dict[str, Any] | None:
     """The registry identity of an encode, search, bm25 or benchmark-rank output (None
     for anything that is not a built-in entry, and for folders no stage made)."""
-    from mdcr.store import open_output
+    from mdcr.manifests import open_output
 
     out = open_output(folder)
     if out is None:
@@ -88,8 +88,8 @@ def identity_of(folder: Path) -> dict[str, Any] | None:
 
 def _input_identity(folder: Path, name: str) -> dict[str, Any] | None:
     """The identity of the one ``name`` input an output was made from, if still there."""
-    from mdcr.artifacts import input_paths
     from mdcr.errors import MdcrError
+    from mdcr.outputs import input_paths
 
     try:
         found = input_paths(folder, name)
@@ -104,7 +104,7 @@ def run_identity(entry: Mapping[str, Any]) -> dict[str, Any] | None:
     if "identity" in entry:
         recorded = entry["identity"]
         return dict(recorded) if isinstance(recorded, Mapping) else None
-    from mdcr.store import artifact_fingerprint
+    from mdcr.fingerprints import artifact_fingerprint
 
     path = Path(str(entry.get("path", "")))
     if not path.is_dir() or artifact_fingerprint(path) != entry.get("fingerprint"):

@@ -4,7 +4,7 @@ For a ``search`` run: the encoder key of its embeddings (the spec, the model's c
 digest and every model option: :func:`mdcr.encoders.stage.encoder_key`) and the search
 metric; for a ``bm25`` run: its k1 and b (or the bm25-tune output they come from). Two
 runs of one setup are the same retriever scored again; two setups under one name in a
-report are an error (:func:`mdcr.benchmark.evaluate.report_pipeline`).
+report are an error (:func:`mdcr.evaluation.pools.report_pipeline`).
 """
 
 from __future__ import annotations
@@ -53,9 +53,10 @@ def run_setup(entry: Mapping[str, Any]) -> dict[str, Any]:
     """The setup of a run a ``score`` output records (a ``retriever_runs`` entry): what
     made its ranking (see the module docstring). ``key`` compares two setups; ``spec``
     and ``detail`` describe it. A run folder gone or changed since: its fingerprint."""
-    from mdcr.artifacts import input_paths
     from mdcr.errors import MdcrError
-    from mdcr.store import artifact_fingerprint, open_output
+    from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.manifests import open_output
+    from mdcr.outputs import input_paths
 
     fingerprint = str(entry.get("fingerprint", ""))
     path = Path(str(entry.get("path", "")))

@@ -273,8 +273,8 @@ def encoder_key(cfg: EncodeConfig, identity: dict[str, Any]) -> str:
 
 def _reuse_sources(cfg: EncodeConfig, ctx: StageContext, key: str) -> list[Any]:
     """Embedding stores of finished encode outputs with the same encoder key."""
-    from mdcr.artifacts import encode_outputs
     from mdcr.encoders.store import EmbeddingStore
+    from mdcr.outputs import encode_outputs
 
     if not cfg.reuse or ctx.store is None:
         return []
@@ -490,13 +490,14 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
 
     import pyarrow.parquet as pq
 
-    from mdcr.artifacts import ENCODER_KEY, PAPERS
+    from mdcr.artifacts import PAPERS
+    from mdcr.atomic import atomic_write_text
     from mdcr.encoders.base import encoder_identity, is_asymmetric, is_multi_vector
     from mdcr.encoders.degenerate import check_dim
     from mdcr.encoders.registry import build_encoder
     from mdcr.encoders.store import ENCODER_JSON, shard_names
     from mdcr.engine import open_engine
-    from mdcr.store import atomic_write_text
+    from mdcr.facts import EncodeInfo
 
     corpus = PAPERS.require(ctx.input("corpus"))
     options = cfg.options()
@@ -535,7 +536,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
         texts_path = ctx.out / (TEXTS if role == "document" else QUERY_TEXTS)
         with ctx.timed(f"collect_texts_{role}"):
             if not texts_path.is_file():
-                from mdcr.store import atomic_path
+                from mdcr.atomic import atomic_path
 
                 with atomic_path(texts_path) as tmp:
                     write_texts(corpus, targets, tmp, cfg.shard_size, which=which)
@@ -605,7 +606,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
         _name_unhashed_code(cfg.encoder, ctx, modules_before)
     runner = getattr(encoder, "runner", None)
     ctx.record("encoder", identity)
-    ctx.record(ENCODER_KEY, key)
+    EncodeInfo(key).record(ctx)
     ctx.record("retriever", encoder.name)
     ctx.record("model_id", identity.get("model_id"))
     ctx.record("revision", identity.get("revision"))

@@ -41,8 +41,8 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     from mdcr.encoders.id_lookup import IdLookup
 
+from mdcr.atomic import atomic_path
 from mdcr.errors import InputDataError
-from mdcr.store import atomic_path
 
 ENCODER_JSON = "encoder.json"
 ROLE_PREFIX = {"document": "", "query": "query_"}

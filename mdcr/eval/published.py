@@ -28,7 +28,7 @@ import pandas as pd
 from mdcr.paper import MAG_FIELDS
 
 if TYPE_CHECKING:
-    from mdcr.artifacts import BenchmarkOrigin
+    from mdcr.facts import BenchmarkOrigin
 
 # The paper's column label -> our metric name.
 PAPER_METRICS = {"MAP": "map@500", "nDCG": "ndcg@500", "R@30": "recall@30", "R@5": "recall@5"}

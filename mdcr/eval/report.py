@@ -114,7 +114,8 @@ def load_scores(folders: list[Path], repeated: str = "error") -> Scores:
     of them is an error, or with ``repeated="last"`` taken from the last one holding it."""
     import pandas as pd
 
-    from mdcr.artifacts import CHANCE, POOL_MEANS, POOL_METRICS, score_info
+    from mdcr.artifacts import CHANCE, POOL_MEANS, POOL_METRICS
+    from mdcr.outputs import score_info
 
     pq_frames, pp_frames, ch_frames = [], [], []
     sources: list[dict[str, Any]] = []
@@ -319,9 +320,9 @@ def _methods_lines(c: Context, scores: Scores) -> list[str]:
 def benchmark_section(folder: Path, splits: tuple[str, ...]) -> Section:
     """The MDCR benchmark's part of the report: a benchmark-score output's report model,
     with its sections for the report's splits, one heading level down."""
-    from mdcr.artifacts import stage_of
     from mdcr.eval.document import Section, read_report
-    from mdcr.store import artifact_fingerprint
+    from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.outputs import stage_of
 
     if stage_of(folder) != "benchmark-score":
         raise InputDataError(

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mdcr.config import input_path, param
 from mdcr.errors import ConfigError, InputDataError
@@ -65,7 +65,7 @@ class ScoreConfig:
 
 def retriever_names(runs: list[Path], names: tuple[str, ...]) -> list[str]:
     """The retriever name of each run: from ``names`` if given, else what its stage recorded."""
-    from mdcr.artifacts import run_info
+    from mdcr.outputs import run_info
 
     if names and len(names) != len(runs):
         raise ConfigError(
@@ -215,43 +215,32 @@ def chance_per_pool(
     return out[["pool_id", *POOL_KEYS, "metric", "value", "n_queries"]]
 
 
-def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
+def _score_runs(
+    runs: list[Path],
+    names: list[str],
+    qrels: pd.DataFrame,
+    known: set[str],
+    metrics: list[str],
+    depth: int,
+    ctx: StageContext,
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Every run's per-query values (sorted by retriever, pool, metric, query) and what
+    score records of each run (:attr:`mdcr.facts.ScoreInfo.runs`)."""
     import pandas as pd
 
-    from mdcr.artifacts import (
-        CHANCE,
-        POOL_MEANS,
-        POOL_META,
-        POOL_METRICS,
-        POOLS,
-        QRELS,
-        RUNS,
-        ScoreInfo,
-        check_run_pools,
-    )
+    from mdcr.artifacts import RUNS
     from mdcr.encoders.builtin import identity_of
-    from mdcr.eval.aggregate import per_pool_means
-    from mdcr.eval.metrics import metric_names, metric_sort_key
-    from mdcr.store import artifact_fingerprint
+    from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.outputs import check_run_pools
 
     pools_dir = ctx.input("pools")
-    qrels = QRELS.read_pandas(pools_dir)
-    pool_meta = POOL_META.read_pandas(pools_dir)
-    qrels = qrels.astype({"pool_id": str, "query_id": str, "paper_id": str})
-    runs = ctx.inputs.get("runs") or []
-    if not runs:
-        raise ConfigError("score.runs: no runs given; name at least one search or bm25 output")
-    names = retriever_names(runs, cfg.names)
-    metrics = sorted(metric_names(cfg.metrics, cfg.depth, cfg.recall_k), key=metric_sort_key)
-    known = set(pool_meta["pool_id"].astype(str))
-
     frames = []
     runs_scored = []
     for folder, name in zip(runs, names, strict=True):
         check_run_pools(folder, pools_dir)
         run_file = RUNS.path(folder)
         with ctx.timed(f"score_{name}"):
-            vals, counts = score_run(run_file, qrels, known, metrics, cfg.depth, name, ctx)
+            vals, counts = score_run(run_file, qrels, known, metrics, depth, name, ctx)
         frames.append(vals)
         runs_scored.append(
             {
@@ -272,20 +261,56 @@ def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
     per_query = per_query.sort_values(
         ["retriever", "pool_id", "metric", "query_id"], kind="stable"
     ).reset_index(drop=True)
+    return per_query, runs_scored
+
+
+def _write_chance(
+    pools_dir: Path,
+    qrels: pd.DataFrame,
+    pool_meta: pd.DataFrame,
+    scored: list[str],
+    metrics: list[str],
+    ctx: StageContext,
+) -> None:
+    """The expected-chance values of the scored pools (none without pools.parquet)."""
+    from mdcr.artifacts import CHANCE, POOLS
+
+    if not POOLS.exists(pools_dir):
+        ctx.log(f"[score] no pools.parquet in '{pools_dir}'; no expected-chance values")
+        return
+    with ctx.timed("chance"):
+        chance = chance_per_pool(
+            pools_dir, qrels, pool_meta.astype({"pool_id": str}), scored, metrics
+        )
+    chance.to_parquet(CHANCE.output(ctx, rows=len(chance)), index=False)
+
+
+def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
+    from mdcr.artifacts import POOL_MEANS, POOL_META, POOL_METRICS, QRELS
+    from mdcr.eval.aggregate import per_pool_means
+    from mdcr.eval.metrics import metric_names, metric_sort_key
+    from mdcr.facts import ScoreInfo
+    from mdcr.fingerprints import artifact_fingerprint
+
+    pools_dir = ctx.input("pools")
+    qrels = QRELS.read_pandas(pools_dir)
+    pool_meta = POOL_META.read_pandas(pools_dir)
+    qrels = qrels.astype({"pool_id": str, "query_id": str, "paper_id": str})
+    runs = ctx.inputs.get("runs") or []
+    if not runs:
+        raise ConfigError("score.runs: no runs given; name at least one search or bm25 output")
+    names = retriever_names(runs, cfg.names)
+    metrics = sorted(metric_names(cfg.metrics, cfg.depth, cfg.recall_k), key=metric_sort_key)
+    known = set(pool_meta["pool_id"].astype(str))
+
+    per_query, runs_scored = _score_runs(runs, names, qrels, known, metrics, cfg.depth, ctx)
     per_query.to_parquet(POOL_METRICS.output(ctx, rows=len(per_query)), index=False)
     per_pool = per_pool_means(per_query, pool_meta.astype({"pool_id": str}))
     per_pool.to_parquet(POOL_MEANS.output(ctx, rows=len(per_pool)), index=False)
 
     scored = sorted(per_query["pool_id"].unique().tolist())
     if cfg.chance:
-        if POOLS.exists(pools_dir):
-            with ctx.timed("chance"):
-                chance = chance_per_pool(
-                    pools_dir, qrels, pool_meta.astype({"pool_id": str}), scored, metrics
-                )
-            chance.to_parquet(CHANCE.output(ctx, rows=len(chance)), index=False)
-        else:
-            ctx.log(f"[score] no pools.parquet in '{pools_dir}'; no expected-chance values")
+        _write_chance(pools_dir, qrels, pool_meta, scored, metrics, ctx)
 
     ScoreInfo(artifact_fingerprint(pools_dir), cfg.depth, cfg.recall_k, tuple(runs_scored)).record(
         ctx

@@ -52,8 +52,9 @@ def check_same_pools(run: Path, qrels: Path) -> None:
     """A run and qrels of different pools would pair silently into wrong metrics: refuse
     them. The run's recorded pools fingerprint must be the qrels' pools output's, and every
     (pool, query) of the run must have qrels."""
-    from mdcr.artifacts import QRELS, RUNS, Contract, check_run_pools
+    from mdcr.artifacts import QRELS, RUNS, Contract
     from mdcr.errors import ManifestMismatchError
+    from mdcr.outputs import check_run_pools
 
     check_run_pools(run, qrels)
     columns = ["pool_id", "query_id"]
@@ -122,7 +123,7 @@ def load_qrels(folder: Path | str, pool_id: str | None = None) -> Any:
 
 def write_trec_run(folder: Path, path: Path, tag: str = "mdcr") -> int:
     """Write a run output as a TREC run file; return the number of lines."""
-    from mdcr.store import atomic_path
+    from mdcr.atomic import atomic_path
 
     df = _run_frame(folder, None).sort_values(["pool_id", "query_id", "rank"], kind="stable")
     df = df.reset_index(drop=True)
@@ -136,7 +137,7 @@ def write_trec_run(folder: Path, path: Path, tag: str = "mdcr") -> int:
 
 def write_trec_qrels(folder: Path, path: Path) -> int:
     """Write a pools output's qrels as a TREC qrels file; return the number of lines."""
-    from mdcr.store import atomic_path
+    from mdcr.atomic import atomic_path
 
     df = _qrels_frame(folder, None).sort_values(["pool_id", "query_id", "paper_id"])
     topics = _topics(df, None)

@@ -239,7 +239,7 @@ def _pool_run(
 def _write_part(path: Path, table: pa.Table) -> None:
     import pyarrow.parquet as pq
 
-    from mdcr.store import atomic_path
+    from mdcr.atomic import atomic_path
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
@@ -270,10 +270,11 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from mdcr.artifacts import RUNS, RunInfo
+    from mdcr.artifacts import RUNS
     from mdcr.encoders.builtin import BM25_IDENTITY
     from mdcr.encoders.registry import BM25
-    from mdcr.index.runs import RUN_SCHEMA, RunWriter
+    from mdcr.facts import RunInfo
+    from mdcr.index.runs import RunWriter
 
     params = ctx.inputs.get("params") or []
     if params:
@@ -297,7 +298,7 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
         with RunWriter(RUNS.output(ctx)) as writer:
             for pool in pools:
                 part = ctx.out / PARTS / part_name(pool.pool_id)
-                writer.write(pq.read_table(part).cast(RUN_SCHEMA))
+                writer.write(pq.read_table(part).cast(RUNS.schema))
                 side = json.loads(part.with_suffix(".json").read_text())
                 if "index" in side:
                     indexes[pool.pool_id] = side["index"]
@@ -468,7 +469,7 @@ def run_bm25_tune(cfg: TuneConfig, ctx: StageContext) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from mdcr.store import atomic_write_text
+    from mdcr.atomic import atomic_write_text
 
     metric = metric_name(cfg.metric, cfg.depth)
     metrics = list(dict.fromkeys([f"map@{cfg.depth}", f"ndcg@{cfg.depth}", "recall@30", metric]))
@@ -579,8 +580,8 @@ def _map_pools(
 
 def bm25_pool(worker: PoolWorker, pool: PoolInfo) -> tuple[int, float]:
     """Search one pool at the job's (k1, b) and write its part; (queries, seconds)."""
+    from mdcr.atomic import atomic_write_text
     from mdcr.index.lucene import index_fingerprint
-    from mdcr.store import atomic_write_text
 
     job, data = worker.job, worker.data
     part = job.out / PARTS / part_name(pool.pool_id)

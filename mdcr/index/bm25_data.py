@@ -36,7 +36,7 @@ class PoolData:
         import duckdb
 
         from mdcr.artifacts import PAPERS, POOL_META, POOLS, QRELS
-        from mdcr.store import artifact_fingerprint
+        from mdcr.fingerprints import artifact_fingerprint
 
         self.corpus_fp = artifact_fingerprint(corpus)
         self.pools_fp = artifact_fingerprint(pools)

@@ -346,13 +346,14 @@ def search_one_pool(worker: SearchWorker, pool: tuple[str, list[str]]) -> PoolRe
 
 
 def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
-    from mdcr.artifacts import RUNS, RunInfo
+    from mdcr.artifacts import RUNS
     from mdcr.device import resolve_device
     from mdcr.encoders.store import EmbeddingStore
     from mdcr.engine import open_engine
+    from mdcr.facts import RunInfo
+    from mdcr.fingerprints import artifact_fingerprint
     from mdcr.index.backends import choose_backend
     from mdcr.index.runs import RunWriter, run_table
-    from mdcr.store import artifact_fingerprint
 
     pools_dir = ctx.input("pools")
     store = EmbeddingStore(ctx.input("embeddings"))

@@ -15,18 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mdcr.artifacts import RUNS
+
 if TYPE_CHECKING:
     from types import TracebackType
-
-RUN_SCHEMA = pa.schema(
-    [
-        ("pool_id", pa.string()),
-        ("query_id", pa.string()),
-        ("paper_id", pa.string()),
-        ("score", pa.float64()),
-        ("rank", pa.int32()),
-    ]
-)
 
 
 def rank_candidates(
@@ -69,7 +61,7 @@ def run_table(
             ),
             "rank": pa.array(ranks, pa.int32()),
         },
-        schema=RUN_SCHEMA,
+        schema=RUNS.schema,
     )
 
 
@@ -79,11 +71,11 @@ class RunWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.rows = 0
-        self._writer = pq.ParquetWriter(path, RUN_SCHEMA, compression="zstd")
+        self._writer = pq.ParquetWriter(path, RUNS.schema, compression="zstd")
 
     def write(self, table: pa.Table) -> None:
         if table.num_rows:
-            self._writer.write_table(table.cast(RUN_SCHEMA))
+            self._writer.write_table(table.cast(RUNS.schema))
             self.rows += table.num_rows
 
     def close(self) -> None:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from mdcr.artifacts import POOL_META, POOLS, QRELS, QUERIES
+from mdcr.artifacts import POOL_META, POOL_SUMMARY, POOLS, QRELS, QUERIES
 from mdcr.config import input_path, param
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.paper import (
@@ -69,7 +69,7 @@ QUERIES_FILE = QUERIES.file
 POOLS_FILE = POOLS.file
 POOL_META_FILE = POOL_META.file
 QRELS_FILE = QRELS.file
-SUMMARY_FILE = "summary.parquet"
+SUMMARY_FILE = POOL_SUMMARY.file
 ROW_GROUP = 1 << 20
 
 
@@ -182,60 +182,13 @@ def _zeros(n: int) -> Any:
 
 
 def _schemas() -> dict[str, pa.Schema]:
-    import pyarrow as pa
-
-    dict_str = pa.dictionary(pa.int32(), pa.string())
+    """The Arrow schemas the pools stage writes, as its contracts declare them."""
     return {
-        "queries": pa.schema(
-            [
-                ("query_id", pa.string()),
-                ("split", pa.string()),
-                ("setup", pa.string()),
-                ("field", pa.string()),
-                ("year", pa.int32()),
-            ]
-        ),
-        "pools": pa.schema([("pool_id", dict_str), ("paper_id", pa.string())]),
-        "qrels": pa.schema(
-            [
-                ("pool_id", dict_str),
-                ("query_id", pa.string()),
-                ("paper_id", pa.string()),
-                ("relevance", pa.int32()),
-            ]
-        ),
-        "pool_meta": pa.schema(
-            [
-                ("pool_id", pa.string()),
-                ("setup", pa.string()),
-                ("split", pa.string()),
-                ("field", pa.string()),
-                ("size", pa.int64()),
-                ("rep", pa.int32()),
-                ("seed", pa.int64()),
-                ("n_papers", pa.int64()),
-                ("n_queries", pa.int32()),
-                ("query_year", pa.int32()),
-                ("all_field_cited", pa.bool_()),
-            ]
-        ),
-        "summary": pa.schema(
-            [
-                ("pool_id", pa.string()),
-                ("setup", pa.string()),
-                ("split", pa.string()),
-                ("field", pa.string()),
-                ("size", pa.int64()),
-                ("rep", pa.int32()),
-                ("n_papers", pa.int64()),
-                ("n_queries", pa.int32()),
-                ("n_qrels", pa.int64()),
-                ("pos_mean", pa.float64()),
-                ("pos_min", pa.int32()),
-                ("pos_max", pa.int32()),
-                ("all_field_cited", pa.bool_()),
-            ]
-        ),
+        "queries": QUERIES.schema,
+        "pools": POOLS.schema,
+        "qrels": QRELS.schema,
+        "pool_meta": POOL_META.schema,
+        "summary": POOL_SUMMARY.schema,
     }
 
 

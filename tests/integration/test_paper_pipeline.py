@@ -23,8 +23,8 @@ import mdcr.encoders.stage
 import mdcr.index.bm25
 import mdcr.index.dense  # noqa: F401  (registers encode, search, bm25 if STAGE_MODULES lacks them)
 from mdcr.cli import main
+from mdcr.manifests import read_manifest
 from mdcr.paper import FIELD_ABBREVIATIONS
-from mdcr.store import read_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "paper.toml"

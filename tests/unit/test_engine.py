@@ -20,9 +20,9 @@ from mdcr.engine.faults import FaultInjected, fault_point
 from mdcr.engine.local import LocalEngine
 from mdcr.engine.ray import probe, unreachable_error
 from mdcr.errors import ConfigError
+from mdcr.fingerprints import fingerprint
 from mdcr.pipeline import load_pipeline, set_engine
 from mdcr.stage import get_stage
-from mdcr.store import fingerprint
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "pipelines" / "demo.toml"

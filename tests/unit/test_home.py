@@ -156,7 +156,8 @@ def test_evaluate_uses_the_store_holding_the_pools_it_scores(
     from mdcr.eval.score import SPEC as SCORE
     from mdcr.eval.score import ScoreConfig
     from mdcr.home import holding_store
-    from mdcr.store import Store, resolve_inputs
+    from mdcr.inputs import resolve_inputs
+    from mdcr.store import Store
     from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
 
     store = env / "proj" / "store"

@@ -15,16 +15,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from mdcr.atomic import atomic_path, atomic_write_text
 from mdcr.errors import ManifestMismatchError
-from mdcr.store import (
-    Store,
-    artifact_fingerprint,
-    atomic_path,
-    atomic_write_text,
-    fingerprint,
-    path_fingerprint,
-    read_manifest,
-)
+from mdcr.fingerprints import artifact_fingerprint, fingerprint, path_fingerprint
+from mdcr.manifests import read_manifest
+from mdcr.store import Store
 from tests.unit.toy_stages import DOUBLE, SHARDS, SOURCE, DoubleConfig, ShardsConfig, SourceConfig
 
 REPO = Path(__file__).resolve().parents[2]

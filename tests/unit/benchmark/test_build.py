@@ -19,8 +19,9 @@ from mdcr.benchmark.formats import (
     sort_benchmark,
 )
 from mdcr.errors import ConfigError, InputDataError
+from mdcr.inputs import resolve_inputs
 from mdcr.pools.seeds import sample_key
-from mdcr.store import Store, resolve_inputs
+from mdcr.store import Store
 from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
 
 MODELS = ("bm25", "specter", "scincl")

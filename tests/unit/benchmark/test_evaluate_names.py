@@ -15,7 +15,7 @@ from tests.unit.benchmark.test_evaluate import FIXTURE, _printed
 
 
 def _encode_params(home: Path) -> list[dict]:
-    from mdcr.store import read_manifest
+    from mdcr.manifests import read_manifest
 
     out = []
     for p in sorted((home / "encode").iterdir()):

@@ -14,7 +14,9 @@ import mdcr.index.dense  # noqa: F401  (registers encode and search if STAGE_MOD
 from mdcr.cli import main
 from mdcr.eval.score import SPEC as SCORE
 from mdcr.eval.score import ScoreConfig
-from mdcr.store import Store, read_manifest, resolve_inputs
+from mdcr.inputs import resolve_inputs
+from mdcr.manifests import read_manifest
+from mdcr.store import Store
 from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
 
 
@@ -63,8 +65,8 @@ def test_inputs_are_found_again_in_the_store_holding_an_output(
     import json
     import shutil
 
-    from mdcr.artifacts import input_paths
     from mdcr.errors import ManifestMismatchError
+    from mdcr.outputs import input_paths
 
     corpus = make_corpus(tmp_path / "corpus")
     monkeypatch.chdir(tmp_path)

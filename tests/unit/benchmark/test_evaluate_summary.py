@@ -22,8 +22,9 @@ from mdcr.cli import main
 from mdcr.eval.document import read_report
 from mdcr.eval.score import SPEC as SCORE
 from mdcr.eval.score import ScoreConfig
+from mdcr.inputs import resolve_inputs
 from mdcr.paper import field_abbreviation, size_label
-from mdcr.store import Store, resolve_inputs
+from mdcr.store import Store
 from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
 
 LABELS = {"MAP": "map", "nDCG": "ndcg", "R@30": "recall"}

@@ -28,7 +28,8 @@ import pytest
 
 from mdcr.benchmark.build import SPEC, BenchmarkConfig
 from mdcr.errors import InputDataError
-from mdcr.store import Store, resolve_inputs
+from mdcr.inputs import resolve_inputs
+from mdcr.store import Store
 
 CS = "Computer Science"
 EDGES = [

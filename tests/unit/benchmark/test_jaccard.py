@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 
 from mdcr.benchmark.jaccard import SPEC, JaccardConfig
-from mdcr.store import Store, read_manifest, resolve_inputs
+from mdcr.inputs import resolve_inputs
+from mdcr.manifests import read_manifest
+from mdcr.store import Store
 from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
 
 TOP = 30

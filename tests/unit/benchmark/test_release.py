@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from mdcr.artifacts import DECLARED, MDCR_FORMAT, OFFICIAL
 from mdcr.benchmark import release
 from mdcr.benchmark.release import (
     DECLARED_BY_USER,
@@ -24,6 +23,7 @@ from mdcr.benchmark.release import (
 )
 from mdcr.cli import main
 from mdcr.errors import InputDataError
+from mdcr.facts import DECLARED, MDCR_FORMAT, OFFICIAL
 from tests.unit.benchmark.release_server import release_bytes, serve
 
 FIXTURE = Path(__file__).resolve().parents[2] / "data" / "mdcr_format_fixture"

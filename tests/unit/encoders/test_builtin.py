@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from mdcr.artifacts import run_info
 from mdcr.encoders.builtin import (
     builtin_key,
     default_setup,
@@ -20,7 +19,9 @@ from mdcr.encoders.stage import SPEC as ENCODE
 from mdcr.encoders.stage import EncodeConfig
 from mdcr.index.dense import SPEC as SEARCH
 from mdcr.index.dense import SearchConfig
-from mdcr.store import Store, resolve_inputs
+from mdcr.inputs import resolve_inputs
+from mdcr.outputs import run_info
+from mdcr.store import Store
 from tests.unit.encoders.fixtures import write_corpus, write_pools
 
 IMPOSTOR = '''

@@ -10,8 +10,9 @@ import pytest
 
 from mdcr.encoders.progress import ShardProgress, papers_done, report_to
 from mdcr.encoders.stage import SPEC, EncodeConfig
+from mdcr.inputs import resolve_inputs
 from mdcr.stage import StageContext
-from mdcr.store import Store, resolve_inputs
+from mdcr.store import Store
 from tests.unit.encoders.fixtures import write_corpus, write_pools
 
 

@@ -15,7 +15,8 @@ from mdcr.encoders.base import PaperText
 from mdcr.encoders.registry import EncoderOptions, build_encoder
 from mdcr.encoders.stage import SPEC, EncodeConfig
 from mdcr.encoders.store import EmbeddingStore
-from mdcr.store import Store, resolve_inputs
+from mdcr.inputs import resolve_inputs
+from mdcr.store import Store
 from tests.unit.encoders.fixtures import write_corpus, write_pools
 
 ROLE_MODULE = """

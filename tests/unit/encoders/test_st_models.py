@@ -113,7 +113,8 @@ def test_without_a_config_the_choices_are_said_and_recorded(
     tmp_path: Path, tiny_bert: Path
 ) -> None:
     from mdcr.encoders.stage import SPEC, EncodeConfig
-    from mdcr.store import Store, resolve_inputs
+    from mdcr.inputs import resolve_inputs
+    from mdcr.store import Store
     from tests.unit.encoders.fixtures import write_corpus
 
     write_corpus(tmp_path / "corpus", 5)

@@ -13,7 +13,8 @@ from mdcr.encoders.base import PaperText
 from mdcr.encoders.stage import SPEC, EncodeConfig
 from mdcr.encoders.store import checked_vectors
 from mdcr.errors import ConfigError, InputDataError
-from mdcr.store import Store, resolve_inputs
+from mdcr.inputs import resolve_inputs
+from mdcr.store import Store
 from tests.unit.encoders.fixtures import write_corpus
 
 PAPERS = [PaperText(f"p{i}", "t", "a") for i in range(3)]

@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 
 from mdcr.config import input_path, param
+from mdcr.fingerprints import artifact_fingerprint
 from mdcr.index.runs import RunWriter, rank_candidates, run_table
 from mdcr.stage import StageContext, StageSpec, register
-from mdcr.store import artifact_fingerprint
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,8 @@ def test_export_refuses_run_and_qrels_of_different_pools(
     import shutil
 
     from mdcr.config import from_mapping
-    from mdcr.store import Store, artifact_fingerprint
+    from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.store import Store
     from tests.unit.eval.fakes import POOLS, FakePoolsConfig
 
     cfg = from_mapping(FakePoolsConfig, {"fields": ["Biology", "Medicine"]}, "p")

@@ -13,10 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from mdcr.artifacts import RUNS
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.index import bm25
-from mdcr.index.runs import RUN_SCHEMA, rank_candidates
-from mdcr.store import Store, resolve_inputs
+from mdcr.index.runs import rank_candidates
+from mdcr.inputs import resolve_inputs
+from mdcr.store import Store
 from tests.unit.encoders.fixtures import write_pools
 
 
@@ -84,7 +86,7 @@ def test_bm25_stage_writes_runs_by_the_contract(
     cfg = bm25.BM25Config(corpus=str(real["corpus"]), pools=str(real["pools"]), k=50)
     art = _execute(tmp_path / "home", bm25.SPEC, cfg)
     table = pq.read_table(art.path / "runs.parquet")
-    assert table.schema.equals(RUN_SCHEMA)
+    assert table.schema.equals(RUNS.schema)
     manifest = json.loads((art.path / "manifest.json").read_text())
     info = manifest["info"]
     assert info["retriever"] == "bm25" and (info["k1"], info["b"]) == (0.9, 0.4)

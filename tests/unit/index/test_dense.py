@@ -9,14 +9,16 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from mdcr.artifacts import RUNS
 from mdcr.encoders.stage import SPEC as ENCODE
 from mdcr.encoders.stage import EncodeConfig
 from mdcr.encoders.store import EmbeddingStore
 from mdcr.errors import InputDataError
 from mdcr.index.dense import SPEC as SEARCH
 from mdcr.index.dense import SearchConfig
-from mdcr.index.runs import RUN_SCHEMA, rank_candidates
-from mdcr.store import Store, resolve_inputs
+from mdcr.index.runs import rank_candidates
+from mdcr.inputs import resolve_inputs
+from mdcr.store import Store
 from tests.unit.encoders.fixtures import write_corpus, write_pools, write_store
 
 
@@ -55,8 +57,8 @@ def _brute(store: EmbeddingStore, pools: dict, qrels: dict, k: int, metric: str)
 
 def _rows(path: Path) -> list[tuple]:  # type: ignore[type-arg]
     t = pq.read_table(path / "runs.parquet")
-    assert t.schema.equals(RUN_SCHEMA)
-    return list(zip(*[t[c].to_pylist() for c in RUN_SCHEMA.names], strict=True))
+    assert t.schema.equals(RUNS.schema)
+    return list(zip(*[t[c].to_pylist() for c in RUNS.schema.names], strict=True))
 
 
 @pytest.mark.parametrize("block_vectors", [2_000_000, 7], ids=["one-index", "blocks-of-7"])

@@ -10,7 +10,7 @@ import pytest
 
 from mdcr.artifacts import RUNS
 from mdcr.errors import InputDataError
-from mdcr.index.runs import RUN_SCHEMA, RunWriter, rank_candidates, run_table
+from mdcr.index.runs import RunWriter, rank_candidates, run_table
 
 
 def test_ties_break_by_paper_id_and_query_is_excluded() -> None:
@@ -29,7 +29,7 @@ def test_run_table_ranks_are_one_based_per_query(tmp_path: Path) -> None:
         rank_candidates(np.array(["z"]), np.array([0.3]), k=5),
     ]
     table = run_table("p1", ["q1", "q2"], ranked)
-    assert table.schema == RUN_SCHEMA
+    assert table.schema == RUNS.schema
     rows = table.to_pylist()
     assert [(r["query_id"], r["paper_id"], r["rank"]) for r in rows] == [
         ("q1", "y", 1),

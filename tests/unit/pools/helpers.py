@@ -9,8 +9,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from mdcr.inputs import resolve_inputs
 from mdcr.pools.build import SPEC, PoolsConfig
-from mdcr.store import Store, resolve_inputs
+from mdcr.store import Store
 
 
 def run_pools(home: Path, corpus: Path, **params: Any) -> Path:

@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from mdcr.errors import ConfigError, InputDataError
+from mdcr.fingerprints import sha256_file
 from mdcr.pools.build import PoolsConfig, summary_text
 from mdcr.pools.queries import split_of
 from mdcr.pools.seeds import sample_key
-from mdcr.store import sha256_file
 from tests.unit.pools.corpora import random_corpus, write_corpus
 from tests.unit.pools.helpers import Corpus, rows, run_pools
 

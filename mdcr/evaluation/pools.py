@@ -1,0 +1,173 @@
+"""``mdcr evaluate --pools``: the pipelines that score encoders on pools.
+
+Per encoder an ``encode`` and a ``search`` step (``bm25``: a ``bm25`` step), then
+``score`` and a ``report`` that adds the new rows to the score outputs already made on
+those pools (found with ``Store.find``; for a retriever scored twice the newest wins).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mdcr.errors import ConfigError
+from mdcr.evaluation.request import (
+    BM25,
+    Evaluated,
+    EvaluateRequest,
+    bm25_values,
+    encode_options,
+    safe_id,
+    step,
+)
+from mdcr.paper import DEPTH, RECALL_K
+
+if TYPE_CHECKING:
+    from mdcr.pipeline import Pipeline, Step
+    from mdcr.store import Store
+
+
+def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[tuple[str, str]]]:
+    """The steps that search and score ``req.encoders`` on pools (the report comes after).
+
+    Returns the pipeline and (retriever name, run step id) per retriever. The score step uses
+    the depth and R@k of the newest earlier score output on the pools, so that the report
+    compares like with like.
+    """
+    from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.outputs import input_paths, scores_on_pools, stage_of
+    from mdcr.pipeline import Pipeline
+
+    pools = req.pools
+    if pools is None or stage_of(pools) != "pools":
+        raise ConfigError(f"--pools: '{pools}' is not a pools stage output")
+    corpus = req.corpus
+    if corpus is None:
+        made_from = input_paths(pools, "corpus")
+        if not made_from:
+            raise ConfigError("--pools: the pools' manifest names no corpus; give --corpus")
+        corpus = made_from[0]
+    if not corpus.exists():
+        raise ConfigError(f"--corpus: '{corpus}' does not exist; give the prefilter output")
+    splits = list(req.splits) or ["test"]
+    steps: list[Step] = []
+    runs: list[tuple[str, str]] = []
+    for i, (name, spec) in enumerate(req.named()):
+        run_id = f"run_{i}_{safe_id(name)}"
+        if spec == BM25:
+            values = {"corpus": str(corpus), "pools": str(pools), "splits": splits}
+            steps.append(step(run_id, "bm25", {**values, **bm25_values(req)}))
+        else:
+            enc_id = f"encode_{i}_{safe_id(name)}"
+            encode = {"corpus": str(corpus), "targets": [str(pools)], "encoder": spec}
+            steps.append(step(enc_id, "encode", {**encode, **encode_options(req, name)}))
+            search: dict[str, Any] = {"pools": str(pools), "embeddings": f"@{enc_id}"}
+            if req.device:
+                search["device"] = req.device
+            steps.append(step(run_id, "search", search))
+        runs.append((name, run_id))
+    earlier = scores_on_pools(store, artifact_fingerprint(pools))
+    depth, recall_k = (
+        (earlier[-1][2].depth, earlier[-1][2].recall_k) if earlier else (DEPTH, RECALL_K)
+    )
+    score = {
+        "pools": str(pools),
+        "runs": [f"@{r}" for _, r in runs],
+        "names": [n for n, _ in runs],
+        "depth": depth,
+        "recall_k": recall_k,
+    }
+    steps.append(step("score", "score", score))
+    return Pipeline("evaluate", Path("evaluate"), None, tuple(steps)), runs
+
+
+def check_names(store: Store, pools: Path, runs: list[tuple[str, Path]]) -> None:
+    """A name scored earlier on these pools by another retriever (another setup,
+    :mod:`mdcr.encoders.setups`) is a one-line error, raised before anything is scored;
+    the same setup again is the same retriever, whose newest scores the report takes."""
+    from mdcr.encoders.setups import run_setup
+    from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.outputs import scores_on_pools
+
+    new = {
+        name: {"retriever": name, "path": str(p), "fingerprint": artifact_fingerprint(p)}
+        for name, p in runs
+    }
+    setups = {name: run_setup(r) for name, r in new.items()}
+    for _, folder, info in scores_on_pools(store, artifact_fingerprint(pools)):
+        for r in info.runs:
+            name = str(r.get("retriever"))
+            if name not in new or r.get("fingerprint") == new[name].get("fingerprint"):
+                continue
+            now, before = setups[name], run_setup(r)
+            if "?" in (now["spec"], before["spec"]) or now["key"] == before["key"]:
+                continue  # the same retriever (or one that cannot be told apart)
+            raise ConfigError(
+                f"evaluate --pools: '{name}' already names another retriever on these pools "
+                f"({before['spec']}: {before['detail'] or 'defaults'}, in '{folder}') than the "
+                f"one scored now ({now['spec']}: {now['detail'] or 'defaults'}); give this one "
+                f"another name with --encoder NAME=SPEC"
+            )
+
+
+def report_pipeline(req: EvaluateRequest, store: Store, scored: Path) -> tuple[Pipeline, int]:
+    """The report of a new score output beside the earlier ones on the same pools.
+
+    Earlier score outputs are found with ``Store.find`` and listed oldest first, the new
+    one last; the report takes each retriever's scores from the last output holding it
+    (``repeated_retrievers = "last"``), so each retriever's newest scores are reported and
+    an output's other retrievers stay. An output whose every retriever is scored again
+    later is left out. Returns the pipeline and the number of earlier outputs it includes.
+    """
+    from mdcr.outputs import score_info, scores_on_pools
+    from mdcr.pipeline import Pipeline
+
+    found = score_info(scored)
+    if found is None:
+        raise ConfigError(f"'{scored}' is not a score output")
+    new = found[1]
+    chosen: list[Path] = []
+    later = set(new.retrievers)
+    for _, folder, info in reversed(scores_on_pools(store, new.pools_fingerprint)):
+        if folder == scored:
+            continue
+        if info.retrievers - later:  # a retriever scored nowhere later
+            chosen.append(folder)
+        later |= info.retrievers
+    report = {
+        "scores": [*(str(p) for p in reversed(chosen)), str(scored)],
+        "splits": list(req.splits) or ["test"],
+        "paper_comparison": True,
+        "repeated_retrievers": "last",
+    }
+    steps = (step("report", "report", report),)
+    return Pipeline("evaluate", Path("evaluate"), None, steps), len(chosen)
+
+
+def evaluate_pools(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Evaluated:
+    """Search, score and report ``req.encoders`` on ``req.pools``; see the module docstring."""
+    from mdcr.pipeline import run_pipeline, set_engine
+
+    req.check()
+    if req.pools is None:
+        raise ConfigError("evaluate --pools: give --pools PATH")
+    pipeline, runs = pools_pipeline(req, store)
+    pipeline = set_engine(pipeline, req.engine)
+    searched = dataclasses.replace(pipeline, steps=pipeline.steps[:-1])  # all but score
+    made = run_pipeline(searched, store, quiet=quiet)
+    check_names(store, req.pools, [(name, made[step_id].path) for name, step_id in runs])
+    # The score step alone, on the runs just made (each step is planned and printed once).
+    score = pipeline.steps[-1]
+    ran = tuple(str(made[step_id].path) for _, step_id in runs)
+    only_score = (dataclasses.replace(score, cfg=dataclasses.replace(score.cfg, runs=ran)),)
+    scored = run_pipeline(dataclasses.replace(pipeline, steps=only_score), store, quiet=quiet)
+    report, n_earlier = report_pipeline(req, store, scored["score"].path)
+    reported = run_pipeline(report, store, quiet=quiet)
+    return Evaluated(
+        reported["report"].path,
+        tuple((spec, made[step_id].path) for spec, step_id in runs),
+        pools=req.pools,
+        earlier_scores=n_earlier,
+        scores=(scored["score"].path,),
+    )
