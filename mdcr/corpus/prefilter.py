@@ -388,7 +388,6 @@ def prefilter_corpus(
     try:
         found = fmt.scan(con, cfg, input_dir, temp_dir, threads, progress)
         timings["scan_s"] = round(time.perf_counter() - clock, 3)
-        reasons, reported = found.reasons, found.reported
         counts = _rule_counts(con, found.flags)
         if counts["survivors"] == 0:
             raise no_survivor(input_dir, found, counts)
@@ -405,18 +404,27 @@ def prefilter_corpus(
         shutil.rmtree(temp_dir, ignore_errors=True)
     if n_papers != counts["survivors"]:  # an internal invariant, not a data problem
         raise RuntimeError(f"wrote {n_papers} papers but counted {counts['survivors']}")
-    findings = [f for result in found.scans for f in result.findings]
+    funnel = _funnel(cfg, fmt, found, counts, n_edges)
+    (out_dir / "funnel.json").write_text(json.dumps(funnel, indent=2, sort_keys=True) + "\n")
+    _log_funnel(say, fmt, found, funnel)
+    return PrefilterResult(funnel=funnel, n_papers=n_papers, n_citations=n_edges, timings=timings)
+
+
+def _funnel(
+    cfg: PrefilterConfig, fmt: InputFormat, found: Scanned, counts: dict[str, int], n_edges: int
+) -> dict[str, Any]:
+    """funnel.json: what was read, skipped, dropped and removed by each rule, and kept."""
     dropped, dup_examples = found.duplicates
-    funnel: dict[str, Any] = {
+    return {
         "format": fmt.name,
         "shards": sum(len(r.dataset.files) for r in found.scans),
-        "file_problems": findings,
+        "file_problems": [f for result in found.scans for f in result.findings],
         "records_read": found.records_read,
         "malformed_skipped": found.records_read - found.records_valid,
         "lines_read": found.lines_read,
         "malformed_lines": found.malformed_lines,
-        "malformed_by_reason": dict(sorted(reasons.items())),
-        "malformed_examples": [str(m) for m in reported],
+        "malformed_by_reason": dict(sorted(found.reasons.items())),
+        "malformed_examples": [str(m) for m in found.reported],
         "duplicates_dropped": dropped,
         "duplicate_examples": dup_examples,
         "unique_papers": counts["unique"],
@@ -436,7 +444,13 @@ def prefilter_corpus(
         },
         **found.details,
     }
-    (out_dir / "funnel.json").write_text(json.dumps(funnel, indent=2, sort_keys=True) + "\n")
+
+
+def _log_funnel(
+    say: Callable[[str], None], fmt: InputFormat, found: Scanned, funnel: dict[str, Any]
+) -> None:
+    """Whole-file problems, the first malformed lines, duplicates, and the funnel table."""
+    findings = funnel["file_problems"]
     if findings:
         say(f"{len(findings):,} file(s) with a whole-file problem:")
         for finding in findings:
@@ -444,15 +458,15 @@ def prefilter_corpus(
     n_malformed = found.malformed_lines
     if n_malformed:
         say(f"skipped {n_malformed:,} malformed line(s); first ones:")
-        for m in reported:
+        for m in found.reported:
             say(f"  {m}")
+    dropped, dup_examples = found.duplicates
     if dropped:
         say(f"dropped {dropped:,} duplicate record(s), e.g. paper_id {', '.join(dup_examples)}")
     table = funnel_table(funnel)
     if fmt.funnel_lines is not None:
         table += "\n" + fmt.funnel_lines(funnel)
     say("prefilter funnel:\n" + table)
-    return PrefilterResult(funnel=funnel, n_papers=n_papers, n_citations=n_edges, timings=timings)
 
 
 def run_prefilter(cfg: PrefilterConfig, ctx: StageContext) -> None:

@@ -114,7 +114,7 @@ def load_scores(folders: list[Path], repeated: str = "error") -> Scores:
     of them is an error, or with ``repeated="last"`` taken from the last one holding it."""
     import pandas as pd
 
-    from mdcr.artifacts import CHANCE, POOL_MEANS, POOL_METRICS, score_info
+    from mdcr.artifacts import CHANCE, POOL_MEANS, POOL_METRICS
 
     pq_frames, pp_frames, ch_frames = [], [], []
     sources: list[dict[str, Any]] = []
@@ -123,19 +123,7 @@ def load_scores(folders: list[Path], repeated: str = "error") -> Scores:
         pp_frames.append(POOL_MEANS.read_pandas(folder).assign(_source=source))
         if CHANCE.exists(folder):
             ch_frames.append(CHANCE.read_pandas(folder))
-        found = score_info(folder)
-        fp, info = found if found is not None else ("(no manifest)", None)
-        sources.append(
-            {
-                "path": str(folder),
-                "fingerprint": fp,
-                "pools_fingerprint": info.pools_fingerprint if info else None,
-                "runs": list(info.runs) if info else [],
-                "depth": info.depth if info else None,
-                "recall_k": info.recall_k if info else None,
-                "left_out": [],  # retrievers scored again in a later output
-            }
-        )
+        sources.append(_score_source(folder))
     pools = {str(s["pools_fingerprint"]) for s in sources if s["pools_fingerprint"]}
     if len(pools) > 1:
         raise ManifestMismatchError(
@@ -145,13 +133,7 @@ def load_scores(folders: list[Path], repeated: str = "error") -> Scores:
     per_pool = pd.concat(pp_frames, ignore_index=True)
     per_query = pd.concat(pq_frames, ignore_index=True)
     if repeated == "last":
-        newest = per_pool.groupby("retriever")["_source"].max()
-        held = per_pool[["_source", "retriever"]].drop_duplicates()
-        for source, retriever in held.itertuples(index=False):
-            if source < newest[retriever]:
-                sources[int(source)]["left_out"].append(str(retriever))
-        per_pool = per_pool[per_pool["_source"] == per_pool["retriever"].map(newest)]
-        per_query = per_query[per_query["_source"] == per_query["retriever"].map(newest)]
+        per_pool, per_query = _keep_last(per_pool, per_query, sources)
     dup = per_pool.duplicated(["retriever", "pool_id", "metric"])
     if dup.any():
         r = per_pool[dup].iloc[0]
@@ -182,6 +164,38 @@ def load_scores(folders: list[Path], repeated: str = "error") -> Scores:
         chance,
         sources,
     )
+
+
+def _score_source(folder: Path) -> dict[str, Any]:
+    """What the report says of one score output: its fingerprint, pools, runs, cut-offs."""
+    from mdcr.artifacts import score_info
+
+    found = score_info(folder)
+    fp, info = found if found is not None else ("(no manifest)", None)
+    return {
+        "path": str(folder),
+        "fingerprint": fp,
+        "pools_fingerprint": info.pools_fingerprint if info else None,
+        "runs": list(info.runs) if info else [],
+        "depth": info.depth if info else None,
+        "recall_k": info.recall_k if info else None,
+        "left_out": [],  # retrievers scored again in a later output
+    }
+
+
+def _keep_last(
+    per_pool: pd.DataFrame, per_query: pd.DataFrame, sources: list[dict[str, Any]]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each retriever's scores from the last output holding it; the earlier ones are
+    named in their source's ``left_out``."""
+    newest = per_pool.groupby("retriever")["_source"].max()
+    held = per_pool[["_source", "retriever"]].drop_duplicates()
+    for source, retriever in held.itertuples(index=False):
+        if source < newest[retriever]:
+            sources[int(source)]["left_out"].append(str(retriever))
+    per_pool = per_pool[per_pool["_source"] == per_pool["retriever"].map(newest)]
+    per_query = per_query[per_query["_source"] == per_query["retriever"].map(newest)]
+    return per_pool, per_query
 
 
 def retriever_identities(scores: Scores) -> dict[str, Any]:

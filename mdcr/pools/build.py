@@ -11,11 +11,12 @@ pool size gets one pool with all of it (``all_field_cited``; Art, History and Ph
 in the paper).
 
 Rules (docs/architecture.md §7; the files' contracts in §3): every candidate's year is <=
-the query year; qrels are the query's cited papers in the pool (relevance 1); a query never cites itself (such
-edges are dropped), and query papers may be candidates of other queries in the same
-pool: retrievers exclude each query from its own ranking. Samples are ordered by a
-seeded md5 key of the paper id (:mod:`mdcr.pools.seeds`), and every written table is
-sorted, so one config gives byte-identical files whatever the thread count.
+the query year; qrels are the query's cited papers in the pool (relevance 1); a query
+never cites itself (such edges are dropped), and query papers may be candidates of other
+queries in the same pool: retrievers exclude each query from its own ranking. Samples
+are ordered by a seeded md5 key of the paper id (:mod:`mdcr.pools.seeds`), and every
+written table is sorted, so one config gives byte-identical files whatever the thread
+count.
 
 Query rules (year, excluded ids, ``min_cited``, disjoint splits, overlap between setups)
 are in :mod:`mdcr.pools.queries`. ``min_cited`` defaults to 5: the paper states no
