@@ -60,7 +60,7 @@ MDCR_MOST_CITED_N = 200
 MDCR_MODELS = ("bm25", "specter", "scincl")
 MDCR_FIXED_TYPES = ("graph", "most_cited", "random")
 MDCR_POSITIVE = "true"
-# Section 4.2: MDCR is scored with MAP, nDCG and R@5.
+# Section 4.3: MDCR is scored with MAP and R@5 (five positives per query); mdcr adds nDCG.
 MDCR_RECALL_K = 5
 
 # Pool-size labels as the paper writes them.

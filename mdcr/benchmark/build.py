@@ -63,23 +63,14 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mdcr.benchmark.build_config import FIXED_TYPES, POSITIVE, BenchmarkConfig
 from mdcr.benchmark.lists import QueryList, hash_order, take, type_seed
-from mdcr.config import input_path, param
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.hints import option, require_splits
-from mdcr.paper import (
-    MDCR_FIXED_TYPES,
-    MDCR_MODELS,
-    MDCR_MOST_CITED_N,
-    MDCR_PER_TYPE,
-    MDCR_POSITIVE,
-    MDCR_POSITIVES,
-    MDCR_TOP_N,
-)
 from mdcr.pools.db import arrow_table
 from mdcr.stage import StageContext, StagePlan, StageSpec, Work, register
 
@@ -87,73 +78,15 @@ if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
+    from mdcr.pools.db import CorpusFiles
     from mdcr.stage import PlanFacts
 
-FIXED_TYPES, POSITIVE = MDCR_FIXED_TYPES, MDCR_POSITIVE
 SHORT_FILE = "short_queries.parquet"
 SUMMARY_FILE = "summary.md"
 HF_DIR = "hf"
 # The PCG64 draws per step of the random type (a constant: the stream must not depend
 # on anything but the seed).
 _RANDOM_BATCH = 64
-
-
-@dataclass(frozen=True)
-class BenchmarkConfig:
-    corpus: str = input_path(
-        help="prefiltered corpus (prefilter output: papers.parquet with n_in, citations.parquet)"
-    )
-    pools: str = input_path(help="pools output; the MDCR queries are its field-level queries")
-    runs: tuple[str, ...] = input_path(
-        (),
-        multiple=True,
-        help="search/bm25 outputs on the field-level pools, one per model in `models` "
-        "(matched by their manifest's info.retriever)",
-    )
-    models: tuple[str, ...] = param(
-        MDCR_MODELS, help="models whose top candidates give the model-based negative types"
-    )
-    n_true: int = param(MDCR_POSITIVES, help="positives per query (sampled from its cited papers)")
-    n_per_type: int = param(MDCR_PER_TYPE, help="negatives per candidate type")
-    top_n: int = param(MDCR_TOP_N, help="model-based types sample from each model's top N ranks")
-    most_cited_n: int = param(
-        MDCR_MOST_CITED_N, help="most_cited samples from the field's N most-cited papers"
-    )
-    pool_rep: int = param(0, help="repetition of the field-level pools whose runs are used")
-    seed: int = param(0, help="master seed of every sample")
-    splits: tuple[Literal["val", "test"], ...] = param(("val", "test"), help="splits to build")
-    fields: tuple[str, ...] = param((), help="fields to build; empty = every field with queries")
-    graph_similarity: Literal["overlap", "intersection"] = param(
-        "overlap",
-        help="graph type: overlap = |C_q ∩ N_c| / min(|C_q|, |N_c|); intersection = |C_q ∩ N_c|",
-    )
-    on_short: Literal["error", "warn"] = param(
-        "error",
-        help="a query lacking positives or a full type: stop, or keep it as it is and warn "
-        "(listed in short_queries.parquet either way)",
-    )
-    hf_export: bool = param(True, help="also save the benchmark as HF datasets (needs datasets)")
-
-    def validate(self) -> None:
-        for key in ("n_true", "n_per_type", "top_n", "most_cited_n"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"benchmark.{key}: must be >= 1, got {getattr(self, key)}")
-        if self.pool_rep < 0 or self.seed < 0:
-            raise ConfigError("benchmark.pool_rep and benchmark.seed must be >= 0")
-        if len(set(self.models)) != len(self.models):
-            raise ConfigError(f"benchmark.models: lists a model twice: {list(self.models)}")
-        reserved = [m for m in self.models if m in (*FIXED_TYPES, POSITIVE) or not m]
-        if reserved:
-            raise ConfigError(
-                f"benchmark.models: '{reserved[0]}' is a reserved type name; name models "
-                "by their retriever names (bm25, specter, scincl, ...)"
-            )
-        if self.top_n < self.n_per_type or self.most_cited_n < self.n_per_type:
-            raise ConfigError(
-                f"benchmark.top_n and most_cited_n must be >= n_per_type ({self.n_per_type})"
-            )
-        if not self.splits or len(set(self.splits)) != len(self.splits):
-            raise ConfigError(f"benchmark.splits: must be val and/or test, got {self.splits}")
 
 
 # ----------------------------------------------------------------------------- loading
@@ -537,21 +470,9 @@ def summary_markdown(
 
 
 def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
-    import pandas as pd
-
-    from mdcr.artifacts import BENCHMARK, PAPERS, POOL_META, QUERIES
-    from mdcr.benchmark.formats import (
-        check_benchmark,
-        data_name,
-        export_hf,
-        release_json_name,
-        write_papers_jsonl,
-        write_release_json,
-    )
-    from mdcr.benchmark.graph import create_graph_tables
-    from mdcr.encoders.builtin import identity_of, require_builtin
-    from mdcr.fingerprints import artifact_fingerprint
-    from mdcr.pools.db import CorpusFiles, connect
+    from mdcr.artifacts import POOL_META
+    from mdcr.encoders.builtin import require_builtin
+    from mdcr.pools.db import CorpusFiles
 
     corpus = CorpusFiles.in_folder(ctx.input("corpus"))
     pools_dir = ctx.input("pools")
@@ -568,6 +489,32 @@ def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
             queries["split"], queries["field"], queries["query_id"], queries["year"], strict=True
         )
     ]
+    bench, papers, b = _build_lists(cfg, ctx, corpus, lists, run_dirs, pools)
+    short = _short_queries(cfg, ctx, b, len(lists))
+    _write_benchmark(cfg, ctx, bench, papers, short, lists, b.skipped)
+    _record_benchmark(cfg, ctx, queries, bench, short, b.skipped, run_dirs, pools)
+    ctx.log(
+        f"[benchmark] {len(lists)} queries, {len(bench)} candidates "
+        f"({json.dumps(dict(sorted(b.skipped.items())))} duplicates skipped), "
+        f"{0 if short.empty else short['query_id'].nunique()} short queries"
+    )
+
+
+def _build_lists(
+    cfg: BenchmarkConfig,
+    ctx: StageContext,
+    corpus: CorpusFiles,
+    lists: list[QueryList],
+    run_dirs: dict[str, Path],
+    pools: dict[tuple[str, str], str],
+) -> tuple[pd.DataFrame, pd.DataFrame, Builder]:
+    """Fill every query's list, type by type in priority order (DuckDB over the corpus);
+    return the benchmark rows, the texts of its papers and the builder (its shortfalls
+    and skipped duplicates)."""
+    from mdcr.benchmark.formats import check_benchmark
+    from mdcr.benchmark.graph import create_graph_tables
+    from mdcr.pools.db import connect
+
     tmp = ctx.out / ".duckdb_tmp"
     con = connect(tmp)
     try:
@@ -593,6 +540,14 @@ def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
     finally:
         con.close()
         shutil.rmtree(tmp, ignore_errors=True)
+    return bench, papers, b
+
+
+def _short_queries(
+    cfg: BenchmarkConfig, ctx: StageContext, b: Builder, n_queries: int
+) -> pd.DataFrame:
+    """The shortfalls as a table; with ``on_short="error"`` any is a one-line error."""
+    import pandas as pd
 
     short = pd.DataFrame(
         b.short,
@@ -601,7 +556,7 @@ def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
     if not short.empty:
         first = short.iloc[0]
         msg = (
-            f"{short['query_id'].nunique()} of {len(lists)} queries lack positives or a full "
+            f"{short['query_id'].nunique()} of {n_queries} queries lack positives or a full "
             f"candidate type (e.g. {first['split']}/{first['field']} query {first['query_id']}: "
             f"{first['candidate_type']} {first['got']} of {first['needed']}; {first['reason']})"
         )
@@ -610,6 +565,30 @@ def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
                 msg + f"; set {option('benchmark', 'on_short', 'warn')} to keep them (reported)"
             )
         ctx.log(f"[benchmark] warning: {msg}; kept as they are, listed in {SHORT_FILE}")
+    return short
+
+
+def _write_benchmark(
+    cfg: BenchmarkConfig,
+    ctx: StageContext,
+    bench: pd.DataFrame,
+    papers: pd.DataFrame,
+    short: pd.DataFrame,
+    lists: list[QueryList],
+    skipped: Counter[str],
+) -> None:
+    """benchmark, queries and papers Parquet, the shortfalls, the release's JSON files per
+    split, the HF datasets and summary.md."""
+    import pandas as pd
+
+    from mdcr.artifacts import BENCHMARK, PAPERS, QUERIES
+    from mdcr.benchmark.formats import (
+        data_name,
+        export_hf,
+        release_json_name,
+        write_papers_jsonl,
+        write_release_json,
+    )
 
     bench.to_parquet(BENCHMARK.output(ctx, rows=len(bench)), index=False)
     qtab = pd.DataFrame(
@@ -634,20 +613,35 @@ def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
         with ctx.timed("hf_export"):
             for path in export_hf(bench, papers, ctx.out / HF_DIR):
                 ctx.output(path.relative_to(ctx.out).as_posix())
-    (ctx.out / SUMMARY_FILE).write_text(summary_markdown(bench, short, b.skipped, cfg))
+    (ctx.out / SUMMARY_FILE).write_text(summary_markdown(bench, short, skipped, cfg))
     ctx.output(SUMMARY_FILE)
+
+
+def _record_benchmark(
+    cfg: BenchmarkConfig,
+    ctx: StageContext,
+    queries: pd.DataFrame,
+    bench: pd.DataFrame,
+    short: pd.DataFrame,
+    skipped: Counter[str],
+    run_dirs: dict[str, Path],
+    pools: dict[tuple[str, str], str],
+) -> None:
+    """The manifest facts: counts, the model runs and pools used, the rules applied."""
+    from mdcr.encoders.builtin import identity_of
+    from mdcr.fingerprints import artifact_fingerprint
 
     counts: dict[tuple[str, str], int] = (
         bench.groupby(["split", "candidate_type"]).size().to_dict()  # type: ignore[assignment]
     )
     ctx.record("queries", {s: int((queries["split"] == s).sum()) for s in cfg.splits})
     ctx.record("candidates", {f"{s}|{t}": int(v) for (s, t), v in sorted(counts.items())})
-    ctx.record("duplicates_skipped", dict(sorted(b.skipped.items())))
+    ctx.record("duplicates_skipped", dict(sorted(skipped.items())))
     ctx.record("short_queries", int(short["query_id"].nunique()) if not short.empty else 0)
     ctx.record("model_runs", {m: artifact_fingerprint(p) for m, p in run_dirs.items()})
     ctx.record("model_identities", {m: identity_of(p) for m, p in run_dirs.items()})
     ctx.record("model_pools", {f"{s}|{f}": p for (s, f), p in pools.items()})
-    ctx.record("pools_fingerprint", artifact_fingerprint(pools_dir))
+    ctx.record("pools_fingerprint", artifact_fingerprint(ctx.input("pools")))
     ctx.record(
         "rules",
         {
@@ -657,11 +651,6 @@ def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
             "graph_similarity": cfg.graph_similarity,
             "random": "PCG64 draws over the sorted eligible ids, seeded per query",
         },
-    )
-    ctx.log(
-        f"[benchmark] {len(lists)} queries, {len(bench)} candidates "
-        f"({json.dumps(dict(sorted(b.skipped.items())))} duplicates skipped), "
-        f"{0 if short.empty else short['query_id'].nunique()} short queries"
     )
 
 

@@ -158,16 +158,6 @@ def bm25_scores(
     """
     import pandas as pd
 
-    from mdcr.index.java import autoclass
-    from mdcr.index.lucene import (
-        Doc,
-        build_index,
-        index_fingerprint,
-        index_root,
-        open_index,
-        read_index_meta,
-    )
-
     text = dict(
         zip(
             papers["paper_id"],
@@ -179,35 +169,8 @@ def bm25_scores(
     indexes: dict[str, str] = {}  # split -> its index (recorded: mdcr gc keeps it)
     for split, g in bench.groupby("split", sort=True):
         ids = sorted(set(g["paper_id"]) | set(g["query_id"]))
-        fp = index_fingerprint(ids, text_source)
-        indexes[str(split)] = fp
-        path = index_root(ctx.store.home if ctx.store is not None else None) / fp
-        if read_index_meta(path) is None:
-            build_index(
-                path,
-                ids,
-                [Doc(ids, [text[i] for i in ids])],
-                meta={"fingerprint": fp, "benchmark": text_source, "collection": str(split)},
-                threads=threads,
-            )
-        cands = g.groupby("query_id", sort=True)["paper_id"].apply(lambda s: sorted(set(s)))
-        qids = list(cands.index)
-        found: dict[tuple[str, str], float] = {}
-        with open_index(path) as index:
-            ndv = autoclass("org.apache.lucene.document.NumericDocValuesField")
-            builder = autoclass("org.apache.lucene.search.BooleanQuery$Builder")
-            occur = autoclass("org.apache.lucene.search.BooleanClause$Occur")
-            ord_of = {pid: i for i, pid in enumerate(index.paper_ids)}
-            queries, _ = index.build_queries(qids, [text[q] for q in qids])
-            searcher = index.searcher(k1, b)
-            for q, query in ctx.progress(
-                zip(qids, queries, strict=True), total=len(qids), desc=f"bm25 {split}"
-            ):
-                cand = cands[q]
-                only = ndv.newSlowSetQuery("ord", *[ord_of[c] for c in cand])
-                filtered = builder().add(query, occur.MUST).add(only, occur.FILTER).build()
-                for hit in searcher.search(filtered, len(cand)).scoreDocs:
-                    found[(q, str(index.paper_ids[hit.doc]))] = float(hit.score)
+        indexes[str(split)], path = _split_index(ids, text, text_source, str(split), threads, ctx)
+        found = _search_candidates(path, g, text, k1, b, f"bm25 {split}", ctx)
         pairs = g[["split", "field", "query_id", "paper_id"]]
         scores = [
             found.get((q, p), 0.0)
@@ -216,6 +179,64 @@ def bm25_scores(
         frames.append(pairs.assign(score=scores))
     ctx.record("indexes", indexes)
     return pd.concat(frames, ignore_index=True)
+
+
+def _split_index(
+    ids: list[str],
+    text: dict[str, str],
+    text_source: str,
+    split: str,
+    threads: int,
+    ctx: StageContext,
+) -> tuple[str, Path]:
+    """The Lucene index of one split's papers in the store (built when missing): its
+    fingerprint and folder."""
+    from mdcr.index.lucene import Doc, build_index, index_fingerprint, index_root, read_index_meta
+
+    fp = index_fingerprint(ids, text_source)
+    path = index_root(ctx.store.home if ctx.store is not None else None) / fp
+    if read_index_meta(path) is None:
+        build_index(
+            path,
+            ids,
+            [Doc(ids, [text[i] for i in ids])],
+            meta={"fingerprint": fp, "benchmark": text_source, "collection": split},
+            threads=threads,
+        )
+    return fp, path
+
+
+def _search_candidates(
+    path: Path,
+    g: pd.DataFrame,
+    text: dict[str, str],
+    k1: float,
+    b: float,
+    desc: str,
+    ctx: StageContext,
+) -> dict[tuple[str, str], float]:
+    """(query, candidate) -> BM25 score, each query searched with a filter that admits
+    only its own candidates; a candidate without a shared term is not found."""
+    from mdcr.index.java import autoclass
+    from mdcr.index.lucene import open_index
+
+    cands = g.groupby("query_id", sort=True)["paper_id"].apply(lambda s: sorted(set(s)))
+    qids = list(cands.index)
+    found: dict[tuple[str, str], float] = {}
+    with open_index(path) as index:
+        ndv = autoclass("org.apache.lucene.document.NumericDocValuesField")
+        builder = autoclass("org.apache.lucene.search.BooleanQuery$Builder")
+        occur = autoclass("org.apache.lucene.search.BooleanClause$Occur")
+        ord_of = {pid: i for i, pid in enumerate(index.paper_ids)}
+        queries, _ = index.build_queries(qids, [text[q] for q in qids])
+        searcher = index.searcher(k1, b)
+        for q, query in ctx.progress(zip(qids, queries, strict=True), total=len(qids), desc=desc):
+            cand = cands[q]
+            only = ndv.newSlowSetQuery("ord", *[ord_of[c] for c in cand])
+            filtered = builder().add(query, occur.MUST).add(only, occur.FILTER).build()
+            for hit in searcher.search(filtered, len(cand)).scoreDocs:
+                found[(q, str(index.paper_ids[hit.doc]))] = float(hit.score)
+    return found
 
 
 def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:

@@ -189,14 +189,23 @@ def _read(resp: Any) -> bytes:
 def _transfer(url: str, part: Path, *, quiet: bool, timeout: float) -> None:
     """One request for the rest of ``url`` into ``part``; raises :class:`_Cut` when the
     transfer ends short (the caller resumes)."""
-    import http.client
-    import urllib.error
-    import urllib.request
+    have, validator = _resume_point(url, part)
+    resp = _request(url, part, have, validator, timeout)
+    if resp is None:  # the part was already complete
+        return
+    with resp:
+        total = _receive(resp, url, part, have, quiet)
+    size = part.stat().st_size
+    if total is not None and size < total:
+        raise _Cut(f"the transfer ended at byte {size} of {total}")
+    if total is not None and size > total:
+        part.unlink()
+        raise _Cut(f"{size} bytes arrived where {total} were announced")
 
-    from tqdm.auto import tqdm
 
-    from mdcr import __version__
-
+def _resume_point(url: str, part: Path) -> tuple[int, str | None]:
+    """(bytes of ``part`` to resume after, the validator they were fetched under): 0 when
+    there is no part or it holds another address's bytes."""
     meta = part.with_name(part.name + ".json")
     have = part.stat().st_size if part.is_file() else 0
     validator = None
@@ -208,17 +217,29 @@ def _transfer(url: str, part: Path, *, quiet: bool, timeout: float) -> None:
         if saved.get("url") != url:  # a part of something else: start over
             have = 0
         validator = saved.get("validator")
+    return have, validator
+
+
+def _request(url: str, part: Path, have: int, validator: str | None, timeout: float) -> Any:
+    """The response to a request for ``url`` from byte ``have`` on (If-Range: the
+    validator), or None when the server says the part is already complete."""
+    import http.client
+    import urllib.error
+    import urllib.request
+
+    from mdcr import __version__
+
     headers = {"User-Agent": f"mdcr/{__version__}"}
     if have:
         headers["Range"] = f"bytes={have}-"
         if validator:
             headers["If-Range"] = validator
     try:
-        resp = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
+        return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
     except urllib.error.HTTPError as exc:
         _, total = _content_range(exc.headers.get("Content-Range"))
         if exc.code == 416 and have and total == have:  # the part was already complete
-            return
+            return None
         if exc.code == 416:
             part.unlink(missing_ok=True)
             raise _Cut(f"the server refused to resume at byte {have}") from None
@@ -228,40 +249,42 @@ def _transfer(url: str, part: Path, *, quiet: bool, timeout: float) -> None:
         ) from None
     except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
         raise _Cut(f"no answer from the server ({exc})") from None
-    with resp:
-        if resp.status == 206:
-            start, total = _content_range(resp.headers.get("Content-Range"))
-            if start != have:
-                part.unlink(missing_ok=True)
-                raise _Cut(f"the server resumed at byte {start}, not {have}")
-            mode = "ab" if have else "wb"
-        else:  # the whole file (the server ignored the range, or the file changed)
-            have, mode = 0, "wb"
-            length = resp.headers.get("Content-Length")
-            total = int(length) if length and length.isdigit() else None
-        new_validator = resp.headers.get("ETag") or resp.headers.get("Last-Modified")
-        atomic_write_text(meta, json.dumps({"url": url, "validator": new_validator}) + "\n")
-        bar = tqdm(
-            total=total,
-            initial=have,
-            unit="B",
-            unit_scale=True,
-            unit_divisor=1024,
-            desc=part.name.removesuffix(".part"),
-            disable=quiet,
-            file=sys.stderr,
-            dynamic_ncols=True,
-        )
-        with bar, part.open(mode) as f:
-            while chunk := _read(resp):
-                f.write(chunk)
-                bar.update(len(chunk))
-    size = part.stat().st_size
-    if total is not None and size < total:
-        raise _Cut(f"the transfer ended at byte {size} of {total}")
-    if total is not None and size > total:
-        part.unlink()
-        raise _Cut(f"{size} bytes arrived where {total} were announced")
+
+
+def _receive(resp: Any, url: str, part: Path, have: int, quiet: bool) -> int | None:
+    """Append a ranged answer to ``part`` (or write a whole one over it), with a progress
+    bar; record the address and validator beside it. Returns the announced total size."""
+    from tqdm.auto import tqdm
+
+    if resp.status == 206:
+        start, total = _content_range(resp.headers.get("Content-Range"))
+        if start != have:
+            part.unlink(missing_ok=True)
+            raise _Cut(f"the server resumed at byte {start}, not {have}")
+        mode = "ab" if have else "wb"
+    else:  # the whole file (the server ignored the range, or the file changed)
+        have, mode = 0, "wb"
+        length = resp.headers.get("Content-Length")
+        total = int(length) if length and length.isdigit() else None
+    new_validator = resp.headers.get("ETag") or resp.headers.get("Last-Modified")
+    meta = part.with_name(part.name + ".json")
+    atomic_write_text(meta, json.dumps({"url": url, "validator": new_validator}) + "\n")
+    bar = tqdm(
+        total=total,
+        initial=have,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc=part.name.removesuffix(".part"),
+        disable=quiet,
+        file=sys.stderr,
+        dynamic_ncols=True,
+    )
+    with bar, part.open(mode) as f:
+        while chunk := _read(resp):
+            f.write(chunk)
+            bar.update(len(chunk))
+    return total
 
 
 def fetch(url: str, target: Path, *, quiet: bool, timeout: float, retries: int) -> None:

@@ -42,6 +42,10 @@ the funnel). The funnel's ``records_read`` and ``malformed_skipped`` are the pap
 records'; ``lines_read`` and ``malformed_lines`` total every dataset read (for S2AG the
 papers, abstracts and citations).
 
+Input formats: each layout is one entry of :mod:`mdcr.corpus.formats` (its files, its
+scan into the tables the shared steps read, its words in the dry run); S2ORC and S2AG are
+registered at the end of this module, and ``format`` names one of them or "auto".
+
 Threads and DuckDB's memory limit do not change outputs, so they are not config fields:
 ``MDCR_THREADS`` (default: all cores) and ``MDCR_MEMORY_LIMIT`` (default: 50% of RAM).
 DuckDB spills to a temporary folder inside the output folder, removed at the end.
@@ -54,13 +58,14 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdcr.artifacts import CITATIONS, CORPUS_PAPERS
-from mdcr.corpus import jsonl, prefilter_s2ag, s2ag, s2orc
-from mdcr.corpus.prefilter_output import SEQ_SHIFT, outbound_edge_keys, write_outputs
+from mdcr.corpus import formats, jsonl, prefilter_s2ag, s2ag, s2orc
+from mdcr.corpus.formats import InputFormat, Scanned, register_format
+from mdcr.corpus.prefilter_output import SEQ_SHIFT, write_outputs
 from mdcr.corpus.prefilter_rules import (
     RULES,
     PrefilterConfig,
@@ -70,7 +75,6 @@ from mdcr.corpus.prefilter_rules import (
 )
 from mdcr.corpus.prefilter_scan import (
     Dataset,
-    DatasetScan,
     drop_duplicates,
     first_line,
     scan_usable,
@@ -196,41 +200,15 @@ class PrefilterResult:
     timings: dict[str, float]
 
 
-@dataclass
-class Scanned:
-    """What a format's scan leaves for the shared steps.
-
-    ``flags``: the table with one row per paper record and its rule flags; ``recs``
-    holds (at least) the survivors with their output columns, in file order.
-    """
-
-    scans: list[DatasetScan]
-    records_read: int
-    records_valid: int
-    lines_read: int  # every dataset's (S2AG: papers, abstracts and citations)
-    malformed_lines: int
-    duplicates: tuple[int, list[str]]
-    flags: str
-    paper_files: int
-    reasons: dict[str, int]
-    reported: list[jsonl.MalformedLine]
-    edge_keys: Callable[[duckdb.DuckDBPyConnection], Any] = outbound_edge_keys
-    details: dict[str, Any] = field(default_factory=dict)
-
-
 def resolve_format(cfg: PrefilterConfig, folder: Path) -> str:
-    """The input layout: ``cfg.format``, or for "auto" s2ag when the folder holds one of
-    the S2AG dataset folders, else s2orc."""
-    if cfg.format != "auto":
-        return cfg.format
-    return "s2ag" if s2ag.is_release(folder) else "s2orc"
+    """The input layout's name: ``cfg.format``, or for "auto" the registered format that
+    recognises the folder (:func:`mdcr.corpus.formats.resolve_format`)."""
+    return formats.resolve_format(cfg.format, folder).name
 
 
 def input_files(cfg: PrefilterConfig, folder: Path) -> list[Path]:
     """The files the prefilter reads from ``folder`` (one-line errors for a bad layout)."""
-    if resolve_format(cfg, folder) == "s2ag":
-        return list(s2ag.find_release(folder).files)
-    return s2orc.find_shards(folder)
+    return formats.resolve_format(cfg.format, folder).files(folder)
 
 
 def _scan_s2orc(
@@ -396,8 +374,8 @@ def prefilter_corpus(
 
     say = log or (lambda _msg: None)
     input_dir = Path(input_dir)
-    fmt = resolve_format(cfg, input_dir)
-    input_files(cfg, input_dir)  # layout errors before anything is created
+    fmt = formats.resolve_format(cfg.format, input_dir)
+    fmt.files(input_dir)  # layout errors before anything is created
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     temp_dir = out_dir / ".duckdb-tmp"
@@ -407,11 +385,9 @@ def prefilter_corpus(
     con = connect(temp_dir, threads)
     timings: dict[str, float] = {}
     clock = time.perf_counter()
-    scan_format = _scan_s2ag if fmt == "s2ag" else _scan_s2orc
     try:
-        found = scan_format(con, cfg, input_dir, temp_dir, threads, progress)
+        found = fmt.scan(con, cfg, input_dir, temp_dir, threads, progress)
         timings["scan_s"] = round(time.perf_counter() - clock, 3)
-        reasons, reported = found.reasons, found.reported
         counts = _rule_counts(con, found.flags)
         if counts["survivors"] == 0:
             raise no_survivor(input_dir, found, counts)
@@ -428,18 +404,27 @@ def prefilter_corpus(
         shutil.rmtree(temp_dir, ignore_errors=True)
     if n_papers != counts["survivors"]:  # an internal invariant, not a data problem
         raise RuntimeError(f"wrote {n_papers} papers but counted {counts['survivors']}")
-    findings = [f for result in found.scans for f in result.findings]
+    funnel = _funnel(cfg, fmt, found, counts, n_edges)
+    (out_dir / "funnel.json").write_text(json.dumps(funnel, indent=2, sort_keys=True) + "\n")
+    _log_funnel(say, fmt, found, funnel)
+    return PrefilterResult(funnel=funnel, n_papers=n_papers, n_citations=n_edges, timings=timings)
+
+
+def _funnel(
+    cfg: PrefilterConfig, fmt: InputFormat, found: Scanned, counts: dict[str, int], n_edges: int
+) -> dict[str, Any]:
+    """funnel.json: what was read, skipped, dropped and removed by each rule, and kept."""
     dropped, dup_examples = found.duplicates
-    funnel: dict[str, Any] = {
-        "format": fmt,
+    return {
+        "format": fmt.name,
         "shards": sum(len(r.dataset.files) for r in found.scans),
-        "file_problems": findings,
+        "file_problems": [f for result in found.scans for f in result.findings],
         "records_read": found.records_read,
         "malformed_skipped": found.records_read - found.records_valid,
         "lines_read": found.lines_read,
         "malformed_lines": found.malformed_lines,
-        "malformed_by_reason": dict(sorted(reasons.items())),
-        "malformed_examples": [str(m) for m in reported],
+        "malformed_by_reason": dict(sorted(found.reasons.items())),
+        "malformed_examples": [str(m) for m in found.reported],
         "duplicates_dropped": dropped,
         "duplicate_examples": dup_examples,
         "unique_papers": counts["unique"],
@@ -459,7 +444,13 @@ def prefilter_corpus(
         },
         **found.details,
     }
-    (out_dir / "funnel.json").write_text(json.dumps(funnel, indent=2, sort_keys=True) + "\n")
+
+
+def _log_funnel(
+    say: Callable[[str], None], fmt: InputFormat, found: Scanned, funnel: dict[str, Any]
+) -> None:
+    """Whole-file problems, the first malformed lines, duplicates, and the funnel table."""
+    findings = funnel["file_problems"]
     if findings:
         say(f"{len(findings):,} file(s) with a whole-file problem:")
         for finding in findings:
@@ -467,15 +458,15 @@ def prefilter_corpus(
     n_malformed = found.malformed_lines
     if n_malformed:
         say(f"skipped {n_malformed:,} malformed line(s); first ones:")
-        for m in reported:
+        for m in found.reported:
             say(f"  {m}")
+    dropped, dup_examples = found.duplicates
     if dropped:
         say(f"dropped {dropped:,} duplicate record(s), e.g. paper_id {', '.join(dup_examples)}")
     table = funnel_table(funnel)
-    if "s2ag" in funnel:
-        table += "\n" + s2ag_lines(funnel)
+    if fmt.funnel_lines is not None:
+        table += "\n" + fmt.funnel_lines(funnel)
     say("prefilter funnel:\n" + table)
-    return PrefilterResult(funnel=funnel, n_papers=n_papers, n_citations=n_edges, timings=timings)
 
 
 def run_prefilter(cfg: PrefilterConfig, ctx: StageContext) -> None:
@@ -496,11 +487,11 @@ def run_prefilter(cfg: PrefilterConfig, ctx: StageContext) -> None:
 def plan_prefilter(
     cfg: PrefilterConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
 ) -> StagePlan:
-    layout = {
-        "auto": "S2ORC shards or an S2AG release",
-        "s2orc": "S2ORC shards",
-        "s2ag": f"an S2AG release (fields from {', '.join(cfg.field_sources)})",
-    }[cfg.format]
+    if cfg.format == formats.AUTO:
+        layout, rate_key = formats.auto_label(), "prefilter"
+    else:
+        fmt = formats.get_format(cfg.format)
+        layout, rate_key = fmt.description(cfg), fmt.rate_key
     from mdcr.planning import input_records
     from mdcr.planning.sizes import PREFILTER_KEEPS
 
@@ -510,8 +501,31 @@ def plan_prefilter(
         f">= {cfg.min_abstract_chars} chars and >= {cfg.min_citations} distinct citations "
         f"({cfg.citation_direction}); write papers.parquet, citations.parquet, funnel.json",
         facts=PlanFacts(papers=round(records * PREFILTER_KEEPS), records=records),
-        work=Work("prefilter", units=float(records)),
+        work=Work(rate_key, units=float(records)),
     )
+
+
+# --------------------------------------------------------------------------- the built-in formats
+
+S2ORC = register_format(
+    InputFormat(
+        name="s2orc",
+        label="S2ORC shards",
+        files=s2orc.find_shards,
+        scan=_scan_s2orc,
+    )
+)
+S2AG = register_format(
+    InputFormat(
+        name="s2ag",
+        label="an S2AG release",
+        files=lambda folder: list(s2ag.find_release(folder).files),
+        scan=_scan_s2ag,
+        detect=s2ag.is_release,
+        describe=lambda cfg: f"an S2AG release (fields from {', '.join(cfg.field_sources)})",
+        funnel_lines=s2ag_lines,
+    )
+)
 
 
 SPEC = register(

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from mdcr.config import input_path, param
-from mdcr.corpus import jsonl
+from mdcr.corpus import formats, jsonl
 from mdcr.errors import ConfigError
 from mdcr.paper import MIN_ABSTRACT_CHARS, MIN_CITATIONS
 
@@ -24,10 +24,10 @@ class PrefilterConfig:
         help="folder of S2ORC metadata shards (metadata_*.jsonl.gz), or of an S2AG release "
         "(papers/, abstracts/, citations/)"
     )
-    format: Literal["auto", "s2orc", "s2ag"] = param(
+    format: str = param(
         "auto",
-        help="input layout: s2orc, s2ag, or auto (s2ag when the input holds papers/, "
-        "abstracts/ or citations/, else s2orc)",
+        help="input layout: a registered input format (s2orc, s2ag: mdcr.corpus.formats), or "
+        "auto (s2ag when the input holds papers/, abstracts/ or citations/, else s2orc)",
     )
     field_sources: tuple[Literal["external", "s2-fos-model"], ...] = param(
         ("external",),
@@ -50,6 +50,7 @@ class PrefilterConfig:
     max_reported_errors: int = param(5, help="how many malformed lines to name in the log")
 
     def validate(self) -> None:
+        formats.check_format(self.format)
         if self.min_abstract_chars < 0:
             raise ConfigError(
                 f"prefilter.min_abstract_chars: {self.min_abstract_chars} is negative; "

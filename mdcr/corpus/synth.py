@@ -31,7 +31,7 @@ import gzip
 import json
 import random
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -357,13 +357,14 @@ def _open_shards(stack: contextlib.ExitStack, out_dir: Path, n_shards: int) -> l
 def _write_shards(
     out_dir: Path, cfg: SynthConfig, log: Callable[[str], None] = lambda _m: None
 ) -> dict[str, Any]:
+    """The synthetic release in ``out_dir`` (S2ORC shards or an S2AG release) in two
+    passes: the citation graph, spilled to disk, then the records chunk by chunk."""
     out_dir.mkdir(parents=True, exist_ok=True)
     lat = latent_corpus(cfg, min_refs=0)
     n = lat.n
     n_in = np.zeros(n, dtype=np.int64)
     n_out = np.zeros(n, dtype=np.int64)
     gen = st.TextGenerator()
-    fields_arr = st.FIELDS
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".synth-edges-") as tmp_name:
         tmp = Path(tmp_name)
         # Pass 1: the citation graph, spilled to disk by citing chunk and by cited chunk.
@@ -384,58 +385,15 @@ def _write_shards(
             for c, a in enumerate(range(0, n, CHUNK)):
                 b = min(n, a + CHUNK)
                 out_cited = np.load(tmp / f"out_{c}.npy").astype(np.int64)
-                out_off = np.concatenate([[0], np.cumsum(n_out[a:b])])
-                in_local, in_citing = _load_inbound(tmp, c, a, n)
-                in_off = np.concatenate([[0], np.cumsum(n_in[a:b])])
-                if in_local.size != in_off[-1]:  # pragma: no cover - internal invariant
-                    raise RuntimeError("synth: inbound bucket does not match the in-degrees")
-                out_ids = _ids_as_str(lat.pid[out_cited])
-                in_ids = _ids_as_str(lat.pid[in_citing])
                 q = passes[a:b] & (lat.year[a:b] == QUERY_YEAR)
                 if q.any():
                     owner = np.repeat(np.arange(b - a), n_out[a:b])
                     pf_refs_2019 += int(np.sum(q[owner] & passes[out_cited]))
-                rnd = py_rng_for(cfg.seed, "records", c)
                 s2ag_rnd = py_rng_for(cfg.seed, "s2ag", c)
-                n_sent = _n_sentences(cfg, rng_for(cfg.seed, "sentences", c), b - a).tolist()
-                kinds = lat.abstract_kind[a:b]
-                texts = _render_texts(gen, lat, a, b, out_cited, out_off, rnd, n_sent, kinds == 0)
                 lines: list[list[bytes]] = [[] for _ in range(cfg.n_shards)]
-                pids = _ids_as_str(lat.pid[a:b])
-                kinds_l = kinds.tolist()
-                years_l = lat.year[a:b].tolist()
-                ynull_l = lat.year_null[a:b].tolist()
-                tempty_l = lat.title_empty[a:b].tolist()
-                nofield_l = lat.no_field[a:b].tolist()
-                f1_l = lat.field[a:b].tolist()
-                f2_l = lat.field2[a:b].tolist()
-                topic_l = lat.topic[a:b].tolist()
-                offs_o, offs_i = out_off.tolist(), in_off.tolist()
-                for j in range(b - a):
-                    title, abstract = texts[j]
-                    if tempty_l[j]:
-                        title = ""
-                    abs_out: str | None = abstract
-                    if kinds_l[j] == 1:
-                        abs_out = None
-                    elif kinds_l[j] == 2:
-                        abs_out = rnd.choice(st.SHORT_ABSTRACTS)
-                    field = fields_arr[f1_l[j]]
-                    field2 = fields_arr[f2_l[j]] if f2_l[j] >= 0 else None
-                    mag = None if nofield_l[j] else [field] if field2 is None else [field, field2]
-                    rec = _record(
-                        rnd,
-                        pids[j],
-                        title,
-                        abs_out,
-                        None if ynull_l[j] else years_l[j],
-                        years_l[j],
-                        field,
-                        st.TOPICS[topic_l[j]].name,
-                        mag,
-                        out_ids[offs_o[j] : offs_o[j + 1]],
-                        in_ids[offs_i[j] : offs_i[j + 1]],
-                    )
+                for j, rec, field in _chunk_records(
+                    cfg, lat, gen, tmp, c, a, b, out_cited, n_in, n_out
+                ):
                     if s2ag is not None:
                         _write_s2ag(s2ag, (a + j) % cfg.n_shards, rec, field, s2ag_rnd)
                     else:
@@ -457,6 +415,69 @@ def _write_shards(
         summary["shards"] = {f"metadata_{s}.jsonl.gz": rows[s] for s in range(cfg.n_shards)}
     summary["config"] = asdict(cfg)
     return summary
+
+
+def _chunk_records(
+    cfg: SynthConfig,
+    lat: Latent,
+    gen: st.TextGenerator,
+    tmp: Path,
+    c: int,
+    a: int,
+    b: int,
+    out_cited: np.ndarray,
+    n_in: np.ndarray,
+    n_out: np.ndarray,
+) -> Iterator[tuple[int, dict[str, Any], str]]:
+    """Chunk ``c`` (papers ``a`` to ``b``) as S2ORC records, in order: (position in the
+    chunk, record, its first field). Draws from the chunk's seeded streams only."""
+    out_off = np.concatenate([[0], np.cumsum(n_out[a:b])])
+    in_local, in_citing = _load_inbound(tmp, c, a, lat.n)
+    in_off = np.concatenate([[0], np.cumsum(n_in[a:b])])
+    if in_local.size != in_off[-1]:  # pragma: no cover - internal invariant
+        raise RuntimeError("synth: inbound bucket does not match the in-degrees")
+    out_ids = _ids_as_str(lat.pid[out_cited])
+    in_ids = _ids_as_str(lat.pid[in_citing])
+    rnd = py_rng_for(cfg.seed, "records", c)
+    n_sent = _n_sentences(cfg, rng_for(cfg.seed, "sentences", c), b - a).tolist()
+    kinds = lat.abstract_kind[a:b]
+    texts = _render_texts(gen, lat, a, b, out_cited, out_off, rnd, n_sent, kinds == 0)
+    pids = _ids_as_str(lat.pid[a:b])
+    kinds_l = kinds.tolist()
+    years_l = lat.year[a:b].tolist()
+    ynull_l = lat.year_null[a:b].tolist()
+    tempty_l = lat.title_empty[a:b].tolist()
+    nofield_l = lat.no_field[a:b].tolist()
+    f1_l = lat.field[a:b].tolist()
+    f2_l = lat.field2[a:b].tolist()
+    topic_l = lat.topic[a:b].tolist()
+    offs_o, offs_i = out_off.tolist(), in_off.tolist()
+    for j in range(b - a):
+        title, abstract = texts[j]
+        if tempty_l[j]:
+            title = ""
+        abs_out: str | None = abstract
+        if kinds_l[j] == 1:
+            abs_out = None
+        elif kinds_l[j] == 2:
+            abs_out = rnd.choice(st.SHORT_ABSTRACTS)
+        field = st.FIELDS[f1_l[j]]
+        field2 = st.FIELDS[f2_l[j]] if f2_l[j] >= 0 else None
+        mag = None if nofield_l[j] else [field] if field2 is None else [field, field2]
+        rec = _record(
+            rnd,
+            pids[j],
+            title,
+            abs_out,
+            None if ynull_l[j] else years_l[j],
+            years_l[j],
+            field,
+            st.TOPICS[topic_l[j]].name,
+            mag,
+            out_ids[offs_o[j] : offs_o[j + 1]],
+            in_ids[offs_i[j] : offs_i[j + 1]],
+        )
+        yield j, rec, field
 
 
 def write_shards(out_dir: Path, *, n_papers: int, n_shards: int, seed: int, **knobs: Any) -> dict:
@@ -486,10 +507,6 @@ def write_tables(
     rules are then the caller's concern). ``knobs`` override :class:`SynthConfig` fields
     (e.g. ``refs_recent``, the mean reference count in 2019). Returns a summary dict.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     overrides: dict[str, Any] = {
         "null_year_share": 0.0,
         "empty_title_share": 0.0,
@@ -507,10 +524,66 @@ def write_tables(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     lat = latent_corpus(cfg, min_refs=TABLES_MIN_REFS)
-    n = lat.n
-    n_in = np.zeros(n, dtype=np.int64)
-    n_out = np.zeros(n, dtype=np.int64)
+    n_in = np.zeros(lat.n, dtype=np.int64)
+    n_out = np.zeros(lat.n, dtype=np.int64)
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=out_dir, prefix=".synth-")))
+        tmp_c = stack.enter_context(atomic_path(out_dir / "citations.parquet"))
+        _write_citations_table(tmp_c, cfg, lat, n_in, n_out, tmp if with_text else None)
+        tmp_p = stack.enter_context(atomic_path(out_dir / "papers.parquet"))
+        _write_papers_table(tmp_p, cfg, lat, n_in, n_out, tmp if with_text else None)
+    summary = _summary(cfg, lat, n_in, n_out, "tables")
+    summary["config"] = asdict(cfg)
+    summary["with_text"] = with_text
+    return summary
+
+
+def _write_citations_table(
+    path: Path,
+    cfg: SynthConfig,
+    lat: Latent,
+    n_in: np.ndarray,
+    n_out: np.ndarray,
+    spill: Path | None,
+) -> None:
+    """citations.parquet, edge chunk by edge chunk, counting n_in and n_out in place; with
+    a ``spill`` folder each chunk's cited papers are kept there for the texts."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
     cit_schema = pa.schema([("citing_id", pa.string()), ("cited_id", pa.string())])
+    with pq.ParquetWriter(path, cit_schema, compression="zstd", use_dictionary=False) as w:
+        for a, b, citing, cited in edge_chunks(cfg, lat, min_out=TABLES_MIN_REFS):
+            n_out[a:b] = np.bincount(citing - a, minlength=b - a)
+            n_in += np.bincount(cited, minlength=lat.n)
+            if spill is not None:  # the texts mention cited papers: keep the edges for pass 2
+                np.save(spill / f"out_{a // CHUNK}.npy", cited.astype(np.int32))
+            w.write_table(
+                pa.table(
+                    {
+                        "citing_id": pc.cast(pa.array(lat.pid[citing]), pa.string()),
+                        "cited_id": pc.cast(pa.array(lat.pid[cited]), pa.string()),
+                    },
+                    schema=cit_schema,
+                )
+            )
+
+
+def _write_papers_table(
+    path: Path,
+    cfg: SynthConfig,
+    lat: Latent,
+    n_in: np.ndarray,
+    n_out: np.ndarray,
+    spill: Path | None,
+) -> None:
+    """papers.parquet, chunk by chunk; texts rendered when the edges were kept in
+    ``spill``, else empty strings."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
     paper_schema = pa.schema(
         [
             ("paper_id", pa.string()),
@@ -524,65 +597,42 @@ def write_tables(
     )
     names = pa.array(list(st.FIELDS), pa.string())
     gen = st.TextGenerator()
-    with contextlib.ExitStack() as stack:
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=out_dir, prefix=".synth-")))
-        tmp_c = stack.enter_context(atomic_path(out_dir / "citations.parquet"))
-        with pq.ParquetWriter(tmp_c, cit_schema, compression="zstd", use_dictionary=False) as w:
-            for a, b, citing, cited in edge_chunks(cfg, lat, min_out=TABLES_MIN_REFS):
-                n_out[a:b] = np.bincount(citing - a, minlength=b - a)
-                n_in += np.bincount(cited, minlength=n)
-                if with_text:  # the texts mention cited papers: keep the edges for pass 2
-                    np.save(tmp / f"out_{a // CHUNK}.npy", cited.astype(np.int32))
-                w.write_table(
-                    pa.table(
-                        {
-                            "citing_id": pc.cast(pa.array(lat.pid[citing]), pa.string()),
-                            "cited_id": pc.cast(pa.array(lat.pid[cited]), pa.string()),
-                        },
-                        schema=cit_schema,
-                    )
+    with pq.ParquetWriter(path, paper_schema, compression="zstd") as w:
+        for c, a in enumerate(range(0, lat.n, CHUNK)):
+            b = min(lat.n, a + CHUNK)
+            m = b - a
+            nf = np.where(lat.no_field[a:b], 0, np.where(lat.field2[a:b] >= 0, 2, 1))
+            offsets = np.zeros(m + 1, dtype=np.int32)
+            np.cumsum(nf, out=offsets[1:])
+            vals = np.empty(int(offsets[-1]), dtype=np.int32)
+            vals[offsets[:-1][nf >= 1]] = lat.field[a:b][nf >= 1]
+            vals[offsets[:-1][nf == 2] + 1] = lat.field2[a:b][nf == 2]
+            flist = pa.ListArray.from_arrays(pa.array(offsets), pc.take(names, pa.array(vals)))
+            if spill is not None:
+                out_cited = np.load(spill / f"out_{c}.npy").astype(np.int64)
+                out_off = np.concatenate([[0], np.cumsum(n_out[a:b])])
+                n_sent = _n_sentences(cfg, rng_for(cfg.seed, "table-sentences", c), m).tolist()
+                rnd = py_rng_for(cfg.seed, "table-text", c)
+                texts = _render_texts(
+                    gen, lat, a, b, out_cited, out_off, rnd, n_sent, np.ones(m, dtype=bool)
                 )
-        tmp_p = stack.enter_context(atomic_path(out_dir / "papers.parquet"))
-        with pq.ParquetWriter(tmp_p, paper_schema, compression="zstd") as w:
-            for c, a in enumerate(range(0, n, CHUNK)):
-                b = min(n, a + CHUNK)
-                m = b - a
-                nf = np.where(lat.no_field[a:b], 0, np.where(lat.field2[a:b] >= 0, 2, 1))
-                offsets = np.zeros(m + 1, dtype=np.int32)
-                np.cumsum(nf, out=offsets[1:])
-                vals = np.empty(int(offsets[-1]), dtype=np.int32)
-                vals[offsets[:-1][nf >= 1]] = lat.field[a:b][nf >= 1]
-                vals[offsets[:-1][nf == 2] + 1] = lat.field2[a:b][nf == 2]
-                flist = pa.ListArray.from_arrays(pa.array(offsets), pc.take(names, pa.array(vals)))
-                if with_text:
-                    out_cited = np.load(tmp / f"out_{c}.npy").astype(np.int64)
-                    out_off = np.concatenate([[0], np.cumsum(n_out[a:b])])
-                    n_sent = _n_sentences(cfg, rng_for(cfg.seed, "table-sentences", c), m).tolist()
-                    rnd = py_rng_for(cfg.seed, "table-text", c)
-                    texts = _render_texts(
-                        gen, lat, a, b, out_cited, out_off, rnd, n_sent, np.ones(m, dtype=bool)
-                    )
-                    titles = pa.array([t for t, _ in texts], pa.string())
-                    abstracts = pa.array([x for _, x in texts], pa.string())
-                else:
-                    titles = abstracts = pa.array([""] * m, pa.string())
-                table = pa.table(
-                    {
-                        "paper_id": pc.cast(pa.array(lat.pid[a:b]), pa.string()),
-                        "title": titles,
-                        "abstract": abstracts,
-                        "year": pa.array(lat.year[a:b].astype(np.int64)),
-                        "fields": flist,
-                        "n_out": pa.array(n_out[a:b]),
-                        "n_in": pa.array(n_in[a:b]),
-                    },
-                    schema=paper_schema,
-                )
-                w.write_table(table)
-    summary = _summary(cfg, lat, n_in, n_out, "tables")
-    summary["config"] = asdict(cfg)
-    summary["with_text"] = with_text
-    return summary
+                titles = pa.array([t for t, _ in texts], pa.string())
+                abstracts = pa.array([x for _, x in texts], pa.string())
+            else:
+                titles = abstracts = pa.array([""] * m, pa.string())
+            table = pa.table(
+                {
+                    "paper_id": pc.cast(pa.array(lat.pid[a:b]), pa.string()),
+                    "title": titles,
+                    "abstract": abstracts,
+                    "year": pa.array(lat.year[a:b].astype(np.int64)),
+                    "fields": flist,
+                    "n_out": pa.array(n_out[a:b]),
+                    "n_in": pa.array(n_in[a:b]),
+                },
+                schema=paper_schema,
+            )
+            w.write_table(table)
 
 
 # --------------------------------------------------------------------------- stage

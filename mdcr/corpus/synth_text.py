@@ -24,6 +24,7 @@ import hashlib
 import json
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -217,6 +218,31 @@ class TextGenerator:
 
         ``cited`` holds (topic, niche, sig) of some papers this paper cites.
         """
+        fill = self._filler(rnd, topic, field2, niche, sig, cited)
+        rand = rnd.random
+        title = fill(_TITLE_TEMPLATES[int(rand() * len(_TITLE_TEMPLATES))])
+        if not with_abstract:
+            return title, ""
+        plan = self._plans.get(n_sent) or section_plan(n_sent)
+        sentences = []
+        for sec in plan:
+            templates = _SECTION_TEMPLATES[sec]
+            sentences.append(fill(templates[int(rand() * len(templates))]))
+        return title, " ".join(sentences)
+
+    def _filler(
+        self,
+        rnd: random.Random,
+        topic: int,
+        field2: str | None,
+        niche: int,
+        sig: int,
+        cited: tuple[tuple[int, int, int], ...],
+    ) -> Callable[[_Template], str]:
+        """The function that fills one template for this paper: a topical ``{t}`` slot
+        from the sources of the class docstring, a field ``{f}`` slot, a number ``{n}``.
+        Its word sources and thresholds are bound once, as locals of the closure (the
+        synthetic corpus renders millions of templates)."""
         tp = TOPICS[topic]
         phrases, focus = self.niche_terms(topic, niche)
         fterms = FIELD_TERMS[tp.field]
@@ -267,15 +293,7 @@ class TextGenerator:
             text = "".join(out)
             return text[0].upper() + text[1:]
 
-        title = fill(_TITLE_TEMPLATES[int(rand() * len(_TITLE_TEMPLATES))])
-        if not with_abstract:
-            return title, ""
-        plan = self._plans.get(n_sent) or section_plan(n_sent)
-        sentences = []
-        for sec in plan:
-            templates = _SECTION_TEMPLATES[sec]
-            sentences.append(fill(templates[int(rand() * len(templates))]))
-        return title, " ".join(sentences)
+        return fill
 
 
 def topics_of_field() -> dict[str, list[int]]:

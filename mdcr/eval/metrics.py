@@ -1,7 +1,8 @@
 """Per-query retrieval metrics (MAP, nDCG, R@k) of one pool's run, computed with ranx.
 
 Metric names carry their cut-off, ``map@500``, ``ndcg@500``, ``recall@30``, so that stored
-values say what they are. Three rules from docs/architecture.md §7 are enforced here:
+values say what they are. Two rules of docs/architecture.md §7 (ties, every query scored)
+and one of exact ids are enforced here:
 
 - The order that counts is the run's ``rank`` (ties were already broken by score desc,
   paper_id asc). ranx sorts by score, so it is fed ``-rank`` as the score: a value that

@@ -31,7 +31,7 @@ from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, regi
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mdcr.eval.document import Section
+    from mdcr.eval.document import Report, Section
     from mdcr.eval.report_sections import Context
 
 SPLITS = ("val", "test")
@@ -115,7 +115,6 @@ def load_scores(folders: list[Path], repeated: str = "error") -> Scores:
     import pandas as pd
 
     from mdcr.artifacts import CHANCE, POOL_MEANS, POOL_METRICS
-    from mdcr.outputs import score_info
 
     pq_frames, pp_frames, ch_frames = [], [], []
     sources: list[dict[str, Any]] = []
@@ -124,19 +123,7 @@ def load_scores(folders: list[Path], repeated: str = "error") -> Scores:
         pp_frames.append(POOL_MEANS.read_pandas(folder).assign(_source=source))
         if CHANCE.exists(folder):
             ch_frames.append(CHANCE.read_pandas(folder))
-        found = score_info(folder)
-        fp, info = found if found is not None else ("(no manifest)", None)
-        sources.append(
-            {
-                "path": str(folder),
-                "fingerprint": fp,
-                "pools_fingerprint": info.pools_fingerprint if info else None,
-                "runs": list(info.runs) if info else [],
-                "depth": info.depth if info else None,
-                "recall_k": info.recall_k if info else None,
-                "left_out": [],  # retrievers scored again in a later output
-            }
-        )
+        sources.append(_score_source(folder))
     pools = {str(s["pools_fingerprint"]) for s in sources if s["pools_fingerprint"]}
     if len(pools) > 1:
         raise ManifestMismatchError(
@@ -146,13 +133,7 @@ def load_scores(folders: list[Path], repeated: str = "error") -> Scores:
     per_pool = pd.concat(pp_frames, ignore_index=True)
     per_query = pd.concat(pq_frames, ignore_index=True)
     if repeated == "last":
-        newest = per_pool.groupby("retriever")["_source"].max()
-        held = per_pool[["_source", "retriever"]].drop_duplicates()
-        for source, retriever in held.itertuples(index=False):
-            if source < newest[retriever]:
-                sources[int(source)]["left_out"].append(str(retriever))
-        per_pool = per_pool[per_pool["_source"] == per_pool["retriever"].map(newest)]
-        per_query = per_query[per_query["_source"] == per_query["retriever"].map(newest)]
+        per_pool, per_query = _keep_last(per_pool, per_query, sources)
     dup = per_pool.duplicated(["retriever", "pool_id", "metric"])
     if dup.any():
         r = per_pool[dup].iloc[0]
@@ -183,6 +164,38 @@ def load_scores(folders: list[Path], repeated: str = "error") -> Scores:
         chance,
         sources,
     )
+
+
+def _score_source(folder: Path) -> dict[str, Any]:
+    """What the report says of one score output: its fingerprint, pools, runs, cut-offs."""
+    from mdcr.outputs import score_info
+
+    found = score_info(folder)
+    fp, info = found if found is not None else ("(no manifest)", None)
+    return {
+        "path": str(folder),
+        "fingerprint": fp,
+        "pools_fingerprint": info.pools_fingerprint if info else None,
+        "runs": list(info.runs) if info else [],
+        "depth": info.depth if info else None,
+        "recall_k": info.recall_k if info else None,
+        "left_out": [],  # retrievers scored again in a later output
+    }
+
+
+def _keep_last(
+    per_pool: pd.DataFrame, per_query: pd.DataFrame, sources: list[dict[str, Any]]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each retriever's scores from the last output holding it; the earlier ones are
+    named in their source's ``left_out``."""
+    newest = per_pool.groupby("retriever")["_source"].max()
+    held = per_pool[["_source", "retriever"]].drop_duplicates()
+    for source, retriever in held.itertuples(index=False):
+        if source < newest[retriever]:
+            sources[int(source)]["left_out"].append(str(retriever))
+    per_pool = per_pool[per_pool["_source"] == per_pool["retriever"].map(newest)]
+    per_query = per_query[per_query["_source"] == per_query["retriever"].map(newest)]
+    return per_pool, per_query
 
 
 def retriever_identities(scores: Scores) -> dict[str, Any]:
@@ -339,34 +352,17 @@ def benchmark_section(folder: Path, splits: tuple[str, ...]) -> Section:
 
 
 def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
-    import pandas as pd
-
     from mdcr.eval.aggregate import over_reps, query_means
     from mdcr.eval.document import Report, Section, write_report
     from mdcr.eval.metrics import metric_sort_key
     from mdcr.eval.published import order_retrievers
-    from mdcr.eval.report_sections import (
-        CHANCE_ROW,
-        Context,
-        SectionOptions,
-        dataset_section,
-        field_sections,
-        letters_for,
-        paper_section,
-    )
+    from mdcr.eval.report_sections import CHANCE_ROW, Context, SectionOptions, letters_for
 
     folders = ctx.inputs.get("scores") or []
     if not folders:
         raise ConfigError("report.scores: no score outputs given; name at least one")
     scores = load_scores(folders, cfg.repeated_retrievers)
-    pool_meta = scores.pool_meta
-    keep = scores.per_pool["split"].isin(cfg.splits)
-    per_pool = scores.per_pool[keep]
-    if per_pool.empty:
-        have = ", ".join(sorted(scores.per_pool["split"].dropna().unique())) or "none"
-        raise InputDataError(
-            f"report.splits: no scored pools in {', '.join(cfg.splits)}; scored splits: {have}"
-        )
+    per_pool = _scored_pools(cfg, scores)
     pools = set(per_pool["pool_id"])
     per_query = scores.per_query[scores.per_query["pool_id"].isin(pools)]
     retrievers = order_retrievers(sorted(per_pool["retriever"].unique()))
@@ -382,7 +378,7 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     chance_agg = (
         over_reps(chance.assign(retriever=CHANCE_ROW)) if not chance.empty else agg.iloc[:0]
     )
-    units = query_means(per_query, pool_meta)
+    units = query_means(per_query, scores.pool_meta)
 
     report = Report(
         cfg.title,
@@ -397,32 +393,74 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
         Section("Retrievers", intro=_retriever_lines(scores, retrievers)),
         Section("Setups", intro=_setup_lines(per_pool)),
         Section("Methods", intro=_methods_lines(c, scores)),
+        *_result_sections(cfg, c, agg, chance_agg, units),
     ]
+    report.sections += [benchmark_section(f, cfg.splits) for f in ctx.inputs.get("benchmark") or []]
+    report.file_tables = c.file_tables
+    sig = _write_significance(c, ctx)
+    write_report(report, ctx)
+    _record_report(ctx, report, c, scores, sig)
+
+
+def _scored_pools(cfg: ReportConfig, scores: Scores) -> pd.DataFrame:
+    """The per-pool means of the reported splits; none is a one-line error."""
+    per_pool = scores.per_pool[scores.per_pool["split"].isin(cfg.splits)]
+    if per_pool.empty:
+        have = ", ".join(sorted(scores.per_pool["split"].dropna().unique())) or "none"
+        raise InputDataError(
+            f"report.splits: no scored pools in {', '.join(cfg.splits)}; scored splits: {have}"
+        )
+    return per_pool
+
+
+def _result_sections(
+    cfg: ReportConfig,
+    c: Context,
+    agg: pd.DataFrame,
+    chance_agg: pd.DataFrame,
+    units: pd.DataFrame,
+) -> list[Section]:
+    """Dataset- and field-level sections per split, then the comparison with the paper."""
+    from mdcr.eval.document import Section
+    from mdcr.eval.report_sections import dataset_section, field_sections, paper_section
+
+    sections: list[Section] = []
     for split in [s for s in SPLITS if s in cfg.splits]:
         ds = dataset_section(c, split, agg, chance_agg, units)
         if ds is not None:
-            report.sections.append(ds)
-        report.sections += field_sections(c, split, agg, chance_agg, units)
+            sections.append(ds)
+        sections += field_sections(c, split, agg, chance_agg, units)
     if cfg.paper_comparison:
         if "test" in cfg.splits:
-            report.sections.append(paper_section(c, agg))
+            sections.append(paper_section(c, agg))
         else:
-            report.sections.append(
+            sections.append(
                 Section(
                     "Comparison with the paper",
                     ["The paper reports test splits; add test to splits."],
                 )
             )
-    report.sections += [benchmark_section(f, cfg.splits) for f in ctx.inputs.get("benchmark") or []]
-    report.file_tables = c.file_tables
+    return sections
+
+
+def _write_significance(c: Context, ctx: StageContext) -> pd.DataFrame:
+    """Every section's pairwise comparisons in significance.parquet and its CSV."""
+    import pandas as pd
+
     sig = pd.concat(c.significance, ignore_index=True) if c.significance else pd.DataFrame()
     if not sig.empty:
         sig.to_parquet(ctx.output("significance.parquet", rows=len(sig)), index=False)
         sig.to_csv(ctx.output("tables/significance.csv"), index=False)
-    write_report(report, ctx)
+    return sig
+
+
+def _record_report(
+    ctx: StageContext, report: Report, c: Context, scores: Scores, sig: pd.DataFrame
+) -> None:
+    """The manifest facts: tables, retrievers and identities, inputs, significant counts."""
     ctx.record("tables", [t.name for s in report.sections for t in s.tables if t.files])
-    ctx.record("retrievers", retrievers)
-    ctx.record("retriever_identities", {r: c.identities.get(r) for r in retrievers})
+    ctx.record("retrievers", c.retrievers)
+    ctx.record("retriever_identities", {r: c.identities.get(r) for r in c.retrievers})
     ctx.record("score_inputs", [s["fingerprint"] for s in scores.sources])
     if not sig.empty:
         ctx.record(

@@ -143,65 +143,43 @@ def _detail_table(
     return lines
 
 
+@dataclass(frozen=True)
+class _Slice:
+    """One section's rows of the aggregates, chance levels and per-query values, with the
+    sizes, metrics and retrievers they hold (in the report's order)."""
+
+    agg: pd.DataFrame
+    chance: pd.DataFrame
+    units: pd.DataFrame
+    sizes: list[int]
+    metrics: list[str]
+    retrievers: list[str]
+
+
+def _slice(c: Context, agg: pd.DataFrame, chance: pd.DataFrame, units: pd.DataFrame) -> _Slice:
+    return _Slice(
+        agg,
+        chance,
+        units,
+        sorted(int(s) for s in agg["size"].unique()),
+        [m for m in c.metrics if m in set(agg["metric"])],
+        [r for r in c.retrievers if r in set(agg["retriever"])],
+    )
+
+
 def dataset_section(
     c: Context, split: str, agg: pd.DataFrame, chance: pd.DataFrame, units: pd.DataFrame
 ) -> Section | None:
-    import numpy as np
-    import pandas as pd
-
-    from mdcr.eval.metrics import metric_label
-    from mdcr.eval.plots import plot_ap_boxes, plot_pool_size
-    from mdcr.eval.significance import winner_letters
-    from mdcr.eval.tables import build_table
-
+    """Dataset-level results of one split (the paper's Table 1), with its plots."""
     a = agg[(agg["setup"] == "dataset") & (agg["split"] == split)]
     if a.empty:
         return None
-    sizes = sorted(int(s) for s in a["size"].unique())
-    rows = [r for r in c.retrievers if r in set(a["retriever"])]
-    data = a[["retriever", "size", "metric", "mean", "std"]].copy()
     ch = chance[(chance["setup"] == "dataset") & (chance["split"] == split)]
-    if c.cfg.chance_rows and not ch.empty:
-        chance_rows = ch[["size", "metric", "mean"]].assign(retriever=CHANCE_ROW, std=np.nan)
-        data = pd.concat([data, chance_rows], ignore_index=True)
-        rows.append(CHANCE_ROW)
-    name = f"dataset_{split}"
     u = units[(units["setup"] == "dataset") & (units["split"] == split)]
-    sig = _significance(
-        c,
-        u[["retriever", "size", "metric", "query_id", "value"]],
-        ["size", "metric"],
-        name,
-    )
-    marks = {
-        (r, size, m): v
-        for (size, m, r), v in winner_letters(
-            sig, ["size", "metric"], c.letters, c.cfg.stat_tests[0]
-        ).items()
-    }
-    metrics = [m for m in c.metrics if m in set(a["metric"])]
-    table = build_table(
-        data,
-        name=name,
-        title=f"Dataset-level results, {split} split",
-        row="retriever",
-        col="size",
-        sub="metric",
-        std="std",
-        rows=rows,
-        cols=sizes,
-        subs=metrics,
-        col_labels=lambda s: size_label(int(s)),
-        sub_labels=metric_label,
-        row_header="Retriever",
-        marks=marks,
-        bold_best=True,
-        no_bold_rows=[CHANCE_ROW],
-        rule_before=[RANDOM, CHANCE_ROW] if rows else [],
-    )
+    part = _slice(c, a, ch, u)
+    table, sig, rows = _dataset_table(c, split, part)
     n_reps = a.groupby("size")["n_reps"].max().to_dict()
     s = Section(f"Dataset-level results ({split} split)")
-    sigs: list[pd.DataFrame] = []
     s.intro.append(
         "Mean over repetitions ± standard deviation (ddof=1), ×100. Pools: "
         + ", ".join(
@@ -212,14 +190,75 @@ def dataset_section(
     )
     table.notes.extend(_sig_lines(c, sig))
     s.tables.append(table)
-    sigs.append(sig)
+    s.plots += _dataset_plots(c, split, part, [r for r in rows if r != CHANCE_ROW])
+    _finish(c, s, [sig])
+    return s
+
+
+def _dataset_table(c: Context, split: str, part: _Slice) -> tuple[Table, pd.DataFrame, list[str]]:
+    """The dataset-level table (sizes x metrics), its comparisons and its rows."""
+    import numpy as np
+    import pandas as pd
+
+    from mdcr.eval.metrics import metric_label
+    from mdcr.eval.significance import winner_letters
+    from mdcr.eval.tables import build_table
+
+    rows = list(part.retrievers)
+    data = part.agg[["retriever", "size", "metric", "mean", "std"]].copy()
+    ch = part.chance
+    if c.cfg.chance_rows and not ch.empty:
+        chance_rows = ch[["size", "metric", "mean"]].assign(retriever=CHANCE_ROW, std=np.nan)
+        data = pd.concat([data, chance_rows], ignore_index=True)
+        rows.append(CHANCE_ROW)
+    name = f"dataset_{split}"
+    sig = _significance(
+        c,
+        part.units[["retriever", "size", "metric", "query_id", "value"]],
+        ["size", "metric"],
+        name,
+    )
+    marks = {
+        (r, size, m): v
+        for (size, m, r), v in winner_letters(
+            sig, ["size", "metric"], c.letters, c.cfg.stat_tests[0]
+        ).items()
+    }
+    table = build_table(
+        data,
+        name=name,
+        title=f"Dataset-level results, {split} split",
+        row="retriever",
+        col="size",
+        sub="metric",
+        std="std",
+        rows=rows,
+        cols=part.sizes,
+        subs=part.metrics,
+        col_labels=lambda s: size_label(int(s)),
+        sub_labels=metric_label,
+        row_header="Retriever",
+        marks=marks,
+        bold_best=True,
+        no_bold_rows=[CHANCE_ROW],
+        rule_before=[RANDOM, CHANCE_ROW] if rows else [],
+    )
+    return table, sig, rows
+
+
+def _dataset_plots(c: Context, split: str, part: _Slice, retrievers: list[str]) -> list[str]:
+    """Metrics against pool size, and the per-query AP boxes per pool size."""
+    from mdcr.eval.metrics import metric_label
+    from mdcr.eval.plots import plot_ap_boxes, plot_pool_size
+
+    ch = part.chance
     chance_plot = ch[["size", "metric", "mean"]] if c.cfg.chance_rows and not ch.empty else None
-    s.plots += c.rel(
+    plots = c.rel(
         plot_pool_size(
-            a,
+            part.agg,
             chance_plot,
-            metrics,
-            [r for r in rows if r != CHANCE_ROW],
+            part.metrics,
+            retrievers,
             metric_label,
             size_label,
             c.out / "plots",
@@ -227,22 +266,20 @@ def dataset_section(
             f"Metrics against pool size ({split} split)",
         )
     )
-    ap = _box_metric(metrics)
-    box = u[u["metric"] == ap].rename(columns={"size": "panel"})
-    s.plots += c.rel(
+    ap = _box_metric(part.metrics)
+    box = part.units[part.units["metric"] == ap].rename(columns={"size": "panel"})
+    return plots + c.rel(
         plot_ap_boxes(
             box,
-            sizes,
+            part.sizes,
             lambda p: f"pool {size_label(int(p))}",
-            [r for r in rows if r != CHANCE_ROW],
+            retrievers,
             _per_query_label(ap),
             c.out / "plots",
             f"per_query_{ap.split('@')[0]}_dataset_{split}",
             f"Per-query {_per_query_label(ap)} per retriever (dataset-level, {split})",
         )
     )
-    _finish(c, s, sigs)
-    return s
 
 
 def _box_metric(metrics: list[str]) -> str:
@@ -259,149 +296,185 @@ def _per_query_label(metric: str) -> str:
 def field_sections(
     c: Context, split: str, agg: pd.DataFrame, chance: pd.DataFrame, units: pd.DataFrame
 ) -> list[Section]:
+    """Field-level results of one split, one section per field pool size (the paper's
+    Tables 2, 7 and 8), each with a table per metric and its plots."""
+    a_all = agg[(agg["setup"] == "field") & (agg["split"] == split)]
+    sizes = sorted(int(s) for s in a_all["size"].unique())
+    sections = []
+    for size in sizes:
+        a = a_all[a_all["size"] == size]
+        ch = chance[
+            (chance["setup"] == "field") & (chance["split"] == split) & (chance["size"] == size)
+        ]
+        u = units[(units["setup"] == "field") & (units["split"] == split) & (units["size"] == size)]
+        suffix = f"_{size_label(size)}" if len(sizes) > 1 else ""
+        sections.append(_field_section(c, split, size, suffix, _slice(c, a, ch, u)))
+    return sections
+
+
+def _field_section(c: Context, split: str, size: int, suffix: str, part: _Slice) -> Section:
+    """The field-level section of one pool size: a table per metric, bars and boxes."""
+    import pandas as pd
+
+    a = part.agg
+    fields = field_order([str(f) for f in a["field"].unique()])
+    s = Section(f"Field-level results ({split} split, pools of {size_label(size)})")
+    sigs: list[pd.DataFrame] = []
+    reps = a.groupby("field")["n_reps"].max()
+    s.intro.append(
+        "Mean over repetitions, ×100; AVG is the macro average over the fields "
+        f"(the paper's Tables 2, 7 and 8). Repetitions per field: {int(reps.min())}"
+        + (f" to {int(reps.max())}" if reps.max() != reps.min() else "")
+        + ". Standard deviations are in the CSV files."
+    )
+    bars_data = []
+    for metric in part.metrics:
+        table, sig, data = _field_table(c, split, size, suffix, part, fields, metric)
+        s.tables.append(table)
+        sigs.append(sig)
+        bars_data.append(data.assign(metric=metric))
+    bars = pd.concat(bars_data, ignore_index=True)
+    s.plots += _field_plots(c, split, suffix, part, fields, bars)
+    _finish(c, s, sigs)
+    return s
+
+
+def _field_data(
+    c: Context, am: pd.DataFrame, ch: pd.DataFrame, metric: str, fields: list[str]
+) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """One metric's cells: each field and the macro AVG per retriever (AVG left out for a
+    retriever not scored on every field), plus the chance row. Returns the cells, the rows
+    and the retrievers whose AVG is left out."""
     import numpy as np
     import pandas as pd
 
     from mdcr.eval.aggregate import macro_over
+
+    avg = macro_over(am, "field", ["retriever"])
+    incomplete = avg.loc[~avg["complete"], "retriever"].tolist()
+    avg.loc[~avg["complete"], "mean"] = np.nan
+    data = pd.concat([am, avg[["retriever", "mean"]].assign(field="AVG", std=np.nan)])
+    rows = [r for r in c.retrievers if r in set(am["retriever"])]
+    if c.cfg.chance_rows and not ch.empty:
+        cm = ch[ch["metric"] == metric][["field", "mean"]]
+        cavg = cm["mean"].mean() if len(cm) == len(fields) else np.nan
+        data = pd.concat(
+            [
+                data,
+                cm.assign(retriever=CHANCE_ROW, std=np.nan),
+                pd.DataFrame(
+                    {
+                        "retriever": [CHANCE_ROW],
+                        "field": ["AVG"],
+                        "mean": [cavg],
+                        "std": [np.nan],
+                    }
+                ),
+            ]
+        )
+        rows.append(CHANCE_ROW)
+    return data, rows, incomplete
+
+
+def _field_significance(
+    c: Context, part: _Slice, metric: str, name: str, incomplete: list[str]
+) -> pd.DataFrame:
+    """Pairwise comparisons per field and over all fields' queries pooled (as AVG), the
+    retrievers not scored on every field left out of the pooled ones."""
+    import pandas as pd
+
+    u = part.units[part.units["metric"] == metric]
+    u = u[["retriever", "field", "query_id", "value"]]
+    pooled = u.assign(query_id=u["field"].astype(str) + "\x1f" + u["query_id"], field="AVG")
+    pooled = pooled[~pooled["retriever"].isin(incomplete)]
+    sig = _significance(c, pd.concat([u, pooled], ignore_index=True), ["field"], name)
+    sig.insert(1, "metric", metric)
+    return sig
+
+
+def _field_table(
+    c: Context, split: str, size: int, suffix: str, part: _Slice, fields: list[str], metric: str
+) -> tuple[Table, pd.DataFrame, pd.DataFrame]:
+    """One metric's field-level table, its comparisons and its cells."""
     from mdcr.eval.metrics import metric_label
-    from mdcr.eval.plots import plot_ap_boxes, plot_field_bars
     from mdcr.eval.significance import winner_letters
     from mdcr.eval.tables import build_table
 
-    a_all = agg[(agg["setup"] == "field") & (agg["split"] == split)]
-    sections = []
-    sizes = sorted(int(s) for s in a_all["size"].unique())
-    for size in sizes:
-        a = a_all[a_all["size"] == size]
-        suffix = f"_{size_label(size)}" if len(sizes) > 1 else ""
-        fields = field_order([str(f) for f in a["field"].unique()])
-        s = Section(f"Field-level results ({split} split, pools of {size_label(size)})")
-        sigs: list[pd.DataFrame] = []
-        reps = a.groupby("field")["n_reps"].max()
-        s.intro.append(
-            "Mean over repetitions, ×100; AVG is the macro average over the fields "
-            f"(the paper's Tables 2, 7 and 8). Repetitions per field: {int(reps.min())}"
-            + (f" to {int(reps.max())}" if reps.max() != reps.min() else "")
-            + ". Standard deviations are in the CSV files."
+    am = part.agg[part.agg["metric"] == metric][["retriever", "field", "mean", "std"]]
+    data, rows, incomplete = _field_data(c, am, part.chance, metric, fields)
+    name = f"field_{split}{suffix}_{metric.split('@')[0]}"
+    sig = _field_significance(c, part, metric, name, incomplete)
+    marks = {
+        (r, "", f): v
+        for (f, r), v in winner_letters(sig, ["field"], c.letters, c.cfg.stat_tests[0]).items()
+    }
+    table = build_table(
+        data,
+        name=name,
+        title=f"Field-level {metric_label(metric)}, {split} split, pools of {size_label(size)}",
+        row="retriever",
+        col=None,
+        sub="field",
+        rows=rows,
+        subs=[*fields, "AVG"],
+        sub_labels=field_abbreviation,
+        row_header="Retriever",
+        marks=marks,
+        bold_best=True,
+        no_bold_rows=[CHANCE_ROW],
+        rule_before=[RANDOM, CHANCE_ROW],
+    )
+    # the CSV keeps the std over repetitions of each field; the text leaves it out
+    table.std_in_text = False
+    for r, f, sd in am[["retriever", "field", "std"]].itertuples(index=False):
+        cell = table.cells.get((str(r), ("", field_abbreviation(str(f)))))
+        if cell is not None:
+            cell.std = float(sd)
+    table.notes.extend(_sig_lines(c, sig))
+    if incomplete:
+        table.notes.append(
+            f"AVG of {', '.join(incomplete)} for {metric_label(metric)} is left out: "
+            "not every field was scored."
         )
-        ch = chance[
-            (chance["setup"] == "field") & (chance["split"] == split) & (chance["size"] == size)
-        ]
-        metrics = [m for m in c.metrics if m in set(a["metric"])]
-        bars_data = []
-        for metric in metrics:
-            am = a[a["metric"] == metric][["retriever", "field", "mean", "std"]]
-            avg = macro_over(am, "field", ["retriever"])
-            incomplete = avg.loc[~avg["complete"], "retriever"].tolist()
-            avg.loc[~avg["complete"], "mean"] = np.nan
-            data = pd.concat([am, avg[["retriever", "mean"]].assign(field="AVG", std=np.nan)])
-            rows = [r for r in c.retrievers if r in set(am["retriever"])]
-            if c.cfg.chance_rows and not ch.empty:
-                cm = ch[ch["metric"] == metric][["field", "mean"]]
-                cavg = cm["mean"].mean() if len(cm) == len(fields) else np.nan
-                data = pd.concat(
-                    [
-                        data,
-                        cm.assign(retriever=CHANCE_ROW, std=np.nan),
-                        pd.DataFrame(
-                            {
-                                "retriever": [CHANCE_ROW],
-                                "field": ["AVG"],
-                                "mean": [cavg],
-                                "std": [np.nan],
-                            }
-                        ),
-                    ]
-                )
-                rows.append(CHANCE_ROW)
-            name = f"field_{split}{suffix}_{metric.split('@')[0]}"
-            u = units[
-                (units["setup"] == "field")
-                & (units["split"] == split)
-                & (units["size"] == size)
-                & (units["metric"] == metric)
-            ]
-            u = u[["retriever", "field", "query_id", "value"]]
-            pooled = u.assign(query_id=u["field"].astype(str) + "\x1f" + u["query_id"], field="AVG")
-            pooled = pooled[~pooled["retriever"].isin(incomplete)]
-            sig = _significance(c, pd.concat([u, pooled], ignore_index=True), ["field"], name)
-            sig.insert(1, "metric", metric)
-            marks = {
-                (r, "", f): v
-                for (f, r), v in winner_letters(
-                    sig, ["field"], c.letters, c.cfg.stat_tests[0]
-                ).items()
-            }
-            table = build_table(
-                data,
-                name=name,
-                title=f"Field-level {metric_label(metric)}, {split} split, pools of "
-                f"{size_label(size)}",
-                row="retriever",
-                col=None,
-                sub="field",
-                rows=rows,
-                subs=[*fields, "AVG"],
-                sub_labels=field_abbreviation,
-                row_header="Retriever",
-                marks=marks,
-                bold_best=True,
-                no_bold_rows=[CHANCE_ROW],
-                rule_before=[RANDOM, CHANCE_ROW],
-            )
-            # the CSV keeps the std over repetitions of each field; the text leaves it out
-            table.std_in_text = False
-            for r, f, sd in am[["retriever", "field", "std"]].itertuples(index=False):
-                cell = table.cells.get((str(r), ("", field_abbreviation(str(f)))))
-                if cell is not None:
-                    cell.std = float(sd)
-            table.notes.extend(_sig_lines(c, sig))
-            if incomplete:
-                table.notes.append(
-                    f"AVG of {', '.join(incomplete)} for {metric_label(metric)} is left out: "
-                    "not every field was scored."
-                )
-            s.tables.append(table)
-            sigs.append(sig)
-            bars_data.append(data.assign(metric=metric))
-        bars = pd.concat(bars_data, ignore_index=True)
-        plot_rows = [r for r in c.retrievers if r in set(a["retriever"])]
-        for metric in metrics:
-            s.plots += c.rel(
-                plot_field_bars(
-                    bars,
-                    metric,
-                    plot_rows,
-                    [*fields, "AVG"],
-                    field_abbreviation,
-                    metric_label,
-                    c.out / "plots",
-                    f"fields_{split}{suffix}_{metric.split('@')[0]}",
-                    f"Field-level {metric_label(metric)} ({split} split)",
-                )
-            )
-        ap = _box_metric(metrics)
-        box = units[
-            (units["setup"] == "field")
-            & (units["split"] == split)
-            & (units["size"] == size)
-            & (units["metric"] == ap)
-        ].assign(panel="all")
-        s.plots += c.rel(
-            plot_ap_boxes(
-                box,
-                ["all"],
-                lambda p: "all fields",
-                plot_rows,
-                _per_query_label(ap),
+    return table, sig, data
+
+
+def _field_plots(
+    c: Context, split: str, suffix: str, part: _Slice, fields: list[str], bars: pd.DataFrame
+) -> list[str]:
+    """A bar chart per metric over the fields, and the per-query AP boxes of all fields."""
+    from mdcr.eval.metrics import metric_label
+    from mdcr.eval.plots import plot_ap_boxes, plot_field_bars
+
+    plots: list[str] = []
+    for metric in part.metrics:
+        plots += c.rel(
+            plot_field_bars(
+                bars,
+                metric,
+                part.retrievers,
+                [*fields, "AVG"],
+                field_abbreviation,
+                metric_label,
                 c.out / "plots",
-                f"per_query_{ap.split('@')[0]}_field_{split}{suffix}",
-                f"Per-query {_per_query_label(ap)} per retriever (field-level, {split})",
+                f"fields_{split}{suffix}_{metric.split('@')[0]}",
+                f"Field-level {metric_label(metric)} ({split} split)",
             )
         )
-        _finish(c, s, sigs)
-        sections.append(s)
-    return sections
+    ap = _box_metric(part.metrics)
+    box = part.units[part.units["metric"] == ap].assign(panel="all")
+    return plots + c.rel(
+        plot_ap_boxes(
+            box,
+            ["all"],
+            lambda p: "all fields",
+            part.retrievers,
+            _per_query_label(ap),
+            c.out / "plots",
+            f"per_query_{ap.split('@')[0]}_field_{split}{suffix}",
+            f"Per-query {_per_query_label(ap)} per retriever (field-level, {split})",
+        )
+    )
 
 
 def _not_compared_lines(c: Context, models: dict[str, str]) -> list[str]:
@@ -421,51 +494,20 @@ def _not_compared_lines(c: Context, models: dict[str, str]) -> list[str]:
 
 def paper_section(c: Context, agg: pd.DataFrame) -> Section:
     """Ours next to the paper's numbers for the models and setups the paper has."""
-    import pandas as pd
-
-    from mdcr.eval.aggregate import macro_over
     from mdcr.eval.published import citation, compare_with_paper, paper_models
-    from mdcr.eval.tables import build_table
 
     s = Section("Comparison with the paper")
     s.intro.append(f"Source of the published numbers: {citation()}")
     models = paper_models({r: c.identities.get(r) for r in c.retrievers})
     s.intro += _not_compared_lines(c, models)
     t = agg[agg["split"] == "test"]
-    ds = t[t["setup"] == "dataset"]
-    ours = [ds.assign(column=ds["size"].map(lambda v: size_label(int(v))))]
-    fl = t[t["setup"] == "field"]
-    if not fl.empty:
-        ours.append(fl.assign(column=fl["field"].map(field_abbreviation)))
-        avg = macro_over(fl, "field", ["retriever", "size", "metric"])
-        avg = avg[avg["complete"]]
-        ours.append(avg.assign(setup="field", column="AVG"))
-    mine = pd.concat(ours, ignore_index=True)
-    mine = mine.assign(value=mine["mean"] * 100, size=mine["size"].astype("float64"))
+    mine = _ours_as_paper_cells(t)
     cells, corr = compare_with_paper(
         mine[["setup", "retriever", "column", "size", "metric", "value"]], models
     )
     present = [r for r in c.retrievers if r in models]
     if cells.empty:
-        if not present:
-            s.body.append(
-                "No paper models in this report: the paper evaluates "
-                + ", ".join(paper_retrievers())
-                + f"; this report has {', '.join(c.retrievers)}."
-            )
-        else:
-            have = sorted(
-                {
-                    f"{st} {size_label(int(z))}"
-                    for st, z in t[["setup", "size"]].drop_duplicates().itertuples(index=False)
-                }
-            )
-            s.body.append(
-                f"No comparable setup: {', '.join(present)} {'is' if len(present) == 1 else 'are'}"
-                " in the paper, but the paper's setups are dataset-level pools of 200k, 500k, "
-                "1M and 2M and field-level pools of 100k (test split; MAP and nDCG at depth "
-                "500, R@30); this report has " + (", ".join(have) or "no test pools") + "."
-            )
+        s.body.append(_nothing_to_compare(c, t, present))
         return s
     from mdcr.encoders.registry import paper_names
 
@@ -475,38 +517,90 @@ def paper_section(c: Context, agg: pd.DataFrame) -> Section:
             f"Partial comparison: {', '.join(present)} matched; the paper's "
             f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in this report."
         )
+    _add_paper_tables(c, s, cells, corr)
+    return s
+
+
+def _ours_as_paper_cells(t: pd.DataFrame) -> pd.DataFrame:
+    """Our test-split means in the paper's cells: a column per dataset pool size, field and
+    the field AVG (complete retrievers only), values x100."""
+    import pandas as pd
+
+    from mdcr.eval.aggregate import macro_over
+
+    ds = t[t["setup"] == "dataset"]
+    ours = [ds.assign(column=ds["size"].map(lambda v: size_label(int(v))))]
+    fl = t[t["setup"] == "field"]
+    if not fl.empty:
+        ours.append(fl.assign(column=fl["field"].map(field_abbreviation)))
+        avg = macro_over(fl, "field", ["retriever", "size", "metric"])
+        avg = avg[avg["complete"]]
+        ours.append(avg.assign(setup="field", column="AVG"))
+    mine = pd.concat(ours, ignore_index=True)
+    return mine.assign(value=mine["mean"] * 100, size=mine["size"].astype("float64"))
+
+
+def _nothing_to_compare(c: Context, t: pd.DataFrame, present: list[str]) -> str:
+    """Why no cell can be compared: no paper model, or none of the paper's setups."""
+    if not present:
+        return (
+            "No paper models in this report: the paper evaluates "
+            + ", ".join(paper_retrievers())
+            + f"; this report has {', '.join(c.retrievers)}."
+        )
+    have = sorted(
+        {
+            f"{st} {size_label(int(z))}"
+            for st, z in t[["setup", "size"]].drop_duplicates().itertuples(index=False)
+        }
+    )
+    return (
+        f"No comparable setup: {', '.join(present)} {'is' if len(present) == 1 else 'are'}"
+        " in the paper, but the paper's setups are dataset-level pools of 200k, 500k, "
+        "1M and 2M and field-level pools of 100k (test split; MAP and nDCG at depth "
+        "500, R@30); this report has " + (", ".join(have) or "no test pools") + "."
+    )
+
+
+def _comparison_table(frame: pd.DataFrame, name: str, title: str) -> Table:
+    """Ours, the paper's and their difference per cell (values already x100)."""
+    from mdcr.eval.tables import build_table
+
+    t = build_table(
+        frame,
+        name=name,
+        title=title,
+        row="key",
+        col=None,
+        sub="what",
+        value="value",
+        rows=list(dict.fromkeys(frame["key"])),
+        subs=["ours", "paper", "delta"],
+        sub_labels={"ours": "ours", "paper": "paper", "delta": "Δ"},
+        row_header="table column metric model",
+    )
+    t.scale = 1.0  # already x100
+    return t
+
+
+def _add_paper_tables(c: Context, s: Section, cells: pd.DataFrame, corr: pd.DataFrame) -> None:
+    """The comparison (its summary shown, all cells in a file) and the rank correlations."""
+    from mdcr.eval.tables import build_table
+
     long = cells.melt(
         id_vars=["table", "column", "metric", "model"],
         value_vars=["ours", "paper", "delta"],
         var_name="what",
     )
     long["key"] = _cell_key(long, with_model=True)
-
-    def comparison(frame: pd.DataFrame, name: str, title: str) -> Any:
-        t = build_table(
-            frame,
-            name=name,
-            title=title,
-            row="key",
-            col=None,
-            sub="what",
-            value="value",
-            rows=list(dict.fromkeys(frame["key"])),
-            subs=["ours", "paper", "delta"],
-            sub_labels={"ours": "ours", "paper": "paper", "delta": "Δ"},
-            row_header="table column metric model",
-        )
-        t.scale = 1.0  # already x100
-        return t
-
-    full = comparison(long, "paper_comparison", "Ours vs the paper (x100)")
+    full = _comparison_table(long, "paper_comparison", "Ours vs the paper (x100)")
     shown = set(
         _cell_key(
             cells[(cells["table"] == "table1") | (cells["column"] == "AVG")],
             with_model=True,
         )
     )
-    short = comparison(long[long["key"].isin(shown)], "paper_comparison_summary", "")
+    short = _comparison_table(long[long["key"].isin(shown)], "paper_comparison_summary", "")
     corr_long = corr.assign(
         key=_cell_key(corr, with_model=False) + " (n=" + corr["n_models"].astype(str) + ")",
         what="rho",
@@ -541,7 +635,6 @@ def paper_section(c: Context, agg: pd.DataFrame) -> Section:
         )
     else:
         s.body.append("Spearman ρ needs at least three matched models per column; n/a here.")
-    return s
 
 
 def _cell_key(frame: pd.DataFrame, with_model: bool) -> pd.Series:

@@ -196,30 +196,17 @@ def build_table(
     (row, col, sub) keys (col "" when ``col`` is None) to a superscript. ``bold_best`` bolds
     the highest value of each column among the rows not in ``no_bold_rows``.
     """
-
-    def label(f: Labeler, k: Any) -> str:
-        if f is None:
-            return str(k)
-        return f(k) if callable(f) else f.get(k, str(k))
-
-    def uniq(s: pd.Series) -> list[Any]:
-        return list(dict.fromkeys(s.tolist()))
-
-    row_keys = list(rows) if rows is not None else uniq(data[row])
-    col_keys = [""] if col is None else (list(cols) if cols is not None else uniq(data[col]))
-    sub_keys = list(subs) if subs is not None else uniq(data[sub])
-    lookup: dict[tuple[Any, Any, Any], tuple[float, float]] = {}
-    for rec in data.to_dict("records"):
-        key = (rec[row], "" if col is None else rec[col], rec[sub])
-        lookup[key] = (float(rec[value]), float(rec[std]) if std is not None else math.nan)
-
+    row_keys = list(rows) if rows is not None else _in_order(data[row])
+    col_keys = [""] if col is None else (list(cols) if cols is not None else _in_order(data[col]))
+    sub_keys = list(subs) if subs is not None else _in_order(data[sub])
+    lookup = _values_by_key(data, row, col, sub, value, std)
     columns = [
-        (label(col_labels, c) if col is not None else "", label(sub_labels, s))
+        (_label(col_labels, c) if col is not None else "", _label(sub_labels, s))
         for c in col_keys
         for s in sub_keys
     ]
     raw_cols = [(c, s) for c in col_keys for s in sub_keys]
-    row_names = [label(row_labels, r) for r in row_keys]
+    row_names = [_label(row_labels, r) for r in row_keys]
     cells: dict[tuple[str, tuple[str, str]], Cell] = {}
     for r, rname in zip(row_keys, row_names, strict=True):
         for (c, s), cname in zip(raw_cols, columns, strict=True):
@@ -228,20 +215,8 @@ def build_table(
                 mark = (marks or {}).get((r, c, s), "")
                 cells[(rname, cname)] = Cell(mean, sd, mark)
     if bold_best:
-        skip = {label(row_labels, r) for r in no_bold_rows}
-        for cname in columns:
-            vals = [
-                (cells[(rn, cname)].mean, rn)
-                for rn in row_names
-                if rn not in skip
-                and (rn, cname) in cells
-                and not math.isnan(cells[(rn, cname)].mean)
-            ]
-            if len(vals) > 1:
-                best = max(v for v, _ in vals)
-                for v, rn in vals:
-                    if v == best:
-                        cells[(rn, cname)].bold = True
+        skip = {_label(row_labels, r) for r in no_bold_rows}
+        _bold_best(cells, columns, [rn for rn in row_names if rn not in skip])
     return Table(
         name=name,
         title=title,
@@ -249,5 +224,49 @@ def build_table(
         rows=row_names,
         columns=columns,
         cells=cells,
-        rule_before={label(row_labels, r) for r in rule_before},
+        rule_before={_label(row_labels, r) for r in rule_before},
     )
+
+
+def _label(f: Labeler, k: Any) -> str:
+    """A key's label: by the function or mapping ``f``, else the key as text."""
+    if f is None:
+        return str(k)
+    return f(k) if callable(f) else f.get(k, str(k))
+
+
+def _in_order(s: pd.Series) -> list[Any]:
+    """A column's distinct values, in the order they first appear."""
+    return list(dict.fromkeys(s.tolist()))
+
+
+def _values_by_key(
+    data: pd.DataFrame, row: str, col: str | None, sub: str, value: str, std: str | None
+) -> dict[tuple[Any, Any, Any], tuple[float, float]]:
+    """(row, col, sub) -> (value, std); col is "" without a column group, std NaN without
+    a std column."""
+    lookup: dict[tuple[Any, Any, Any], tuple[float, float]] = {}
+    for rec in data.to_dict("records"):
+        key = (rec[row], "" if col is None else rec[col], rec[sub])
+        lookup[key] = (float(rec[value]), float(rec[std]) if std is not None else math.nan)
+    return lookup
+
+
+def _bold_best(
+    cells: dict[tuple[str, tuple[str, str]], Cell],
+    columns: list[tuple[str, str]],
+    candidates: list[str],
+) -> None:
+    """Bold the highest value of each column among the ``candidates`` rows (ties all
+    bold; a column with fewer than two values gets none)."""
+    for cname in columns:
+        vals = [
+            (cells[(rn, cname)].mean, rn)
+            for rn in candidates
+            if (rn, cname) in cells and not math.isnan(cells[(rn, cname)].mean)
+        ]
+        if len(vals) > 1:
+            best = max(v for v, _ in vals)
+            for v, rn in vals:
+                if v == best:
+                    cells[(rn, cname)].bold = True

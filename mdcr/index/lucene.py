@@ -317,11 +317,11 @@ def _build_index(
     threads: int,
     progress: Callable[[int], None] | None,
 ) -> dict[str, Any]:
+    """Build the index in a work folder beside ``target``, then rename it into place."""
     j = _Java.get()
     threads = threads or default_threads()
     if any(paper_ids[i] >= paper_ids[i + 1] for i in range(len(paper_ids) - 1)):
         raise InputDataError("paper ids of an index must be sorted and unique")
-    ord_of = {pid: i for i, pid in enumerate(paper_ids)}
     target.parent.mkdir(parents=True, exist_ok=True)
     _clean_stale(target)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
@@ -330,52 +330,10 @@ def _build_index(
     tmp.mkdir()
     t0 = time.perf_counter()
     try:
-        config = j.IndexWriterConfig(j.analyzer())
-        config.setOpenMode(j.OpenMode.CREATE)
-        config.setIndexSort(j.Sort(j.SortField("ord", j.SortFieldType.LONG)))
-        config.setRAMBufferSizeMB(512.0)
-        config.setUseCompoundFile(False)
-        config.setSimilarity(j.BM25Similarity())  # length norms as BM25 reads them
         directory = j.FSDirectory.open(j.path(tmp))
-        writer = j.IndexWriter(directory, config)
-        content_type = j.FieldType()
-        content_type.setTokenized(True)
-        content_type.setStored(False)
-        content_type.setIndexOptions(j.IndexOptions.DOCS_AND_FREQS)
-        content_type.freeze()
-
-        def work(chunk: tuple[list[int], list[str]]) -> int:
-            return _add_documents(j, writer, content_type, chunk)
-
-        seen = 0
-        # The first document goes in from this thread: pyjnius creates its class proxies
-        # (e.g. the List that Arrays.asList returns) lazily, and that is not thread-safe.
-        warm = True
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="mdcr-index") as pool:
-            for batch in batches:
-                ids = [str(x) for x in batch.ids]
-                try:
-                    ords = [ord_of[pid] for pid in ids]
-                except KeyError as exc:
-                    raise InputDataError(
-                        f"paper {exc.args[0]!r} is not among the index's paper ids"
-                    ) from None
-                texts = [str(t) for t in batch.texts]
-                if warm and ids:
-                    n = work(([ords[0]], [texts[0]]))
-                    seen += n
-                    if progress is not None:
-                        progress(n)
-                    ords, texts = ords[1:], texts[1:]
-                    warm = False
-                chunks = [
-                    (ords[s : s + _CHUNK], texts[s : s + _CHUNK])
-                    for s in range(0, len(ords), _CHUNK)
-                ]
-                for n in pool.map(work, chunks):
-                    seen += n
-                    if progress is not None:
-                        progress(n)
+        writer = j.IndexWriter(directory, _writer_config(j))
+        ord_of = {pid: i for i, pid in enumerate(paper_ids)}
+        seen = _add_batches(j, writer, batches, ord_of, threads, progress)
         writer.forceMerge(1)
         writer.commit()
         writer.close()
@@ -400,17 +358,83 @@ def _build_index(
             "threads": threads,
         }
         (tmp / META_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
-        try:
-            os.replace(tmp, target)
-        except OSError:
-            if read_index_meta(target) is None:  # a stale, incomplete folder: replace it
-                shutil.rmtree(target, ignore_errors=True)
-                os.replace(tmp, target)
-            # else: another process finished the same index first; keep its copy
+        _move_into_place(tmp, target)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return read_index_meta(target) or info
+
+
+def _writer_config(j: _Java) -> Any:
+    """One segment sorted by paper number, BM25's length norms, no compound files."""
+    config = j.IndexWriterConfig(j.analyzer())
+    config.setOpenMode(j.OpenMode.CREATE)
+    config.setIndexSort(j.Sort(j.SortField("ord", j.SortFieldType.LONG)))
+    config.setRAMBufferSizeMB(512.0)
+    config.setUseCompoundFile(False)
+    config.setSimilarity(j.BM25Similarity())  # length norms as BM25 reads them
+    return config
+
+
+def _add_batches(
+    j: _Java,
+    writer: Any,
+    batches: Iterable[Doc],
+    ord_of: dict[str, int],
+    threads: int,
+    progress: Callable[[int], None] | None,
+) -> int:
+    """Add every document, in chunks of ``_CHUNK`` on ``threads`` threads; return how many."""
+    content_type = j.FieldType()
+    content_type.setTokenized(True)
+    content_type.setStored(False)
+    content_type.setIndexOptions(j.IndexOptions.DOCS_AND_FREQS)
+    content_type.freeze()
+
+    def work(chunk: tuple[list[int], list[str]]) -> int:
+        return _add_documents(j, writer, content_type, chunk)
+
+    seen = 0
+    # The first document goes in from this thread: pyjnius creates its class proxies
+    # (e.g. the List that Arrays.asList returns) lazily, and that is not thread-safe.
+    warm = True
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="mdcr-index") as pool:
+        for batch in batches:
+            ids = [str(x) for x in batch.ids]
+            try:
+                ords = [ord_of[pid] for pid in ids]
+            except KeyError as exc:
+                raise InputDataError(
+                    f"paper {exc.args[0]!r} is not among the index's paper ids"
+                ) from None
+            texts = [str(t) for t in batch.texts]
+            if warm and ids:
+                n = work(([ords[0]], [texts[0]]))
+                seen += n
+                if progress is not None:
+                    progress(n)
+                ords, texts = ords[1:], texts[1:]
+                warm = False
+            chunks = [
+                (ords[s : s + _CHUNK], texts[s : s + _CHUNK]) for s in range(0, len(ords), _CHUNK)
+            ]
+            for n in pool.map(work, chunks):
+                seen += n
+                if progress is not None:
+                    progress(n)
+    return seen
+
+
+def _move_into_place(tmp: Path, target: Path) -> None:
+    """Rename the finished work folder to ``target``; a complete index another process
+    put there first is kept, a stale incomplete folder replaced."""
+    try:
+        os.replace(tmp, target)
+    except OSError:
+        if read_index_meta(target) is None:  # a stale, incomplete folder: replace it
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(tmp, target)
+        # else: another process finished the same index first; keep its copy
 
 
 def _clean_stale(target: Path) -> None:

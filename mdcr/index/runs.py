@@ -1,8 +1,8 @@
 """Runs: the ranked lists every retriever writes, with one tie rule for all of them.
 
 Contract (docs/architecture.md §3): ``pool_id, query_id, paper_id, score (float64, higher is
-better), rank (int32, 1-based)``. Ties are broken by (score descending, paper_id
-ascending) in every retriever, and a query is never a candidate in its own ranking.
+better), rank (int32, 1-based)``. Rules (§7): ties are broken by (score descending,
+paper_id ascending) in every retriever, and a query is never a candidate in its own ranking.
 """
 
 from __future__ import annotations

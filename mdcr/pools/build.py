@@ -10,16 +10,17 @@ year), up to ``field_pool_size``. A field whose field-cited set is not larger th
 pool size gets one pool with all of it (``all_field_cited``; Art, History and Philosophy
 in the paper).
 
-Rules (docs/architecture.md §7): every candidate's year is <= the query year; qrels are
-the query's cited papers in the pool (relevance 1); a query never cites itself (such
-edges are dropped), and query papers may be candidates of other queries in the same
-pool: retrievers exclude each query from its own ranking. Samples are ordered by a
-seeded md5 key of the paper id (:mod:`mdcr.pools.seeds`), and every written table is
-sorted, so one config gives byte-identical files whatever the thread count.
+Rules (docs/architecture.md §7; the files' contracts in §3): every candidate's year is <=
+the query year; qrels are the query's cited papers in the pool (relevance 1); a query
+never cites itself (such edges are dropped), and query papers may be candidates of other
+queries in the same pool: retrievers exclude each query from its own ranking. Samples
+are ordered by a seeded md5 key of the paper id (:mod:`mdcr.pools.seeds`), and every
+written table is sorted, so one config gives byte-identical files whatever the thread
+count.
 
 Query rules (year, excluded ids, ``min_cited``, disjoint splits, overlap between setups)
 are in :mod:`mdcr.pools.queries`. ``min_cited`` defaults to 5: the paper states no
-minimum, but MDCR (section 4) reuses the field-level queries and samples 5 cited papers
+minimum, but MDCR (paper section 4.1) reuses the field-level queries and samples 5 cited papers
 of each as its positives, so every query needs at least 5; a higher floor would bias the
 queries towards long reference lists. The mean the paper reports (29 positives per query)
 is a property of S2ORC, not something to tune this floor to: on the synthetic 16M corpus
