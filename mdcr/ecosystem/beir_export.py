@@ -133,8 +133,12 @@ def export_benchmark(benchmark: Path, out: Path) -> list[Path]:
         qrels: dict[str, list[tuple[str, str, int]]] = {}
         top: dict[str, dict[str, list[str]]] = {}
         for split, s in b.groupby("split", sort=True):
-            rel = (s["candidate_type"] == POSITIVE).astype(int)
-            qrels[str(split)] = list(zip(s["query_id"], s["paper_id"], rel, strict=True))
+            # a candidate listed under two types counts once; a positive stays positive
+            s = s.assign(rel=(s["candidate_type"] == POSITIVE).astype(int))
+            judged = s.groupby(["query_id", "paper_id"], sort=True)["rel"].max().reset_index()
+            qrels[str(split)] = list(
+                zip(judged["query_id"], judged["paper_id"], judged["rel"], strict=True)
+            )
             top[str(split)] = {
                 str(qid): list(dict.fromkeys(g["paper_id"]))
                 for qid, g in s.groupby("query_id", sort=True)

@@ -26,16 +26,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mdcr.encoders.mteb_model import paper_text
 from mdcr.errors import InputDataError
+
+__all__ = ["BeirFolder", "paper_text", "write_folder"]
 
 CORPUS = "corpus.jsonl"
 QUERIES = "queries.jsonl"
 README = "README.md"
-
-
-def paper_text(title: str | None, abstract: str | None) -> str:
-    """A paper as one string, as MTEB joins a corpus entry's title and text."""
-    return f"{title or ''} {abstract or ''}".strip()
 
 
 @dataclass
