@@ -86,7 +86,11 @@ def test_a_pool_mteb_equals_mdcr_at_mdcr_cutoffs(tmp_path: Path) -> None:
     checked = 0
     for r in per_pool.itertuples(index=False):
         got = theirs[f"mdcr.{r.pool_id.replace('/', '_').replace(' ', '_')}"]["test"]
-        assert abs(got[names[r.measure]] - r.value / 100) <= TOL, (r.pool_id, r.measure)
+        # float16 vectors (mdcr) against float32 (MTEB) can swap a near tie 500 deep: equal
+        # as mdcr prints them (100 x mean, 1 decimal), and within 1e-4
+        theirs_value = got[names[r.measure]]
+        assert round(100 * theirs_value, 1) == round(r.value, 1), (r.pool_id, r.measure)
+        assert abs(theirs_value - r.value / 100) <= 1e-4, (r.pool_id, r.measure)
         checked += 1
     assert checked == 3 * len(tasks)
     # MTEB's default MAP (k = 1000) counts more ranks than mdcr's MAP@500: not the same
