@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip wheel
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e '.[all,dev]'
+	$(BIN)/python -m pip install -q -e '.[all,dev,ecosystem]'
 	# pyserini's declared dependencies (a web stack, a CUDA torch) are not needed for BM25.
 	$(BIN)/python -m pip install -q --no-deps pyserini==1.6.0
 	touch $(STAMP)

@@ -368,12 +368,27 @@ def _add_export_parser(sub: Any) -> None:
         "a benchmark's qrels, one MDCR split (topic ids <field>:<query_id>; every candidate "
         "judged, 1 if in the true list, else 0). Spaces in topic ids are made _.",
     )
-    p.add_argument("--format", choices=("trec",), default="trec", help="file format")
+    p.add_argument(
+        "--format",
+        choices=("trec", "beir", "mteb-results"),
+        default="trec",
+        help="trec: runs and qrels; beir: a pools output or an MDCR benchmark as BEIR folders "
+        "MTEB also reads; mteb-results: a score or benchmark-score output as MTEB result "
+        "files (docs/ecosystem.md) [default: trec]",
+    )
     p.add_argument(
         "--run", type=Path, help="a search or bm25 output, or a benchmark-rank output (MDCR)"
     )
     p.add_argument(
-        "--qrels", type=Path, help="a pools output, or a benchmark or benchmark-import output"
+        "--qrels",
+        "--pools",
+        "--benchmark",
+        dest="qrels",
+        type=Path,
+        help="a pools output, or a benchmark or benchmark-import output",
+    )
+    p.add_argument(
+        "--retriever", help="mteb-results: the retriever to write [default: the only one]"
     )
     p.add_argument(
         "--split", choices=("val", "test"), help="MDCR: the split [default: the only one]"
@@ -450,6 +465,11 @@ def _run_download(args: argparse.Namespace) -> int:
 
 def _run_export(args: argparse.Namespace) -> int:
     from mdcr.outputs import stage_of
+
+    if args.format != "trec":
+        from mdcr.ecosystem.export_cli import run_export_format
+
+        return run_export_format(args)
 
     if args.run is None and args.qrels is None:
         raise MdcrError("export: give --run FOLDER and/or --qrels FOLDER")

@@ -60,6 +60,8 @@ _EXTRAS = {
     "scipy": "eval",
     "datasets": "datasets",
     "ray": "ray",
+    "mteb": "ecosystem",
+    "beir": "ecosystem",
 }
 
 

@@ -36,6 +36,7 @@ STAGE_MODULES = (
     "mdcr.benchmark.importer",
     "mdcr.benchmark.rank",
     "mdcr.benchmark.score",
+    "mdcr.ecosystem.beir_import",
 )
 
 

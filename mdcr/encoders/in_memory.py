@@ -1,5 +1,6 @@
-"""Models handed over in Python (a notebook): a SentenceTransformer, an object with
-``encode``, or an mdcr :class:`~mdcr.encoders.base.Encoder`.
+"""Models handed over in Python (a notebook): a SentenceTransformer, an MTEB model
+(:mod:`mdcr.encoders.mteb_model`), an object with ``encode``, or an mdcr
+:class:`~mdcr.encoders.base.Encoder`.
 
 ``register_model(model)`` keeps the object for this process under the spec
 ``mem:<name>@<digest>``, so that it runs through the same stages and cache as any other
@@ -202,10 +203,18 @@ def register_model(
     state cannot be hashed, or is too large to hash at every call): the caller answers for
     giving another key whenever the model changes.
     """
+    from mdcr.encoders.mteb_model import MtebModel, is_mteb_model
     from mdcr.encoders.naming import model_object_name
 
+    mteb_name = None
+    if is_mteb_model(model):  # MTEB's encoder protocol (mdcr.encoders.mteb_model)
+        mteb_name = getattr(getattr(model, "mteb_model_meta", None), "name", None)
+        if mteb_name == "no_model_name/available":  # MTEB's placeholder: name the model
+            mteb_name = model_object_name(getattr(model, "model", model), type(model).__name__)
     if _is_mdcr_encoder(model):
         encoder = model
+    elif is_mteb_model(model):
+        encoder = MtebModel(model, name or mteb_name or type(model).__name__, metric)
     elif hasattr(model, "encode"):
         encoder = _TextModel(model, name or type(model).__name__, metric)
     else:
@@ -220,6 +229,8 @@ def register_model(
         label = name
     elif _is_mdcr_encoder(model):
         label = encoder.name
+    elif isinstance(mteb_name, str) and mteb_name:
+        label = mteb_name
     else:  # a readable default (mdcr.encoders.naming)
         label = model_object_name(model, digest.hexdigest())
     arg = f"{label}@{digest.hexdigest()[:16]}"

@@ -40,9 +40,11 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
     from mdcr.pipeline import Pipeline
 
     pools = req.pools
-    if pools is None or stage_of(pools) != "pools":
-        raise ConfigError(f"--pools: '{pools}' is not a pools stage output")
+    if pools is None or stage_of(pools) not in ("pools", "beir-import"):
+        raise ConfigError(f"--pools: '{pools}' is not a pools (or beir-import) stage output")
     corpus = req.corpus
+    if corpus is None and stage_of(pools) == "beir-import":
+        corpus = pools  # it holds its papers, the queries' texts among them
     if corpus is None:
         made_from = input_paths(pools, "corpus")
         if not made_from:
