@@ -468,6 +468,7 @@ def print_results(done: Evaluated) -> None:
         print_pools_summary(done)
         return
     from mdcr.benchmark.score import read_official_results
+    from mdcr.benchmark.scoring import MDCR_METRICS, official_key
     from mdcr.eval.published import comparable_with_published, order_retrievers, published_mdcr
     from mdcr.store import open_output
 
@@ -502,9 +503,8 @@ def print_results(done: Evaluated) -> None:
                 files = done.origin.files(split)
                 for row in published_mdcr(identities.get(name)):
                     if row["field"] == "AVG":
-                        cells = [
-                            f"{k}: {row[k]:g}" for k in ("map", "ndcg", "recall_5") if k in row
-                        ]
+                        keys = [official_key(m) for m in MDCR_METRICS]
+                        cells = [f"{k}: {row[k]:g}" for k in keys if k in row]
                         label = f"published AVG on {files} ({row['citation']})"
                         print("\t".join([label, *cells]))
             print()

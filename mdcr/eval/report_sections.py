@@ -149,10 +149,10 @@ def dataset_section(
     import numpy as np
     import pandas as pd
 
-    from mdcr.eval.metrics import metric_label
     from mdcr.eval.plots import plot_ap_boxes, plot_pool_size
     from mdcr.eval.significance import winner_letters
     from mdcr.eval.tables import build_table
+    from mdcr.measures.registry import label as metric_label
 
     a = agg[(agg["setup"] == "dataset") & (agg["split"] == split)]
     if a.empty:
@@ -246,14 +246,15 @@ def dataset_section(
 
 
 def _box_metric(metrics: list[str]) -> str:
-    return next((m for m in metrics if m.startswith("map@")), metrics[0])
+    """The per-query boxes show the first measure in table order (MAP, when scored)."""
+    return metrics[0]
 
 
 def _per_query_label(metric: str) -> str:
     """AP for MAP's per-query values; the metric's label otherwise."""
-    from mdcr.eval.metrics import metric_label
+    from mdcr.measures.registry import per_query_label
 
-    return "AP" if metric.startswith("map@") else metric_label(metric)
+    return per_query_label(metric)
 
 
 def field_sections(
@@ -263,10 +264,10 @@ def field_sections(
     import pandas as pd
 
     from mdcr.eval.aggregate import macro_over
-    from mdcr.eval.metrics import metric_label
     from mdcr.eval.plots import plot_ap_boxes, plot_field_bars
     from mdcr.eval.significance import winner_letters
     from mdcr.eval.tables import build_table
+    from mdcr.measures.registry import label as metric_label
 
     a_all = agg[(agg["setup"] == "field") & (agg["split"] == split)]
     sections = []
@@ -554,7 +555,7 @@ def _cell_key(frame: pd.DataFrame, with_model: bool) -> pd.Series:
 
 def _finish(c: Context, s: Section, sigs: list[pd.DataFrame]) -> None:
     """Fold a section's pairwise comparisons under it and keep them for the parquet."""
-    from mdcr.eval.metrics import metric_label
+    from mdcr.measures.registry import label as metric_label
 
     fmt = {
         "size": lambda v: size_label(int(v)),
