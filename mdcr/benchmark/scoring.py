@@ -50,7 +50,7 @@ TIES: tuple[str, ...] = ("paper_id", "trec_eval")
 # (``map``, ``ndcg``) and R@5 (``recall@5``); Tables 3 and 4 show MAP and R@5.
 MDCR_METRICS = measures.MDCR_NAMES
 R_AT_K = measures.RECALL.name(MDCR_RECALL_K)
-TABLE_METRICS = (measures.MAP.kind, R_AT_K)
+TABLE_METRICS = (measures.MAP.name(None), R_AT_K)
 ALL = "all"  # the subset name of the full candidate lists
 # Table 4's columns are kinds of negative candidates, not retrievers: the label says how a
 # column's candidates were chosen. PAPER_TYPE_COLUMNS are the paper's own column names
