@@ -165,9 +165,10 @@ def sort_key(name: str) -> tuple[int, str, int]:
     return m.order, m.kind, -1 if k is None else k
 
 
-def names(kinds_: Sequence[str], depth: int, k: int, where: str = "metric") -> list[str]:
+def names(config_kinds: Sequence[str], depth: int, k: int, where: str = "metric") -> list[str]:
     """Stored names of config kinds: ``depth``-cut measures at ``depth``, the others at ``k``."""
-    return [get(kind, where).name(get(kind, where).cutoff_of(depth, k)) for kind in kinds_]
+    found = [get(kind, where) for kind in config_kinds]
+    return [m.name(m.cutoff_of(depth, k)) for m in found]
 
 
 def expected(name: str, n: int, m: int, r: int) -> float | None:
@@ -178,9 +179,9 @@ def expected(name: str, n: int, m: int, r: int) -> float | None:
     return measure.chance(n, m, r, n if k is None else k)
 
 
-def identity(kinds_: Iterable[str]) -> dict[str, Any]:
+def identity(config_kinds: Iterable[str]) -> dict[str, Any]:
     """The fingerprint's share of measures registered at run time; empty for built-ins."""
-    added = {k: get(k).identity() for k in sorted(set(kinds_)) if k not in BUILT_IN}
+    added = {k: get(k).identity() for k in sorted(set(config_kinds)) if k not in BUILT_IN}
     return {"measures": added} if added else {}
 
 
