@@ -51,8 +51,8 @@ def comparison_lines(
     """The summary sentence and the table of comparisons, worded as the pools report's."""
     import pandas as pd
 
-    from mdcr.benchmark.scoring import METRIC_LABELS
     from mdcr.eval.significance import summary_line
+    from mdcr.measures.registry import label
 
     if corrected.empty:
         return ["Significance: no comparisons (fewer than two retrievers).", ""]
@@ -79,7 +79,7 @@ def comparison_lines(
             ps.append("–" if pd.isna(p) else f"{p:.3g} ({pa:.3g})")
         star = " *" if row["significant"] else ""
         cells = [
-            METRIC_LABELS.get(str(row["metric"]), str(row["metric"])),
+            label(str(row["metric"])),
             labels.get(row["retriever_a"], row["retriever_a"]),
             labels.get(row["retriever_b"], row["retriever_b"]),
             str(int(row["n_queries"])),

@@ -174,22 +174,16 @@ def pools_frames(report: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return _tidy(pools, PER_POOL_COLUMNS), _tidy(_ordered(summary), SUMMARY_COLUMNS)
 
 
-def _measure_key(name: str) -> tuple[int, str]:
-    """MAP, nDCG, then recall, as the report and the original scorer list them."""
-    kinds = ("map", "ndcg", "recall")
-    kind = name.split("@")[0].split("_")[0]
-    return (kinds.index(kind) if kind in kinds else len(kinds), name)
-
-
 def _ordered(summary: pd.DataFrame) -> pd.DataFrame:
     """Rows in the report's order: split, measure, setup, pool size, field (paper order,
     AVG last), retriever (paper order, expected chance last)."""
     from mdcr.eval.published import field_order, order_retrievers
     from mdcr.eval.report_sections import CHANCE_ROW
+    from mdcr.measures.registry import sort_key
 
     fields = field_order([str(f) for f in summary["field"].dropna().unique() if f != AVG])
     names = order_retrievers([r for r in summary["retriever"].unique() if r != CHANCE_ROW])
-    measures = sorted(summary["measure"].unique(), key=_measure_key)
+    measures = sorted(summary["measure"].unique(), key=sort_key)
     rank = {
         "split": {"val": 0, "test": 1},
         "measure": {m: i for i, m in enumerate(measures)},
@@ -268,7 +262,7 @@ def summary_lines(summary: pd.DataFrame) -> list[str]:
     """The pools summary as text: per split and measure a table, rows the pool sizes
     (dataset-level) and fields (field-level, with AVG), columns the retrievers, cells
     mean ± std over repetitions, × 100 with one decimal (as report.md)."""
-    from mdcr.eval.metrics import metric_label
+    from mdcr.measures.registry import label as metric_label
 
     lines: list[str] = []
     names = list(dict.fromkeys(summary["retriever"]))
@@ -341,6 +335,7 @@ def print_results(done: Evaluated) -> None:
         print_pools_summary(done)
         return
     from mdcr.benchmark.score import read_official_results
+    from mdcr.benchmark.scoring import MDCR_METRICS, official_key
     from mdcr.eval.published import comparable_with_published, order_retrievers, published_mdcr
     from mdcr.manifests import open_output
 
@@ -375,9 +370,8 @@ def print_results(done: Evaluated) -> None:
                 files = done.origin.files(split)
                 for row in published_mdcr(identities.get(name)):
                     if row["field"] == "AVG":
-                        cells = [
-                            f"{k}: {row[k]:g}" for k in ("map", "ndcg", "recall_5") if k in row
-                        ]
+                        keys = [official_key(m) for m in MDCR_METRICS]
+                        cells = [f"{k}: {row[k]:g}" for k in keys if k in row]
                         label = f"published AVG on {files} ({row['citation']})"
                         print("\t".join([label, *cells]))
             print()

@@ -234,7 +234,7 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
 
 def _official(per_field: pd.DataFrame, names: list[str], splits: list[str]) -> dict[str, Any]:
     """What the original scorer prints, per retriever and split: fields and AVG, rounded."""
-    from mdcr.benchmark.scoring import official_round
+    from mdcr.benchmark.scoring import official_key, official_round
 
     official: dict[str, Any] = {}
     for name in names:
@@ -246,15 +246,11 @@ def _official(per_field: pd.DataFrame, names: list[str], splits: list[str]) -> d
             ]
             fields, avg = official_round(sub)
             entry = {
-                f: {
-                    m.replace("@", "_"): float(v)
-                    for m, v in zip(g["metric"], g["value"], strict=True)
-                }
+                f: {official_key(m): float(v) for m, v in zip(g["metric"], g["value"], strict=True)}
                 for f, g in fields.groupby("field", sort=True)
             }
             entry["AVG"] = {
-                m.replace("@", "_"): float(v)
-                for m, v in zip(avg["metric"], avg["value"], strict=True)
+                official_key(m): float(v) for m, v in zip(avg["metric"], avg["value"], strict=True)
             }
             official.setdefault(name, {})[split] = entry
     return official
@@ -359,14 +355,13 @@ def _comparison_lines(
 def _published_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: str) -> list[str]:
     """Our test AVG next to MDCR results published beyond the paper (model cards, the MDCR
     README), for the retrievers whose identity has them (built-in entries only)."""
-    from mdcr.benchmark.scoring import R_AT_K
+    from mdcr.benchmark.scoring import MDCR_METRICS, official_key
     from mdcr.eval.published import published_mdcr
 
     ours = macro[(macro["split"] == "test") & (macro["subset"] == "all")]
-    keys = {"map": "map", "ndcg": "ndcg", R_AT_K: "recall_5"}
     rows = []
     for r in ours.itertuples(index=False):
-        key = keys.get(str(r.metric))
+        key = official_key(str(r.metric)) if r.metric in MDCR_METRICS else None
         for row in published_mdcr(identities.get(str(r.retriever))):
             if row["field"] == "AVG" and key in row:
                 ours_v = 100 * float(r.value)  # type: ignore[arg-type]
@@ -389,15 +384,16 @@ def _published_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: 
 def _paper_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: str) -> list[str]:
     """Our AVG next to the paper's (Tables 3 and 4) for the retrievers whose identity is
     one of the paper's models (built in, default setup); a name alone never matches."""
-    from mdcr.benchmark.scoring import METRIC_LABELS, PAPER_TYPE_COLUMNS, R_AT_K, TYPE_LABELS
+    from mdcr.benchmark.scoring import PAPER_TYPE_COLUMNS, TABLE_METRICS, TYPE_LABELS
     from mdcr.eval.published import paper_models, paper_values
+    from mdcr.measures.registry import label as measure_label
 
     ids = paper_models(identities)
     mine = macro[(macro["split"] == "test") & macro["retriever"].isin(list(ids))]
     if mine.empty:
         return []
     paper = paper_values()
-    label = {"map": "MAP", R_AT_K: METRIC_LABELS[R_AT_K]}
+    label = {m: measure_label(m) for m in TABLE_METRICS}
     rows = []
     for r in mine.itertuples(index=False):
         if r.metric not in label:

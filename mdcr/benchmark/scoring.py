@@ -38,6 +38,7 @@ import pandas as pd
 from mdcr.benchmark.formats import POSITIVE, type_order
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.eval.published import field_order, order_retrievers, retriever_label
+from mdcr.measures import registry as measures
 from mdcr.paper import MDCR_RECALL_K, field_abbreviation
 
 if TYPE_CHECKING:
@@ -45,9 +46,11 @@ if TYPE_CHECKING:
 
 Ties = Literal["paper_id", "trec_eval"]
 TIES: tuple[str, ...] = ("paper_id", "trec_eval")
-R_AT_K = f"recall@{MDCR_RECALL_K}"
-MDCR_METRICS = ("map", "ndcg", R_AT_K)
-METRIC_LABELS = {"map": "MAP", "ndcg": "nDCG", R_AT_K: f"R@{MDCR_RECALL_K}"}
+# MDCR's stored measure names (section 4.2): MAP and nDCG over the whole candidate list
+# (``map``, ``ndcg``) and R@5 (``recall@5``); Tables 3 and 4 show MAP and R@5.
+MDCR_METRICS = measures.MDCR_NAMES
+R_AT_K = measures.RECALL.name(MDCR_RECALL_K)
+TABLE_METRICS = (measures.MAP.name(None), R_AT_K)
 ALL = "all"  # the subset name of the full candidate lists
 # Table 4's columns are kinds of negative candidates, not retrievers: the label says how a
 # column's candidates were chosen. PAPER_TYPE_COLUMNS are the paper's own column names
@@ -116,12 +119,12 @@ def _labelled(bench: pd.DataFrame, ranked: pd.DataFrame) -> pd.DataFrame:
 
 def _metrics_of(lists: pd.DataFrame, subset: str) -> pd.DataFrame:
     """Per-query metrics of ranked candidate lists (``rank`` already within the list)."""
-    from mdcr.eval.metrics import score_pool
+    from mdcr.measures.compute import score_pool
 
     key = lists["split"] + _SEP + lists["field"] + _SEP + lists["query_id"]
     lists = lists.assign(qkey=key)
-    depth = int(lists.groupby("qkey").size().max())
-    names = [f"map@{depth}", f"ndcg@{depth}", R_AT_K]
+    depth = int(lists.groupby("qkey").size().max())  # the longest list: the whole of each
+    names = measures.names(measures.PAPER_KINDS, depth, MDCR_RECALL_K)
     pos = lists[lists["relevance"] > 0]
     qrels = pd.DataFrame(
         {"query_id": pos["qkey"], "paper_id": pos["paper_id"], "relevance": pos["relevance"]}
@@ -247,6 +250,12 @@ def official_round(per_field: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
     return fields, avg
 
 
+def official_key(name: str) -> str:
+    """The original scorer's key of a measure (pytrec_eval's name): ``map``, ``recall_5``."""
+    measure, k = measures.parse(name)
+    return measure.pytrec_eval_name(k)
+
+
 def _labeller(labels: Mapping[str, str] | None) -> Callable[[object], str]:
     """A retriever's display name: from ``labels`` (identity-checked by the caller), else
     its name as recorded."""
@@ -270,7 +279,7 @@ def table3(
     pf = per_field[(per_field["split"] == split) & (per_field["subset"] == ALL)]
     mc = macro[(macro["split"] == split) & (macro["subset"] == ALL)]
     data = pd.concat([pf, mc.assign(field=AVG)], ignore_index=True)
-    data = data[data["metric"].isin(("map", R_AT_K))]
+    data = data[data["metric"].isin(TABLE_METRICS)]
     retrievers = order_retrievers(sorted(data["retriever"].unique()))
     fields = [*field_order(sorted(pf["field"].unique())), AVG]
     table = build_table(
@@ -283,10 +292,10 @@ def table3(
         value="value",
         rows=fields,
         cols=retrievers,
-        subs=["map", R_AT_K],
+        subs=list(TABLE_METRICS),
         row_labels=lambda f: f if f == AVG else field_abbreviation(f),
         col_labels=_labeller(labels),
-        sub_labels=METRIC_LABELS,
+        sub_labels=measures.label,
         row_header="Fields",
         bold_best=False,
         rule_before=[AVG],
@@ -324,7 +333,7 @@ def table_ndcg(
     pf = per_field[(per_field["split"] == split) & (per_field["subset"] == ALL)]
     mc = macro[(macro["split"] == split) & (macro["subset"] == ALL)]
     data = pd.concat([pf, mc.assign(field=AVG)], ignore_index=True)
-    data = data[data["metric"] == "ndcg"]
+    data = data[data["metric"] == measures.NDCG.name(None)]
     retrievers = order_retrievers(sorted(data["retriever"].unique()))
     table = build_table(
         data,
@@ -351,7 +360,7 @@ def table4(macro: pd.DataFrame, split: str, labels: Mapping[str, str] | None = N
     from mdcr.eval.tables import build_table
 
     mc = macro[(macro["split"] == split) & (macro["subset"] != ALL)]
-    mc = mc[mc["metric"].isin(("map", R_AT_K))]
+    mc = mc[mc["metric"].isin(TABLE_METRICS)]
     retrievers = order_retrievers(sorted(mc["retriever"].unique()))
     avg = mc.groupby(["subset", "metric"], sort=True)["value"].mean().reset_index()
     data = pd.concat([mc, avg.assign(retriever=AVG)], ignore_index=True)
@@ -366,12 +375,12 @@ def table4(macro: pd.DataFrame, split: str, labels: Mapping[str, str] | None = N
         value="value",
         rows=[*retrievers, AVG],
         cols=types,
-        subs=["map", R_AT_K],
+        subs=list(TABLE_METRICS),
         row_labels=lambda r: r if r == AVG else _labeller(labels)(r),
         # A benchmark's type names are bound to the registry (benchmark build refuses a run
         # that only calls itself by a built-in's name), so a type's label is the registry's.
         col_labels=lambda t: TYPE_LABELS.get(str(t), f"chosen by {retriever_label(str(t))}"),
-        sub_labels=METRIC_LABELS,
+        sub_labels=measures.label,
         row_header="Models",
         bold_best=True,
         no_bold_rows=[AVG],
@@ -390,10 +399,8 @@ def summary_lines(per_field: pd.DataFrame, split: str, retriever: str) -> list[s
     lines = []
     for field in field_order(sorted(fields["field"].unique())):
         f = fields[fields["field"] == field].set_index("metric")["value"]
-        lines.append(
-            "\t".join([field] + [f"{m.replace('@', '_')}: {f[m]:g}" for m in MDCR_METRICS])
-        )
+        lines.append("\t".join([field] + [f"{official_key(m)}: {f[m]:g}" for m in MDCR_METRICS]))
     a = avg.set_index("metric")["value"]
     lines.append("")
-    lines.append("\t".join([AVG] + [f"{m.replace('@', '_')}: {a[m]:g}" for m in MDCR_METRICS]))
+    lines.append("\t".join([AVG] + [f"{official_key(m)}: {a[m]:g}" for m in MDCR_METRICS]))
     return lines

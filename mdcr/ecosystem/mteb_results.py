@@ -43,14 +43,10 @@ def _pick(names: list[str], wanted: str | None, where: Path) -> str:
     return names[0]
 
 
-def _mteb_name(kind: str, k: int) -> str:
-    return {"map": "map_at_", "ndcg": "ndcg_at_", "recall": "recall_at_"}[kind] + str(k)
-
-
 def _pool_scores(score: Path, retriever: str | None) -> tuple[str, str, dict[str, Any]]:
     """(retriever, run fingerprint, {task: {split: scores}}) of a score output."""
     from mdcr.artifacts import POOL_MEANS, POOL_META
-    from mdcr.eval.metrics import parse_metric
+    from mdcr.measures.registry import parse
     from mdcr.outputs import input_paths, score_info
 
     means = POOL_MEANS.read_pandas(score).astype({"retriever": str, "pool_id": str})
@@ -69,9 +65,12 @@ def _pool_scores(score: Path, retriever: str | None) -> tuple[str, str, dict[str
     for pool_id, g in means[means["retriever"] == name].groupby("pool_id", sort=True):
         scores: dict[str, Any] = {}
         for metric, value in zip(g["metric"], g["value"], strict=True):
-            kind, k = parse_metric(str(metric))
-            scores[_mteb_name(kind, k)] = float(value)
-            if kind == "map":
+            measure, k = parse(str(metric))
+            key = measure.mteb_name(k) if k is not None else None
+            if key is None:
+                continue  # a measure MTEB's results have no key for
+            scores[key] = float(value)
+            if measure.kind == "map":
                 scores["main_score"] = float(value)
         task = TASK_PREFIX + folder_name(str(pool_id))
         out[task] = {split_of.get(str(pool_id), "test"): scores}

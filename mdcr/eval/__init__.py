@@ -1,20 +1,9 @@
-"""Evaluation: per-query metrics, aggregation, significance, chance baselines, tables, plots.
+"""Evaluation: per-pool scoring, aggregation, significance, chance baselines, tables, plots.
 
-ranx compiles its metrics with numba on first use (seconds). numba caches the compiled code
-next to the installed package by default, which may be read-only; unless the user chose a
-folder, the cache goes to a per-user folder so that later runs start in about a second.
-This must happen before numba is first imported, hence here.
+The measures themselves are :mod:`mdcr.measures`; importing it first sets numba's cache
+folder before ranx (used here too, for significance and TREC files) loads numba.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-
-def _default_numba_cache() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return str(Path(base) / "mdcr" / "numba")
-
-
-os.environ.setdefault("NUMBA_CACHE_DIR", _default_numba_cache())
+import mdcr.measures  # noqa: F401  (sets NUMBA_CACHE_DIR before numba is imported)

@@ -25,13 +25,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from mdcr.paper import MAG_FIELDS
+from mdcr.measures import registry as measures
+from mdcr.paper import MAG_FIELDS, MDCR_RECALL_K
 
 if TYPE_CHECKING:
     from mdcr.facts import BenchmarkOrigin
 
-# The paper's column label -> our metric name.
-PAPER_METRICS = {"MAP": "map@500", "nDCG": "ndcg@500", "R@30": "recall@30", "R@5": "recall@5"}
+# The paper's column label -> our metric name: MAP, nDCG and R@30 of the pools (at depth
+# 500), and MDCR's R@5 (``MAP``, ``nDCG``, ``R@30``, ``R@5``).
+PAPER_METRICS = {
+    measures.label(name): name
+    for name in (*measures.PAPER_NAMES, measures.RECALL.name(MDCR_RECALL_K))
+}
 RANDOM = "random"
 
 

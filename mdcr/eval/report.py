@@ -294,9 +294,11 @@ def _setup_lines(per_pool: pd.DataFrame) -> list[str]:
 
 
 def _methods_lines(c: Context, scores: Scores) -> list[str]:
-    from mdcr.eval.metrics import metric_label, parse_metric
+    from mdcr.measures.registry import label as metric_label
+    from mdcr.measures.registry import parse
 
-    depth = sorted({parse_metric(m)[1] for m in c.metrics if not m.startswith("recall")})
+    cut = [parse(m) for m in c.metrics]
+    depth = sorted({k for m, k in cut if m.cutoff == "depth" and k is not None})
     try:
         ranx_version = metadata.version("ranx")
     except metadata.PackageNotFoundError:  # pragma: no cover
@@ -321,7 +323,7 @@ def _methods_lines(c: Context, scores: Scores) -> list[str]:
         "AVG is the macro average over fields.",
         f"- Baselines: {chance_note} The expected-chance row is the exact expectation of "
         "each metric under a uniformly random ranking of the pool (closed forms in "
-        "`mdcr/eval/chance.py`), averaged over the queries and repetitions.",
+        "`mdcr/measures/chance.py`), averaged over the queries and repetitions.",
         "- Significance: paired per query (a query's value averaged over the repetitions), "
         "two-sided, with "
         + " and ".join(tests[t] for t in c.cfg.stat_tests)
@@ -354,9 +356,9 @@ def benchmark_section(folder: Path, splits: tuple[str, ...]) -> Section:
 def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     from mdcr.eval.aggregate import over_reps, query_means
     from mdcr.eval.document import Report, Section, write_report
-    from mdcr.eval.metrics import metric_sort_key
     from mdcr.eval.published import order_retrievers
     from mdcr.eval.report_sections import CHANCE_ROW, Context, SectionOptions, letters_for
+    from mdcr.measures.registry import sort_key as metric_sort_key
 
     folders = ctx.inputs.get("scores") or []
     if not folders:

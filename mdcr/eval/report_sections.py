@@ -200,9 +200,9 @@ def _dataset_table(c: Context, split: str, part: _Slice) -> tuple[Table, pd.Data
     import numpy as np
     import pandas as pd
 
-    from mdcr.eval.metrics import metric_label
     from mdcr.eval.significance import winner_letters
     from mdcr.eval.tables import build_table
+    from mdcr.measures.registry import label as metric_label
 
     rows = list(part.retrievers)
     data = part.agg[["retriever", "size", "metric", "mean", "std"]].copy()
@@ -248,8 +248,8 @@ def _dataset_table(c: Context, split: str, part: _Slice) -> tuple[Table, pd.Data
 
 def _dataset_plots(c: Context, split: str, part: _Slice, retrievers: list[str]) -> list[str]:
     """Metrics against pool size, and the per-query AP boxes per pool size."""
-    from mdcr.eval.metrics import metric_label
     from mdcr.eval.plots import plot_ap_boxes, plot_pool_size
+    from mdcr.measures.registry import label as metric_label
 
     ch = part.chance
     chance_plot = ch[["size", "metric", "mean"]] if c.cfg.chance_rows and not ch.empty else None
@@ -283,14 +283,15 @@ def _dataset_plots(c: Context, split: str, part: _Slice, retrievers: list[str]) 
 
 
 def _box_metric(metrics: list[str]) -> str:
-    return next((m for m in metrics if m.startswith("map@")), metrics[0])
+    """The per-query boxes show the first measure in table order (MAP, when scored)."""
+    return metrics[0]
 
 
 def _per_query_label(metric: str) -> str:
     """AP for MAP's per-query values; the metric's label otherwise."""
-    from mdcr.eval.metrics import metric_label
+    from mdcr.measures.registry import per_query_label
 
-    return "AP" if metric.startswith("map@") else metric_label(metric)
+    return per_query_label(metric)
 
 
 def field_sections(
@@ -396,9 +397,9 @@ def _field_table(
     c: Context, split: str, size: int, suffix: str, part: _Slice, fields: list[str], metric: str
 ) -> tuple[Table, pd.DataFrame, pd.DataFrame]:
     """One metric's field-level table, its comparisons and its cells."""
-    from mdcr.eval.metrics import metric_label
     from mdcr.eval.significance import winner_letters
     from mdcr.eval.tables import build_table
+    from mdcr.measures.registry import label as metric_label
 
     am = part.agg[part.agg["metric"] == metric][["retriever", "field", "mean", "std"]]
     data, rows, incomplete = _field_data(c, am, part.chance, metric, fields)
@@ -443,8 +444,8 @@ def _field_plots(
     c: Context, split: str, suffix: str, part: _Slice, fields: list[str], bars: pd.DataFrame
 ) -> list[str]:
     """A bar chart per metric over the fields, and the per-query AP boxes of all fields."""
-    from mdcr.eval.metrics import metric_label
     from mdcr.eval.plots import plot_ap_boxes, plot_field_bars
+    from mdcr.measures.registry import label as metric_label
 
     plots: list[str] = []
     for metric in part.metrics:
@@ -647,7 +648,7 @@ def _cell_key(frame: pd.DataFrame, with_model: bool) -> pd.Series:
 
 def _finish(c: Context, s: Section, sigs: list[pd.DataFrame]) -> None:
     """Fold a section's pairwise comparisons under it and keep them for the parquet."""
-    from mdcr.eval.metrics import metric_label
+    from mdcr.measures.registry import label as metric_label
 
     fmt = {
         "size": lambda v: size_label(int(v)),

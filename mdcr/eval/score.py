@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from mdcr.config import input_path, param
 from mdcr.errors import ConfigError, InputDataError
-from mdcr.eval.metrics import METRIC_KINDS
+from mdcr.measures import registry as measures
 from mdcr.paper import DEPTH, RECALL_K
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
@@ -43,16 +43,18 @@ class ScoreConfig:
     )
     depth: int = param(DEPTH, help="ranks that count for MAP and nDCG (the paper: 500)")
     recall_k: int = param(RECALL_K, help="k of R@k (the paper: 30, about the positives per query)")
-    metrics: tuple[str, ...] = param(METRIC_KINDS, help="metrics: map, ndcg, recall")
+    metrics: tuple[str, ...] = param(
+        measures.PAPER_KINDS, help=f"measures: {', '.join(measures.kinds())} (registered ones)"
+    )
     chance: bool = param(True, help="also write the analytic expected chance per pool")
 
     def validate(self) -> None:
-        bad = [m for m in self.metrics if m not in METRIC_KINDS]
-        if bad or not self.metrics:
+        if not self.metrics:
             raise ConfigError(
-                f"score.metrics: {bad[0] if bad else 'empty'!r} is not valid; "
-                f"valid metrics: {', '.join(METRIC_KINDS)}"
+                f"score.metrics: empty; valid measures: {', '.join(measures.kinds())}"
             )
+        for kind in self.metrics:
+            measures.get(kind, "score.metrics")
         if self.depth < 1:
             raise ConfigError(f"score.depth: must be >= 1, got {self.depth}")
         if not 1 <= self.recall_k <= self.depth:
@@ -102,7 +104,7 @@ def score_run(
     import pyarrow.parquet as pq
 
     from mdcr.artifacts import RUNS
-    from mdcr.eval.metrics import score_pool
+    from mdcr.measures.compute import score_pool
 
     run_file = RUNS.require(run_file)
     pool_ids = sorted(
@@ -152,14 +154,13 @@ def chance_per_pool(
     """Mean over each pool's queries of the metrics' expectation under a random ranking.
 
     A query's candidates are the pool's papers except the query itself; its relevant
-    candidates are its positives found in the pool (see :mod:`mdcr.eval.chance`).
+    candidates are its positives found in the pool (see :mod:`mdcr.measures.chance`).
     """
     import duckdb
     import pandas as pd
 
     from mdcr.artifacts import POOLS
     from mdcr.eval.aggregate import POOL_KEYS
-    from mdcr.eval.chance import expected_metric
 
     con = duckdb.connect()
     q = qrels[qrels["pool_id"].isin(pool_ids)][["pool_id", "query_id", "paper_id", "relevance"]]
@@ -197,8 +198,10 @@ def chance_per_pool(
     con.close()
     rows = []
     for metric in metrics:
+        if measures.parse(metric)[0].chance is None:
+            continue  # a measure without a chance formula gets no chance row
         vals = [
-            expected_metric(metric, int(n), int(m), int(r))
+            measures.expected(metric, int(n), int(m), int(r))
             for n, m, r in zip(counts["n_cand"], counts["m"], counts["r"], strict=True)
         ]
         frame = pd.DataFrame({"pool_id": counts["pool_id"], "value": vals})
@@ -209,10 +212,13 @@ def chance_per_pool(
         )
         agg["metric"] = metric
         rows.append(agg)
-    out = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+    columns = ["pool_id", *POOL_KEYS, "metric", "value", "n_queries"]
+    if not rows:
+        return pd.DataFrame({c: [] for c in columns})
+    out = pd.concat(rows, ignore_index=True)
     meta = pool_meta[["pool_id", *POOL_KEYS]].drop_duplicates("pool_id")
     out = out.merge(meta, on="pool_id", how="left")
-    return out[["pool_id", *POOL_KEYS, "metric", "value", "n_queries"]]
+    return out[columns]
 
 
 def _score_runs(
@@ -288,7 +294,6 @@ def _write_chance(
 def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
     from mdcr.artifacts import POOL_MEANS, POOL_META, POOL_METRICS, QRELS
     from mdcr.eval.aggregate import per_pool_means
-    from mdcr.eval.metrics import metric_names, metric_sort_key
     from mdcr.facts import ScoreInfo
     from mdcr.fingerprints import artifact_fingerprint
 
@@ -300,7 +305,10 @@ def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
     if not runs:
         raise ConfigError("score.runs: no runs given; name at least one search or bm25 output")
     names = retriever_names(runs, cfg.names)
-    metrics = sorted(metric_names(cfg.metrics, cfg.depth, cfg.recall_k), key=metric_sort_key)
+    metrics = sorted(
+        measures.names(cfg.metrics, cfg.depth, cfg.recall_k, "score.metrics"),
+        key=measures.sort_key,
+    )
     known = set(pool_meta["pool_id"].astype(str))
 
     per_query, runs_scored = _score_runs(runs, names, qrels, known, metrics, cfg.depth, ctx)
@@ -326,6 +334,12 @@ def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
     )
 
 
+def identify_score(cfg: ScoreConfig) -> dict[str, Any]:
+    """The definitions of measures registered at run time (none for the built-in ones, so
+    their fingerprints are those of mdcr's code alone)."""
+    return measures.identity(cfg.metrics)
+
+
 def plan_score(
     cfg: ScoreConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
 ) -> StagePlan:
@@ -346,6 +360,7 @@ SPEC = register(
         config=ScoreConfig,
         run=run_score,
         plan=plan_score,
+        identity=identify_score,
         help="per-query MAP, nDCG and R@k of runs against pool qrels (ranx)",
     )
 )

@@ -36,7 +36,8 @@ from mdcr.engine import (
 )
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.index.bm25_data import PoolData, PoolInfo, PoolJob, PoolWorker, open_pool_worker
-from mdcr.paper import DEPTH
+from mdcr.measures import registry as measures
+from mdcr.paper import DEPTH, RECALL_K
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
 SWEEP_DEVICE_HELP = f"{DEVICE_HELP}; the sweep uses one GPU, torch's, and Lucene none"
@@ -67,21 +68,19 @@ def _check_k1_b(where: str, k1s: Sequence[float], bs: Sequence[float]) -> None:
 
 
 def metric_name(metric: str, depth: int) -> str:
-    """The full metric name: ``map`` -> ``map@<depth>``, ``ndcg`` -> ``ndcg@<depth>``,
-    ``recall`` -> ``recall@30``; names with a cut-off (``recall@30``) stay as they are."""
-    from mdcr.eval.metrics import parse_metric
-
+    """The stored name of the measure to maximise: a kind is cut at ``depth`` (``map`` ->
+    ``map@<depth>``) or at the paper's k (``recall`` -> ``recall@30``), as its registry
+    entry says; a name with a cut-off (``recall@30``) stays as it is."""
     name = metric.strip().lower()
-    if "@" not in name:
-        name = {"map": f"map@{depth}", "ndcg": f"ndcg@{depth}", "recall": "recall@30"}.get(
-            name, name
-        )
     try:
-        parse_metric(name)
-    except InputDataError:
+        if "@" not in name:
+            measure = measures.get(name)
+            return measure.name(measure.cutoff_of(depth, RECALL_K))
+        measures.parse(name)
+    except (ConfigError, InputDataError):
+        valid = ", ".join(measures.kinds())
         raise ConfigError(
-            f"bm25-tune.metric: {metric!r} is not valid; valid: map, ndcg, recall@30 "
-            f"(or map@N, ndcg@N, recall@N)"
+            f"bm25-tune.metric: {metric!r} is not valid; valid: {valid} (or kind@N)"
         ) from None
     return name
 
@@ -93,7 +92,9 @@ class TuneConfig:
     k1: tuple[float, ...] = param(DEFAULT_K1_GRID, help="k1 values of the grid")
     b: tuple[float, ...] = param(DEFAULT_B_GRID, help="b values of the grid")
     metric: str = param(
-        "map", help="metric to maximise, averaged over val pools: map, ndcg or recall@30"
+        measures.MAP.kind,
+        help="measure to maximise, averaged over val pools: map, ndcg or recall@30 (any "
+        "registered kind, or kind@N)",
     )
     depth: int = param(DEPTH, help="ranking depth searched and scored (MAP and nDCG cut-off)")
     threads: int = setting(0, help="threads for indexing and search (0: all cores)")
@@ -440,7 +441,7 @@ def tune_pool(
     """Mean metrics of one pool at every grid point of ``rankings``."""
     import pandas as pd
 
-    from mdcr.eval.metrics import score_pool
+    from mdcr.measures.compute import score_pool
 
     rows = []
     for (k1, b), ranked in rankings:
@@ -472,7 +473,9 @@ def run_bm25_tune(cfg: TuneConfig, ctx: StageContext) -> None:
     from mdcr.atomic import atomic_write_text
 
     metric = metric_name(cfg.metric, cfg.depth)
-    metrics = list(dict.fromkeys([f"map@{cfg.depth}", f"ndcg@{cfg.depth}", "recall@30", metric]))
+    # the grid holds the paper's measures (at this depth) and the one maximised
+    paper = measures.names(measures.PAPER_KINDS, cfg.depth, RECALL_K)
+    metrics = list(dict.fromkeys([*paper, metric]))
     grid = list(itertools.product(cfg.k1, cfg.b))
     data = PoolData(ctx.input("corpus"), ctx.input("pools"), cfg.threads)
     try:
@@ -660,6 +663,11 @@ def plan_bm25(
     )
 
 
+def identify_bm25_tune(cfg: TuneConfig) -> dict[str, Any]:
+    """The definition of the maximised measure when it was registered at run time."""
+    return measures.identity([measures.parse(metric_name(cfg.metric, cfg.depth))[0].kind])
+
+
 TUNE_SPEC = register(
     StageSpec(
         name="bm25-tune",
@@ -669,6 +677,7 @@ TUNE_SPEC = register(
         help="grid-search BM25 k1 and b on the validation pools (exact sweep, or Lucene)",
         resumable=True,
         plan=plan_bm25_tune,
+        identity=identify_bm25_tune,
         main_output=CHOSEN_FILE,
         finished_units=finished_pools,
     )

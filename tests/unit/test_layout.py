@@ -125,3 +125,36 @@ def test_stage_entry_points_share_one_naming_convention() -> None:
             assert spec.plan.__name__ == f"plan_{snake}", spec.name  # type: ignore[attr-defined]
         if spec.identity is not None:
             assert spec.identity.__name__ == f"identify_{snake}", spec.name  # type: ignore[attr-defined]
+
+
+def _imports_between(graph: dict[str, set[str]], source: str, target: str) -> list[str]:
+    """``a -> b`` for each module of package ``source`` importing one of ``target``."""
+    return sorted(
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        if a == source or a.startswith(source + ".")
+        for b in targets
+        if b == target or b.startswith(target + ".")
+    )
+
+
+def test_index_and_eval_do_not_import_each_other() -> None:
+    """Retrieval (index) and evaluation (eval) meet only in the measures, a core package:
+    BM25 tuning scores through mdcr.measures, and eval reads runs through artifacts."""
+    graph = import_graph()
+    assert _imports_between(graph, "mdcr.index", "mdcr.eval") == []
+    assert _imports_between(graph, "mdcr.eval", "mdcr.index") == []
+
+
+def test_measures_use_only_core_modules() -> None:
+    """mdcr.measures sits below every stage package, so each of them may use it."""
+    graph = import_graph()
+    for package in ("corpus", "pools", "encoders", "index", "eval", "benchmark", "planning"):
+        assert _imports_between(graph, "mdcr.measures", f"mdcr.{package}") == []
+
+
+def test_the_layout_checker_finds_an_import_between_packages() -> None:
+    graph = {"mdcr.index.bm25": {"mdcr.eval.metrics", "mdcr.paper"}, "mdcr.eval": set()}
+    assert _imports_between(graph, "mdcr.index", "mdcr.eval") == [
+        "mdcr.index.bm25 -> mdcr.eval.metrics"
+    ]

@@ -1,5 +1,5 @@
-"""Shared fixtures: one ranx warm-up per session (numba compiles its metrics on first use),
-and fake pools, runs and a score output built once through the real store."""
+"""Shared fixtures: the ranx warm-up (from tests/unit/measures), and fake pools, runs and
+a score output built once through the real store."""
 
 from __future__ import annotations
 
@@ -7,21 +7,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 
 from mdcr.config import from_mapping
 from mdcr.store import Store
+from tests.unit.measures.conftest import warm_up_ranx
 
 
 @pytest.fixture(scope="session")
 def ranx_ready() -> None:
-    """Compile (or load from the numba cache) ranx's MAP, nDCG and recall once."""
-    from mdcr.eval.metrics import score_pool
-
-    qrels = pd.DataFrame({"query_id": ["q"] * 2, "paper_id": ["a", "b"], "relevance": [1, 1]})
-    run = pd.DataFrame({"query_id": ["q"] * 3, "paper_id": ["a", "x", "b"], "rank": [1, 2, 3]})
-    score_pool(qrels, run, ["map@500", "ndcg@500", "recall@30"], 500)
+    warm_up_ranx()
 
 
 @dataclass

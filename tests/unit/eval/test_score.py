@@ -10,8 +10,8 @@ import pytest
 
 from mdcr.config import from_mapping
 from mdcr.errors import ConfigError, ManifestMismatchError
-from mdcr.eval.chance import expected_metric
-from mdcr.eval.metrics import score_pool
+from mdcr.measures.compute import score_pool
+from mdcr.measures.registry import expected as expected_metric
 from tests.unit.eval.conftest import Built, make_runs, run_score
 from tests.unit.eval.fakes import POOLS, FakePoolsConfig
 

@@ -1,4 +1,5 @@
-"""Per-query metrics agree with pytrec_eval (trec_eval), an independent implementation.
+"""Per-query values of the registered measures agree with pytrec_eval (trec_eval), an
+independent implementation.
 
 Both implementations are given the run's rank order as scores that fall strictly with rank
 (``-rank``), so neither applies its own tie rule; the ranks themselves come from
@@ -13,17 +14,19 @@ import pytest
 import pytrec_eval
 
 from mdcr.errors import InputDataError
-from mdcr.eval.metrics import metric_label, metric_names, score_pool
 from mdcr.index.runs import rank_candidates
+from mdcr.measures.compute import score_pool
+from mdcr.measures.registry import label as metric_label
+from mdcr.measures.registry import names as metric_names
+from mdcr.measures.registry import parse
 
 pytestmark = pytest.mark.usefixtures("ranx_ready")
 
-TREC = {"map@": "map_cut_{k}", "ndcg@": "ndcg_cut_{k}", "recall@": "recall_{k}"}
-
 
 def _trec_measure(metric: str) -> str:
-    kind, k = metric.split("@")
-    return TREC[kind + "@"].format(k=k)
+    """pytrec_eval's name of a stored name, as the registry declares it."""
+    measure, k = parse(metric)
+    return measure.pytrec_eval_name(k)
 
 
 def _pytrec(qrels: pd.DataFrame, run: pd.DataFrame, metrics: list[str], depth: int) -> dict:

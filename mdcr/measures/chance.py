@@ -1,7 +1,7 @@
-"""Expected metric values of a random ranking: the analytic chance floor of a pool.
+"""Expected measure values of a random ranking: the analytic chance floor of a pool.
 
 A query has ``n`` candidates (the pool without the query itself), ``m`` of them relevant,
-and ``r`` relevant papers in its qrels (``r >= m``; metrics divide by ``r``). A random
+and ``r`` relevant papers in its qrels (``r >= m``; measures divide by ``r``). A random
 ranking is a uniformly random permutation of the ``n`` candidates, cut at depth ``d``;
 write ``d' = min(d, n)`` and ``H_j = 1 + 1/2 + ... + 1/j``.
 
@@ -16,7 +16,9 @@ closed forms:
 - nDCG@d: ``E = (m/n) * sum_{i<=d'} 1/log2(i+1)  /  sum_{i<=min(r,d)} 1/log2(i+1)``
   (the ideal DCG is fixed by the qrels, so the expectation passes through the ratio).
 
-The MAP of a random ranking is the mean of these per-query expectations.
+The MAP of a random ranking is the mean of these per-query expectations. Every formula
+here has the signature of :data:`mdcr.measures.registry.ChanceFormula`:
+``(n, m, r, cut-off) -> expectation``.
 """
 
 from __future__ import annotations
@@ -24,8 +26,6 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-
-from mdcr.eval.metrics import parse_metric
 
 
 @lru_cache(maxsize=65536)
@@ -61,13 +61,3 @@ def expected_ndcg(n: int, m: int, r: int, depth: int) -> float:
     dcg = (m / n) * float(np.sum(1.0 / np.log2(np.arange(2, d + 2))))
     ideal = float(np.sum(1.0 / np.log2(np.arange(2, min(r, depth) + 2))))
     return dcg / ideal
-
-
-def expected_metric(name: str, n: int, m: int, r: int) -> float:
-    """The expectation of metric ``name`` (``map@500``, ``ndcg@500``, ``recall@30``)."""
-    kind, k = parse_metric(name)
-    if kind == "map":
-        return expected_ap(n, m, r, k)
-    if kind == "ndcg":
-        return expected_ndcg(n, m, r, k)
-    return expected_recall(n, m, r, k)

@@ -7,7 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from mdcr.eval.chance import expected_ap, expected_metric, expected_ndcg, expected_recall
+from mdcr.measures.chance import expected_ap, expected_ndcg, expected_recall
+from mdcr.measures.registry import expected as expected_metric
 
 
 def _metrics_of(rel: np.ndarray, r: int, depth: int, k: int) -> tuple[float, float, float]:

@@ -1,8 +1,9 @@
-"""Per-query retrieval metrics (MAP, nDCG, R@k) of one pool's run, computed with ranx.
+"""Per-query values of registered measures for one pool's run, computed with ranx.
 
-Metric names carry their cut-off, ``map@500``, ``ndcg@500``, ``recall@30``, so that stored
-values say what they are. Two rules of docs/architecture.md §7 (ties, every query scored)
-and one of exact ids are enforced here:
+Measure names carry their cut-off (``map@500``, ``ndcg@500``, ``recall@30``), so that
+stored values say what they are; :mod:`mdcr.measures.registry` says how ranx names each.
+Two rules of docs/architecture.md §7 (ties, every query scored) and one of exact ids
+are enforced here:
 
 - The order that counts is the run's ``rank`` (ties were already broken by score desc,
   paper_id asc). ranx sorts by score, so it is fed ``-rank`` as the score: a value that
@@ -15,50 +16,16 @@ and one of exact ids are enforced here:
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from mdcr.errors import ConfigError, InputDataError, require
+from mdcr.errors import InputDataError, require
+from mdcr.measures.registry import parse
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
-
-METRIC_KINDS = ("map", "ndcg", "recall")
-_LABELS = {"map": "MAP", "ndcg": "nDCG", "recall": "R"}
-_NAME = re.compile(r"^(map|ndcg|recall)@(\d+)$")
-
-
-def metric_names(kinds: Sequence[str], depth: int, recall_k: int) -> list[str]:
-    """ranx metric names for the metric kinds: MAP and nDCG at ``depth``, recall at ``recall_k``."""
-    out = []
-    for kind in kinds:
-        if kind not in METRIC_KINDS:
-            raise ConfigError(f"unknown metric '{kind}'; valid metrics: {', '.join(METRIC_KINDS)}")
-        out.append(f"{kind}@{recall_k if kind == 'recall' else depth}")
-    return out
-
-
-def parse_metric(name: str) -> tuple[str, int]:
-    """(kind, cut-off) of a metric name such as ``recall@30``."""
-    m = _NAME.match(name)
-    if m is None:
-        raise InputDataError(f"unknown metric name '{name}'; expected map@N, ndcg@N or recall@N")
-    return m.group(1), int(m.group(2))
-
-
-def metric_label(name: str) -> str:
-    """The paper's column label: ``MAP``, ``nDCG`` (cut-off implied), ``R@30``."""
-    kind, k = parse_metric(name)
-    return f"R@{k}" if kind == "recall" else _LABELS[kind]
-
-
-def metric_sort_key(name: str) -> tuple[int, int]:
-    """Paper order: MAP, nDCG, R@k."""
-    kind, k = parse_metric(name)
-    return METRIC_KINDS.index(kind), k
 
 
 def _ranx_evaluate(qrels: list[np.ndarray], run: list[np.ndarray], metrics: list[str]) -> dict:
@@ -94,18 +61,21 @@ def score_pool(
     depth: int,
     where: str = "run",
 ) -> pd.DataFrame:
-    """Per-query metrics of one pool: columns query_id, metric, value.
+    """Per-query values of one pool: columns query_id, metric, value.
 
-    ``qrels`` has query_id, paper_id, relevance; ``run`` has query_id, paper_id, rank.
-    Every qrels query gets a row per metric (0 when the run has nothing for it); only the
-    top ``depth`` ranks of the run count.
+    ``qrels`` has query_id, paper_id, relevance; ``run`` has query_id, paper_id, rank;
+    ``metrics`` are stored names of registered measures (a name without a cut-off is
+    computed at ``depth``). Every qrels query gets a row per metric (0 when the run has
+    nothing for it); only the top ``depth`` ranks of the run count.
     """
     import numpy as np
     import pandas as pd
 
     metrics = list(metrics)
+    ranx_names = {}
     for name in metrics:
-        parse_metric(name)
+        measure, k = parse(name)
+        ranx_names[name] = measure.ranx_name(depth if k is None else k)
     qrels = qrels.assign(
         query_id=qrels["query_id"].astype(str), paper_id=qrels["paper_id"].astype(str)
     )
@@ -155,9 +125,9 @@ def score_pool(
             )
             for i in has_run
         ]
-        scored = _ranx_evaluate(qrel_arrays, run_arrays, metrics)
+        scored = _ranx_evaluate(qrel_arrays, run_arrays, list(dict.fromkeys(ranx_names.values())))
         for m in metrics:
-            values[m][has_run] = scored[m]
+            values[m][has_run] = scored[ranx_names[m]]
     return pd.DataFrame(
         {
             "query_id": np.tile(queries, len(metrics)).astype(str),
