@@ -65,7 +65,10 @@ def input_path(default: Any = _MISSING, *, help: str = "", multiple: bool = Fals
 
 
 def config_fields(cls: type) -> list[dataclasses.Field[Any]]:
-    return [f for f in dataclasses.fields(cls) if f.init]
+    """A config's fields: its own first, then those of the keyword-only mixins it shares
+    with other configs (the engine settings), each group in declaration order."""
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    return [f for f in fields if not f.kw_only] + [f for f in fields if f.kw_only]
 
 
 def is_input(f: dataclasses.Field[Any]) -> bool:
@@ -170,6 +173,20 @@ def _coerce(tp: Any, value: Any, where: str, from_text: bool) -> Any:
     raise ConfigError(f"{where}: unsupported config type {tp!r}")  # pragma: no cover
 
 
+def renamed_keys(cls: type) -> Mapping[str, str]:
+    """A config's former keys and their new names (a class attribute ``RENAMED_KEYS``)."""
+    return dict(getattr(cls, "RENAMED_KEYS", {}))
+
+
+def unknown_key(cls: type, key: str, where: str) -> ConfigError:
+    """The one line for a key ``cls`` does not have: a former key names its new name."""
+    new = renamed_keys(cls).get(key)
+    if new is not None:
+        return ConfigError(f"{where}: key '{key}' is now called '{new}'; rename it to '{new}'")
+    valid = ", ".join(sorted(f.name for f in config_fields(cls)))
+    return ConfigError(f"{where}: unknown key '{key}'; valid keys: {valid}")
+
+
 def from_mapping(
     cls: type[T], data: Mapping[str, Any], where: str, *, from_text: bool = False
 ) -> T:
@@ -182,9 +199,7 @@ def from_mapping(
     fields = {f.name: f for f in config_fields(cls)}
     for key in data:
         if key not in fields:
-            raise ConfigError(
-                f"{where}: unknown key '{key}'; valid keys: {', '.join(sorted(fields))}"
-            )
+            raise unknown_key(cls, key, where)
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     for key, value in data.items():
@@ -206,9 +221,7 @@ def parse_values(cls: type, changes: Mapping[str, str], where: str) -> dict[str,
     values: dict[str, Any] = {}
     for key, text in changes.items():
         if key not in fields:
-            raise ConfigError(
-                f"{where}: unknown key '{key}'; valid keys: {', '.join(sorted(fields))}"
-            )
+            raise unknown_key(cls, key, where)
         values[key] = _coerce(hints[key], text, f"{where}.{key}", True)
     return values
 

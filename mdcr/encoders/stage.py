@@ -36,12 +36,7 @@ import numpy as np
 from mdcr.config import canonical_json, input_path, param, params_of, setting
 from mdcr.device import DEVICE_HELP, check_device_spec
 from mdcr.encoders.registry import valid_specs
-from mdcr.engine import (
-    EXECUTOR_HELP,
-    RAY_ADDRESS_HELP,
-    RAY_WORKERS_HELP,
-    check_engine_settings,
-)
+from mdcr.engine import EngineSettings, check_engine_settings
 from mdcr.errors import ConfigError, InputDataError, MdcrError
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
@@ -51,7 +46,7 @@ _ROLE_PLURAL = {"document": "documents", "query": "queries"}
 
 
 @dataclass(frozen=True)
-class EncodeConfig:
+class EncodeConfig(EngineSettings):
     corpus: str = input_path(
         help="prefilter output folder (papers.parquet: paper_id, title, abstract) or that file"
     )
@@ -114,9 +109,6 @@ class EncodeConfig:
         help="copy vectors of papers (same id, title and abstract) from finished encode "
         "outputs of the same encoder in this store instead of encoding them again",
     )
-    executor: Literal["local", "ray"] = setting("local", help=EXECUTOR_HELP)
-    ray_address: str = setting("", help=RAY_ADDRESS_HELP)
-    ray_workers: int = setting(0, help=RAY_WORKERS_HELP)
 
     def validate(self) -> None:
         from mdcr.encoders.registry import check_options, lookup

@@ -28,12 +28,7 @@ import numpy as np
 
 from mdcr.config import input_path, param, setting
 from mdcr.device import DEVICE_HELP, check_device_spec
-from mdcr.engine import (
-    EXECUTOR_HELP,
-    RAY_ADDRESS_HELP,
-    RAY_WORKERS_HELP,
-    check_engine_settings,
-)
+from mdcr.engine import EngineSettings, check_engine_settings
 from mdcr.errors import ConfigError
 from mdcr.paper import DEPTH
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
@@ -44,7 +39,7 @@ BLOCK_VECTORS = 2_000_000
 
 
 @dataclass(frozen=True)
-class SearchConfig:
+class SearchConfig(EngineSettings):
     pools: str = input_path(help="pools output folder (pools.parquet, qrels.parquet)")
     embeddings: str = input_path(help="encode output folder holding every pool paper and query")
     k: int = param(DEPTH, help="papers retrieved per query")
@@ -65,9 +60,6 @@ class SearchConfig:
         BLOCK_VECTORS,
         help="most vectors indexed at once; a larger pool is searched in blocks (same runs)",
     )
-    executor: Literal["local", "ray"] = setting("local", help=EXECUTOR_HELP)
-    ray_address: str = setting("", help=RAY_ADDRESS_HELP)
-    ray_workers: int = setting(0, help=RAY_WORKERS_HELP)
 
     def validate(self) -> None:
         for key in ("k", "query_batch", "block_vectors"):
