@@ -277,7 +277,7 @@ def _output(folder: Path) -> Output | None:
     return open_output(folder)
 
 
-# Which built-in registry entry ranked (mdcr.encoders.builtin): a run's name never says.
+# Which built-in registry entry ranked (mdcr.retriever_identity): a run's name never says.
 RETRIEVER_IDENTITY = "retriever_identity"
 
 
@@ -304,7 +304,7 @@ def run_info(folder: Path) -> RunInfo | None:
     return RunInfo(
         str(out.info("retriever")),
         str(out.info("pools_fingerprint", "")),
-        out.info(RETRIEVER_IDENTITY),  # mdcr.encoders.builtin.identity_of derives old ones
+        out.info(RETRIEVER_IDENTITY),  # mdcr.retriever_identity.identity_of derives old ones
     )
 
 
@@ -353,7 +353,7 @@ def rank_info(folder: Path) -> RankInfo:
         str(out.info("benchmark_fingerprint")),
         tuple(out.info("splits", [])),
         str(out.info("detail", "")),
-        out.info(RETRIEVER_IDENTITY),  # mdcr.encoders.builtin.identity_of derives old ones
+        out.info(RETRIEVER_IDENTITY),  # mdcr.retriever_identity.identity_of derives old ones
     )
 
 

@@ -117,11 +117,11 @@ def _add_stage_parser(sub: Any, spec: StageSpec, groups: dict[str, Any]) -> None
         help_text = f.metadata.get("help", "")
         if has_default(f):
             d = default_of(f)
-            shown = ",".join(map(str, d)) if isinstance(d, tuple) else d
+            shown = ",".join(map(str, d)) if isinstance(d, tuple) else "unset" if d is None else d
             help_text += f" [{kind}; default: {shown}]"
         else:
             help_text += f" [{kind}; required]"
-        if hints[f.name] is bool:
+        if hints[f.name] in (bool, bool | None):
             p.add_argument(
                 _option(f.name),
                 dest=f.name,

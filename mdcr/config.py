@@ -32,13 +32,17 @@ T = TypeVar("T")
 _MISSING = dataclasses.MISSING
 
 
-def param(default: Any = _MISSING, *, help: str = "", resolved: bool = False) -> Any:
+def param(
+    default: Any = _MISSING, *, help: str = "", resolved: bool = False, unset: Any = None
+) -> Any:
     """A parameter of a stage config (hashed into the fingerprint by value).
 
     ``resolved=True``: the stage's identity hashes the value this parameter resolves to
     (for example ``"auto"`` -> ``"fp32"``), so the raw value is left out of the hash.
+    ``unset``: how the value ``None`` (unset) is hashed and recorded (the encoder options'
+    former sentinels, ``0`` or ``"default"``, so that their fingerprints stay the same).
     """
-    meta = {"help": help, "kind": "param", "resolved": resolved}
+    meta = {"help": help, "kind": "param", "resolved": resolved, "unset": unset}
     if default is _MISSING:
         return dataclasses.field(metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -95,6 +99,17 @@ def default_of(f: dataclasses.Field[Any]) -> Any:
     if f.default_factory is not _MISSING:
         return f.default_factory()
     return _MISSING
+
+
+def recorded(f: dataclasses.Field[Any], value: Any) -> Any:
+    """A parameter's value as it is hashed and recorded: ``None`` as its ``unset`` form."""
+    return f.metadata.get("unset") if value is None else value
+
+
+def recorded_default(f: dataclasses.Field[Any]) -> Any:
+    """A field's default as a manifest records it (tuples as lists; unset in its form)."""
+    d = recorded(f, default_of(f))
+    return list(d) if isinstance(d, tuple) else d
 
 
 def type_name(tp: Any) -> str:
@@ -281,6 +296,9 @@ def params_of(cfg: Any, *, hashed: bool) -> dict[str, Any]:
             continue
         where = f"{type(cfg).__name__}.{f.name}"
         value = getattr(cfg, f.name)
+        if value is None and f.metadata.get("unset") is not None:
+            out[f.name] = f.metadata["unset"]  # how unset was written before None meant it
+            continue
         if hashed:
             value = _typed(hints.get(f.name, Any), value, where)
         out[f.name] = _jsonable(value, where)

@@ -549,8 +549,8 @@ def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
         write_release_json,
     )
     from mdcr.benchmark.graph import create_graph_tables
-    from mdcr.encoders.builtin import identity_of, require_builtin
     from mdcr.pools.db import CorpusFiles, connect
+    from mdcr.retriever_identity import identity_of, require_builtin
     from mdcr.store import artifact_fingerprint
 
     corpus = CorpusFiles.in_folder(ctx.input("corpus"))

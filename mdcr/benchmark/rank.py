@@ -230,7 +230,7 @@ def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
         scores_for,
         write_scores,
     )
-    from mdcr.encoders.builtin import BM25_IDENTITY, identity_of
+    from mdcr.retriever_identity import BM25_IDENTITY, identity_of
     from mdcr.store import artifact_fingerprint
 
     folder = ctx.input("benchmark")

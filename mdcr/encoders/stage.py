@@ -34,7 +34,14 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from mdcr.config import canonical_json, input_path, param, params_of, setting
-from mdcr.device import DEVICE_HELP, check_device_spec
+from mdcr.device import check_device_spec
+from mdcr.encoder_options import (
+    DEFAULT_STORAGE,
+    EncoderOptions,
+    ModelOptions,
+    RuntimeOptions,
+    options_of,
+)
 from mdcr.encoders.registry import valid_specs
 from mdcr.engine import EngineSettings, check_engine_settings
 from mdcr.errors import ConfigError, InputDataError, MdcrError
@@ -46,7 +53,10 @@ _ROLE_PLURAL = {"document": "documents", "query": "queries"}
 
 
 @dataclass(frozen=True)
-class EncodeConfig(EngineSettings):
+class EncodeConfig(EngineSettings, RuntimeOptions, ModelOptions):
+    """The encode stage: its own fields, then the encoder options (declared once in
+    :mod:`mdcr.encoder_options`) and the engine settings."""
+
     corpus: str = input_path(
         help="prefilter output folder (papers.parquet: paper_id, title, abstract) or that file"
     )
@@ -56,54 +66,12 @@ class EncodeConfig(EngineSettings):
         multiple=True,
         help="folders naming the papers to encode (pools, benchmark); empty = whole corpus",
     )
-    max_length: int = param(0, help="max tokens per paper; 0 = the encoder's default")
-    pooling: Literal["default", "cls", "mean", "max", "last"] = param(
-        "default",
-        help="token pooling; 'default' = the encoder's own (a sentence-transformers "
-        "config's, if the model has one); last = the last non-padding token",
-    )
-    metric: Literal["default", "ip", "l2", "cos"] = param(
-        "default", help="similarity override; 'default' = what the encoder was trained for"
-    )
-    input_format: Literal["default", "sep", "pair", "space"] = param(
-        "default",
-        help="sep = title [SEP] abstract; pair = tokenizer pair; space = 'title abstract'",
-    )
-    layers: Literal["default", "last", "all"] = param(
-        "default", help="token vectors from the last layer, or the mean over all layers"
-    )
-    dim: int = param(0, help="random encoder: vector size; 0 = 768")
-    seed: int = param(0, help="random encoder: seed")
-    trust_remote_code: bool = param(False, help="allow model code from the hub (hf: models)")
-    revision: str = param("", help="hub revision (branch, tag or commit) of the model")
-    query_prompt: str | None = param(
-        None,
-        help="text put before each query paper, or a prompt name from the model's "
-        "sentence-transformers config; unset = the config's 'query' prompt (if any). A "
-        "query prompt other than the document prompt makes the encoder asymmetric: query "
-        "papers are encoded once more, as queries",
-    )
-    document_prompt: str | None = param(
-        None,
-        help="text or prompt name put before each candidate paper; unset = the config's "
-        "'document' prompt, else its default prompt (if any)",
-    )
     shard_size: int = param(20_000, help="papers per shard (the unit of resume)")
     storage: Literal["float16", "float32"] = param(
-        "float16",
+        DEFAULT_STORAGE,
         help="how vectors are stored: float16 (half the disk; values up to 65504) or "
         "float32 (for encoders whose values float16 cannot hold)",
     )
-    precision: Literal["auto", "fp32", "bf16", "fp16", "bf16-weights", "fp16-weights"] = param(
-        "auto",
-        help="auto = bf16 autocast on CUDA (fp16 if no bf16), fp32 on CPU; "
-        "*-weights = cast the model itself (faster, slightly less exact); the resolved "
-        "value is hashed",
-        resolved=True,
-    )
-    batch_tokens: int = setting(0, help="padded tokens per batch; 0 = 2048 on CPU, 131072 on GPU")
-    device: str = setting("auto", help=f"where to encode: {DEVICE_HELP}")
-    workers: int = setting(0, help="processes for sentence splitting (Aspire); 0 = auto")
     reuse: bool = setting(
         True,
         help="copy vectors of papers (same id, title and abstract) from finished encode "
@@ -113,9 +81,8 @@ class EncodeConfig(EngineSettings):
     def validate(self) -> None:
         from mdcr.encoders.registry import check_options, lookup
 
-        for key in ("max_length", "dim", "batch_tokens", "workers"):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"encode.{key}: {getattr(self, key)} is negative; use >= 0")
+        self.check_options("encode")
+        self.check_runtime("encode")
         if self.shard_size < 1:
             raise ConfigError(f"encode.shard_size: {self.shard_size} is not valid; use >= 1")
         check_device_spec(self.device, "encode.device")
@@ -123,29 +90,9 @@ class EncodeConfig(EngineSettings):
         entry, _ = lookup(self.encoder)
         check_options(entry, self.encoder, self.options())
 
-    def options(self) -> Any:
-        from mdcr.encoders.registry import EncoderOptions
-
-        def opt(value: str) -> str | None:
-            return None if value == "default" else value
-
-        return EncoderOptions(
-            max_length=self.max_length or None,
-            pooling=opt(self.pooling),
-            metric=opt(self.metric),
-            input_format=opt(self.input_format),
-            layers=opt(self.layers),
-            trust_remote_code=self.trust_remote_code,
-            revision=self.revision or None,
-            query_prompt=self.query_prompt,
-            document_prompt=self.document_prompt,
-            dim=self.dim or None,
-            seed=self.seed or None,
-            device=self.device,
-            precision=self.precision,
-            batch_tokens=self.batch_tokens or None,
-            workers=self.workers or None,
-        )
+    def options(self) -> EncoderOptions:
+        """The options the encoder is built with."""
+        return options_of(self)
 
 
 def _sql_path(path: Path) -> str:

@@ -57,7 +57,7 @@ class Context:
     significance: list[pd.DataFrame] = field(default_factory=list)
     # Tables only written under tables/ (full versions of tables shown in part).
     file_tables: list[Table] = field(default_factory=list)
-    # Each retriever's registry identity (mdcr.encoders.builtin); None: not a built-in entry.
+    # Each retriever's registry identity (mdcr.retriever_identity); None: not a built-in entry.
     identities: dict[str, Any] = field(default_factory=dict)
 
     def rel(self, paths: list[Path]) -> list[str]:
@@ -406,7 +406,7 @@ def field_sections(
 
 def _not_compared_lines(c: Context, models: dict[str, str]) -> list[str]:
     """Retrievers named like one of the paper's models that are not that built-in entry."""
-    from mdcr.encoders.builtin import describe
+    from mdcr.retriever_identity import describe
 
     names = [r for r in c.retrievers if r in paper_retrievers() and r not in models]
     if not names:
@@ -467,7 +467,7 @@ def paper_section(c: Context, agg: pd.DataFrame) -> Section:
                 "500, R@30); this report has " + (", ".join(have) or "no test pools") + "."
             )
         return s
-    from mdcr.encoders.registry import paper_names
+    from mdcr.builtin_encoders import paper_names
 
     missing = [m for m in paper_retrievers() if paper_names().get(m) not in models.values()]
     if missing:

@@ -229,9 +229,9 @@ def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
         ScoreInfo,
         check_run_pools,
     )
-    from mdcr.encoders.builtin import identity_of
     from mdcr.eval.aggregate import per_pool_means
     from mdcr.eval.metrics import metric_names, metric_sort_key
+    from mdcr.retriever_identity import identity_of
     from mdcr.store import artifact_fingerprint
 
     pools_dir = ctx.input("pools")

@@ -266,9 +266,9 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
     import pyarrow.parquet as pq
 
     from mdcr.artifacts import RUNS, RunInfo
-    from mdcr.encoders.builtin import BM25_IDENTITY
-    from mdcr.encoders.registry import BM25
+    from mdcr.builtin_encoders import BM25
     from mdcr.index.runs import RUN_SCHEMA, RunWriter
+    from mdcr.retriever_identity import BM25_IDENTITY
 
     params = ctx.inputs.get("params") or []
     if params:
@@ -299,7 +299,7 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
                 terms.append(np.asarray(side["n_terms"], dtype=np.int64))
         ctx.outputs[RUNS.file] = writer.rows
         shutil.rmtree(ctx.out / PARTS, ignore_errors=True)
-        RunInfo(BM25, data.pools_fp, dict(BM25_IDENTITY)).record(ctx)
+        RunInfo(BM25.name, data.pools_fp, dict(BM25_IDENTITY)).record(ctx)
         ctx.record("k1", k1)
         ctx.record("b", b)
         ctx.record("k", cfg.k)

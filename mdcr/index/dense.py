@@ -387,7 +387,7 @@ def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
             writer.write(run_table(pool_id, result.query_ids, result.ranked))
             per_pool[pool_id] = result.stats
     ctx.outputs[RUNS.file] = writer.rows
-    from mdcr.encoders.builtin import identity_of
+    from mdcr.retriever_identity import identity_of
 
     identity = identity_of(ctx.input("embeddings"))
     RunInfo(store.name, artifact_fingerprint(pools_dir), identity).record(ctx)
