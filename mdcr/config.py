@@ -140,7 +140,9 @@ def _coerce(tp: Any, value: Any, where: str, from_text: bool) -> Any:
             try:
                 return _coerce(a, value, where, from_text)
             except ConfigError as exc:
-                errors.append(str(exc))
+                errors.append(exc)
+        if len(errors) == 1:  # ``X | None``: what X accepts (unset is leaving the key out)
+            raise errors[0]
         raise ConfigError(f"{where}: expected {type_name(tp)}, got {value!r}")
     if origin is Literal:
         choices = get_args(tp)

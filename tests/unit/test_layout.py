@@ -125,3 +125,30 @@ def test_stage_entry_points_share_one_naming_convention() -> None:
             assert spec.plan.__name__ == f"plan_{snake}", spec.name  # type: ignore[attr-defined]
         if spec.identity is not None:
             assert spec.identity.__name__ == f"identify_{snake}", spec.name  # type: ignore[attr-defined]
+
+
+def test_eval_never_imports_the_encoders() -> None:
+    """Scoring and reporting read labels, paper names and built-in identities from the
+    low modules (mdcr.builtin_encoders, mdcr.retriever_identity), never from mdcr.encoders,
+    so that they work without the encoders' code (and its torch) loaded."""
+    found = sorted(
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        if module.startswith("mdcr.eval")
+        for target in targets
+        if target == "mdcr.encoders" or target.startswith("mdcr.encoders.")
+    )
+    assert found == []
+
+
+def test_the_builtin_records_are_data_only() -> None:
+    """mdcr.builtin_encoders imports no mdcr module and no heavy library."""
+    tree = ast.parse((PACKAGE / "builtin_encoders.py").read_text())
+    imported = {
+        a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    } | {
+        (n.module or "").split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and n.level == 0
+    }
+    assert imported <= {"__future__", "dataclasses", "typing"}
