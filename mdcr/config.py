@@ -9,11 +9,17 @@ Each config field is declared once, as one of three kinds:
   lists and tuples alike; mappings by sorted key). ``param(..., resolved=True)`` marks
   one whose *resolved* value is hashed instead, through the stage's identity (the encode
   stage's ``precision = "auto"`` is hashed as the ``fp32`` or ``bf16`` it becomes).
+  ``param(None, unset=X)`` hashes and records ``None`` (unset) as ``X``: the encoder
+  options, unset as ``None`` now, keep the fingerprints their former sentinels gave.
 - :func:`setting`: how the work is done (threads, device, batch size, workers, backend,
   engine). It cannot change the outputs beyond the last bits of floating point, so it is
   validated and recorded in the manifest but never hashed: changing it resumes and reuses.
 - :func:`input_path`: an input artifact (a path, or ``@step`` inside a pipeline), hashed
   by the fingerprint of what it points to.
+
+Fields shared by several configs are declared once in a keyword-only mixin (the engine
+settings, the encoder options) and listed after the config's own. A key renamed is kept
+in the config's ``RENAMED_KEYS``, so the old key is a one-line error naming the new one.
 """
 
 from __future__ import annotations
