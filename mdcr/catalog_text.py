@@ -52,7 +52,7 @@ def _cut(text: str, width: int) -> str:
 @functools.cache
 def _defaults(stage: str) -> dict[str, str]:
     """A stage's parameters at their default, as canonical JSON (empty: unknown stage)."""
-    from mdcr.config import config_fields, default_of, field_kind, has_default
+    from mdcr.config import config_fields, field_kind, has_default, recorded_default
     from mdcr.stage import stages
 
     spec = stages().get(stage)
@@ -61,8 +61,7 @@ def _defaults(stage: str) -> dict[str, str]:
     out = {}
     for f in config_fields(spec.config):
         if field_kind(f) == "param" and has_default(f):
-            d = default_of(f)
-            out[f.name] = canonical_json(list(d) if isinstance(d, tuple) else d)
+            out[f.name] = canonical_json(recorded_default(f))
     return out
 
 

@@ -23,6 +23,7 @@ from mdcr.config import (
     from_mapping,
     has_default,
     is_input,
+    renamed_keys,
     type_name,
 )
 from mdcr.encoders.registry import valid_specs
@@ -116,11 +117,11 @@ def _add_stage_parser(sub: Any, spec: StageSpec, groups: dict[str, Any]) -> None
         help_text = f.metadata.get("help", "")
         if has_default(f):
             d = default_of(f)
-            shown = ",".join(map(str, d)) if isinstance(d, tuple) else d
+            shown = ",".join(map(str, d)) if isinstance(d, tuple) else "unset" if d is None else d
             help_text += f" [{kind}; default: {shown}]"
         else:
             help_text += f" [{kind}; required]"
-        if hints[f.name] is bool:
+        if hints[f.name] in (bool, bool | None):
             p.add_argument(
                 _option(f.name),
                 dest=f.name,
@@ -130,6 +131,8 @@ def _add_stage_parser(sub: Any, spec: StageSpec, groups: dict[str, Any]) -> None
             )
         else:
             p.add_argument(_option(f.name), dest=f.name, default=argparse.SUPPRESS, help=help_text)
+    for old in renamed_keys(spec.config):  # a former key: a one-line error naming its new name
+        p.add_argument(_option(old), dest=old, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.add_argument(
         "--config",
         dest="_config",
@@ -238,9 +241,8 @@ def _run_stage(args: argparse.Namespace) -> int:
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise MdcrError(f"cannot read config file '{args._config}': {exc}") from None
     base = from_mapping(spec.config, values, spec.name) if values else None
-    cli = {
-        f.name: getattr(args, f.name) for f in config_fields(spec.config) if hasattr(args, f.name)
-    }
+    keys = [f.name for f in config_fields(spec.config)] + list(renamed_keys(spec.config))
+    cli = {key: getattr(args, key) for key in keys if hasattr(args, key)}
     cfg: Any
     if base is None:
         cfg = from_mapping(spec.config, cli, spec.name, from_text=True)

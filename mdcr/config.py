@@ -9,11 +9,17 @@ Each config field is declared once, as one of three kinds:
   lists and tuples alike; mappings by sorted key). ``param(..., resolved=True)`` marks
   one whose *resolved* value is hashed instead, through the stage's identity (the encode
   stage's ``precision = "auto"`` is hashed as the ``fp32`` or ``bf16`` it becomes).
+  ``param(None, unset=X)`` hashes and records ``None`` (unset) as ``X``: the encoder
+  options, unset as ``None`` now, keep the fingerprints their former sentinels gave.
 - :func:`setting`: how the work is done (threads, device, batch size, workers, backend,
   engine). It cannot change the outputs beyond the last bits of floating point, so it is
   validated and recorded in the manifest but never hashed: changing it resumes and reuses.
 - :func:`input_path`: an input artifact (a path, or ``@step`` inside a pipeline), hashed
   by the fingerprint of what it points to.
+
+Fields shared by several configs are declared once in a keyword-only mixin (the engine
+settings, the encoder options) and listed after the config's own. A key renamed is kept
+in the config's ``RENAMED_KEYS``, so the old key is a one-line error naming the new one.
 """
 
 from __future__ import annotations
@@ -32,13 +38,17 @@ T = TypeVar("T")
 _MISSING = dataclasses.MISSING
 
 
-def param(default: Any = _MISSING, *, help: str = "", resolved: bool = False) -> Any:
+def param(
+    default: Any = _MISSING, *, help: str = "", resolved: bool = False, unset: Any = None
+) -> Any:
     """A parameter of a stage config (hashed into the fingerprint by value).
 
     ``resolved=True``: the stage's identity hashes the value this parameter resolves to
     (for example ``"auto"`` -> ``"fp32"``), so the raw value is left out of the hash.
+    ``unset``: how the value ``None`` (unset) is hashed and recorded (the encoder options'
+    former sentinels, ``0`` or ``"default"``, so that their fingerprints stay the same).
     """
-    meta = {"help": help, "kind": "param", "resolved": resolved}
+    meta = {"help": help, "kind": "param", "resolved": resolved, "unset": unset}
     if default is _MISSING:
         return dataclasses.field(metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -65,7 +75,10 @@ def input_path(default: Any = _MISSING, *, help: str = "", multiple: bool = Fals
 
 
 def config_fields(cls: type) -> list[dataclasses.Field[Any]]:
-    return [f for f in dataclasses.fields(cls) if f.init]
+    """A config's fields: its own first, then those of the keyword-only mixins it shares
+    with other configs (the engine settings), each group in declaration order."""
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    return [f for f in fields if not f.kw_only] + [f for f in fields if f.kw_only]
 
 
 def is_input(f: dataclasses.Field[Any]) -> bool:
@@ -92,6 +105,17 @@ def default_of(f: dataclasses.Field[Any]) -> Any:
     if f.default_factory is not _MISSING:
         return f.default_factory()
     return _MISSING
+
+
+def recorded(f: dataclasses.Field[Any], value: Any) -> Any:
+    """A parameter's value as it is hashed and recorded: ``None`` as its ``unset`` form."""
+    return f.metadata.get("unset") if value is None else value
+
+
+def recorded_default(f: dataclasses.Field[Any]) -> Any:
+    """A field's default as a manifest records it (tuples as lists; unset in its form)."""
+    d = recorded(f, default_of(f))
+    return list(d) if isinstance(d, tuple) else d
 
 
 def type_name(tp: Any) -> str:
@@ -122,7 +146,9 @@ def _coerce(tp: Any, value: Any, where: str, from_text: bool) -> Any:
             try:
                 return _coerce(a, value, where, from_text)
             except ConfigError as exc:
-                errors.append(str(exc))
+                errors.append(exc)
+        if len(errors) == 1:  # ``X | None``: what X accepts (unset is leaving the key out)
+            raise errors[0]
         raise ConfigError(f"{where}: expected {type_name(tp)}, got {value!r}")
     if origin is Literal:
         choices = get_args(tp)
@@ -170,6 +196,20 @@ def _coerce(tp: Any, value: Any, where: str, from_text: bool) -> Any:
     raise ConfigError(f"{where}: unsupported config type {tp!r}")  # pragma: no cover
 
 
+def renamed_keys(cls: type) -> Mapping[str, str]:
+    """A config's former keys and their new names (a class attribute ``RENAMED_KEYS``)."""
+    return dict(getattr(cls, "RENAMED_KEYS", {}))
+
+
+def unknown_key(cls: type, key: str, where: str) -> ConfigError:
+    """The one line for a key ``cls`` does not have: a former key names its new name."""
+    new = renamed_keys(cls).get(key)
+    if new is not None:
+        return ConfigError(f"{where}: key '{key}' is now called '{new}'; rename it to '{new}'")
+    valid = ", ".join(sorted(f.name for f in config_fields(cls)))
+    return ConfigError(f"{where}: unknown key '{key}'; valid keys: {valid}")
+
+
 def from_mapping(
     cls: type[T], data: Mapping[str, Any], where: str, *, from_text: bool = False
 ) -> T:
@@ -182,9 +222,7 @@ def from_mapping(
     fields = {f.name: f for f in config_fields(cls)}
     for key in data:
         if key not in fields:
-            raise ConfigError(
-                f"{where}: unknown key '{key}'; valid keys: {', '.join(sorted(fields))}"
-            )
+            raise unknown_key(cls, key, where)
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     for key, value in data.items():
@@ -206,9 +244,7 @@ def parse_values(cls: type, changes: Mapping[str, str], where: str) -> dict[str,
     values: dict[str, Any] = {}
     for key, text in changes.items():
         if key not in fields:
-            raise ConfigError(
-                f"{where}: unknown key '{key}'; valid keys: {', '.join(sorted(fields))}"
-            )
+            raise unknown_key(cls, key, where)
         values[key] = _coerce(hints[key], text, f"{where}.{key}", True)
     return values
 
@@ -268,6 +304,9 @@ def params_of(cfg: Any, *, hashed: bool) -> dict[str, Any]:
             continue
         where = f"{type(cfg).__name__}.{f.name}"
         value = getattr(cfg, f.name)
+        if value is None and f.metadata.get("unset") is not None:
+            out[f.name] = f.metadata["unset"]  # how unset was written before None meant it
+            continue
         if hashed:
             value = _typed(hints.get(f.name, Any), value, where)
         out[f.name] = _jsonable(value, where)

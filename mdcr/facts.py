@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from mdcr.stage import StageContext
 
 _KEY = "mdcr_manifest_key"
-# Which built-in registry entry ranked (mdcr.encoders.builtin): a run's name never says.
+# Which built-in registry entry ranked (mdcr.retriever_identity): a run's name never says.
 RETRIEVER_IDENTITY = "retriever_identity"
 # The stages whose outputs record facts, and the class each records.
 _BY_STAGE: dict[str, type[Facts]] = {}
@@ -149,7 +149,7 @@ def find_record(stage: str, given: Mapping[str, Any]) -> dict[str, Any]:
 class RunInfo(Facts):
     """What a run-making stage (search, bm25) records: who ranked, on which pools, and
     the retriever's registry identity (None: not a built-in entry; for runs recorded
-    before identities were, :func:`mdcr.encoders.builtin.identity_of` derives it)."""
+    before identities were, :func:`mdcr.retriever_identity.identity_of` derives it)."""
 
     stages: ClassVar[tuple[str, ...]] = ("search", "bm25")
 

@@ -6,6 +6,8 @@ give the sampling rules; where each rule is applied is listed in docs/architectu
 
 from __future__ import annotations
 
+from mdcr.builtin_encoders import mdcr_negative_models
+
 # Section 3, prefiltering S2ORC: a year, a non-empty title, an abstract of at least 30
 # characters and at least 3 citations.
 MIN_ABSTRACT_CHARS = 30
@@ -57,7 +59,8 @@ MDCR_POSITIVES = 5
 MDCR_PER_TYPE = 10
 MDCR_TOP_N = 200
 MDCR_MOST_CITED_N = 200
-MDCR_MODELS = ("bm25", "specter", "scincl")
+# The three models are the built-in records with an MDCR negative role (BM25 first).
+MDCR_MODELS = mdcr_negative_models()
 MDCR_FIXED_TYPES = ("graph", "most_cited", "random")
 MDCR_POSITIVE = "true"
 # Section 4.3: MDCR is scored with MAP and R@5 (five positives per query); mdcr adds nDCG.

@@ -471,8 +471,8 @@ def summary_markdown(
 
 def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
     from mdcr.artifacts import POOL_META
-    from mdcr.encoders.builtin import require_builtin
     from mdcr.pools.db import CorpusFiles
+    from mdcr.retriever_identity import require_builtin
 
     corpus = CorpusFiles.in_folder(ctx.input("corpus"))
     pools_dir = ctx.input("pools")
@@ -628,8 +628,8 @@ def _record_benchmark(
     pools: dict[tuple[str, str], str],
 ) -> None:
     """The manifest facts: counts, the model runs and pools used, the rules applied."""
-    from mdcr.encoders.builtin import identity_of
     from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.retriever_identity import identity_of
 
     counts: dict[tuple[str, str], int] = (
         bench.groupby(["split", "candidate_type"]).size().to_dict()  # type: ignore[assignment]

@@ -251,9 +251,9 @@ def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
         scores_for,
         write_scores,
     )
-    from mdcr.encoders.builtin import BM25_IDENTITY, identity_of
     from mdcr.facts import RankInfo
     from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.retriever_identity import BM25_IDENTITY, identity_of
 
     folder = ctx.input("benchmark")
     bench = read_benchmark(folder)

@@ -5,7 +5,7 @@ Per field and macro-averaged, with the original MDCR scorer's semantics
 layouts, written through the one report model (:mod:`mdcr.eval.document`): ``report.md``,
 ``report.json`` and ``tables/``.
 
-Each retriever's registry identity (:mod:`mdcr.encoders.builtin`) decides its label and
+Each retriever's registry identity (:mod:`mdcr.retriever_identity`) decides its label and
 whether it is set beside the paper's Tables 3 and 4 and published MDCR rows; its name
 never does. The manifest records the identities (``info.retriever_identities``) and the
 queries whose ``true`` list is empty (``info.queries_without_positives``).
@@ -92,8 +92,8 @@ class Ranked:
 
 def _load_ranks(folders: list[Path], bench_fp: str) -> list[Ranked]:
     from mdcr.artifacts import PAIR_SCORES
-    from mdcr.encoders.builtin import identity_of
     from mdcr.outputs import rank_info
+    from mdcr.retriever_identity import identity_of
 
     out = []
     names: set[str] = set()
@@ -319,7 +319,7 @@ def _method_lines(cfg: BenchScoreConfig, bench: pd.DataFrame, ranks: list[Ranked
         "Retrievers:",
         "",
     ]
-    from mdcr.encoders.builtin import describe
+    from mdcr.retriever_identity import describe
 
     for r in ranks:
         extra = f" ({r.info.detail})" if r.info.detail else ""
@@ -384,7 +384,7 @@ def _published_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: 
 def _paper_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: str) -> list[str]:
     """Our AVG next to the paper's (Tables 3 and 4) for the retrievers whose identity is
     one of the paper's models (built in, default setup); a name alone never matches."""
-    from mdcr.benchmark.scoring import PAPER_TYPE_COLUMNS, TABLE_METRICS, TYPE_LABELS
+    from mdcr.benchmark.scoring import TABLE_METRICS, paper_type_column, type_label
     from mdcr.eval.published import paper_models, paper_values
     from mdcr.measures.registry import label as measure_label
 
@@ -403,12 +403,12 @@ def _paper_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: str)
             sel = (paper["table"] == "table3") & (paper["column"] == "AVG")
         else:
             sel = (paper["table"] == "table4") & (
-                paper["column"] == PAPER_TYPE_COLUMNS.get(str(r.subset), "")
+                paper["column"] == (paper_type_column(str(r.subset)) or "")
             )
         sel &= (paper["model"] == model) & (paper["metric"] == label[str(r.metric)])
         if sel.any():
             pv = float(paper.loc[sel, "value"].iloc[0])
-            what = "all" if r.subset == "all" else TYPE_LABELS.get(str(r.subset), str(r.subset))
+            what = "all" if r.subset == "all" else type_label(str(r.subset))
             ours = 100 * float(r.value)  # type: ignore[arg-type]
             rows.append(f"| {model} | {what} | {label[str(r.metric)]} | {ours:.1f} | {pv:.1f} |")
     if not rows:

@@ -53,26 +53,39 @@ R_AT_K = measures.RECALL.name(MDCR_RECALL_K)
 TABLE_METRICS = (measures.MAP.name(None), R_AT_K)
 ALL = "all"  # the subset name of the full candidate lists
 # Table 4's columns are kinds of negative candidates, not retrievers: the label says how a
-# column's candidates were chosen. PAPER_TYPE_COLUMNS are the paper's own column names
-# (the keys of mdcr/data/paper_results.json), used only to find the paper's numbers.
-TYPE_LABELS = {
-    "bm25": "chosen by BM25",
-    "specter": "chosen by SPECTER",
-    "scincl": "chosen by SciNCL",
+# column's candidates were chosen; the paper's column names (the keys of
+# mdcr/data/paper_results.json) are used only to find the paper's numbers. A model-based
+# type's label and column come from its retriever's record (mdcr/builtin_encoders.py);
+# the fixed types' are these.
+FIXED_TYPE_LABELS = {
     "graph": "citation graph",
     "most_cited": "most cited",
     "random": "random papers",
 }
-PAPER_TYPE_COLUMNS = {
-    "bm25": "BM25",
-    "specter": "SPECTER",
-    "scincl": "SciNCL",
-    "graph": "Graph",
-    "most_cited": "Most cited",
-    "random": "Random",
-}
+FIXED_TYPE_COLUMNS = {"graph": "Graph", "most_cited": "Most cited", "random": "Random"}
 AVG = "AVG"
 _SEP = "\x1f"
+
+
+def type_label(candidate_type: str) -> str:
+    """A Table 4 column's label: how the type's candidates were chosen."""
+    from mdcr.builtin_encoders import negative_type_label
+
+    return (
+        FIXED_TYPE_LABELS.get(candidate_type)
+        or negative_type_label(candidate_type)
+        or f"chosen by {retriever_label(candidate_type)}"
+    )
+
+
+def paper_type_column(candidate_type: str) -> str | None:
+    """The paper's Table 4 column of a candidate type (None: not one of the paper's)."""
+    from mdcr.builtin_encoders import record_for
+
+    record = record_for(candidate_type)
+    if record is not None and record.mdcr_negative is not None:
+        return record.mdcr_negative.label
+    return FIXED_TYPE_COLUMNS.get(candidate_type)
 
 
 def rank_scores(scored: pd.DataFrame, ties: Ties = "trec_eval") -> pd.DataFrame:
@@ -379,7 +392,7 @@ def table4(macro: pd.DataFrame, split: str, labels: Mapping[str, str] | None = N
         row_labels=lambda r: r if r == AVG else _labeller(labels)(r),
         # A benchmark's type names are bound to the registry (benchmark build refuses a run
         # that only calls itself by a built-in's name), so a type's label is the registry's.
-        col_labels=lambda t: TYPE_LABELS.get(str(t), f"chosen by {retriever_label(str(t))}"),
+        col_labels=lambda t: type_label(str(t)),
         sub_labels=measures.label,
         row_header="Models",
         bold_best=True,

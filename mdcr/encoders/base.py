@@ -12,17 +12,18 @@ trained for, because the search must use it:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+# The options an encoder is built with are declared once, beside the encode stage's fields.
+from mdcr.encoder_options import METRICS as METRICS
+from mdcr.encoder_options import RUNTIME_OPTIONS as RUNTIME_OPTIONS
+from mdcr.encoder_options import EncoderOptions as EncoderOptions
+from mdcr.encoder_options import Metric
 from mdcr.errors import EncoderError, first_line
-
-Metric = Literal["ip", "l2", "cos"]
-METRICS: tuple[str, ...] = ("ip", "l2", "cos")
 
 
 @dataclass(frozen=True)
@@ -88,51 +89,6 @@ def encoder_identity(encoder: object) -> dict[str, Any]:
         multi_vector=is_multi_vector(encoder),
     )
     return ident
-
-
-@dataclass(frozen=True)
-class EncoderOptions:
-    """Options for building an encoder. ``None`` means the encoder's own default.
-
-    Model options change the vectors and must be accepted by the encoder; runtime options
-    (device, precision, batch_tokens, workers) decide how they are computed. Of those, only
-    the precision can change the vectors (beyond their last bits): the encode stage hashes
-    its resolved value.
-    """
-
-    max_length: int | None = None
-    pooling: str | None = None
-    metric: str | None = None
-    input_format: str | None = None
-    layers: str | None = None
-    trust_remote_code: bool = False
-    revision: str | None = None
-    query_prompt: str | None = None
-    document_prompt: str | None = None
-    dim: int | None = None
-    seed: int | None = None
-    device: str | int | None = "auto"
-    precision: str = "auto"
-    batch_tokens: int | None = None
-    workers: int | None = None
-
-    def given(self) -> list[str]:
-        """Names of the model options set to something other than their default."""
-        out = []
-        for f in dataclasses.fields(self):
-            if f.name in RUNTIME_OPTIONS:
-                continue
-            if getattr(self, f.name) != f.default:
-                out.append(f.name)
-        return out
-
-    def runtime(self, *, workers: bool = False) -> dict[str, Any]:
-        """Runtime options as keyword arguments (``workers`` only for encoders that split)."""
-        names = [n for n in RUNTIME_OPTIONS if workers or n != "workers"]
-        return {name: getattr(self, name) for name in names}
-
-
-RUNTIME_OPTIONS = ("device", "precision", "batch_tokens", "workers")
 
 
 def encoder_failed(spec: str, exc: Exception, what: str) -> EncoderError:

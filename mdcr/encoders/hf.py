@@ -342,6 +342,15 @@ def last_token_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 
+def _check_choices(pooling: str, input_format: str) -> None:
+    if pooling not in POOLINGS:
+        raise ConfigError(f"pooling '{pooling}' is not valid; valid options: {', '.join(POOLINGS)}")
+    if input_format not in INPUT_FORMATS:
+        raise ConfigError(
+            f"input_format '{input_format}' is not valid; valid options: sep, pair, space"
+        )
+
+
 class HFEncoder:
     """A single-vector encoder from any Hugging Face model: format, pooling and metric.
 
@@ -378,14 +387,7 @@ class HFEncoder:
         choices: str | None = None,
         query_prompt: str | None = None,
     ) -> None:
-        if pooling not in POOLINGS:
-            raise ConfigError(
-                f"pooling '{pooling}' is not valid; valid options: {', '.join(POOLINGS)}"
-            )
-        if input_format not in INPUT_FORMATS:
-            raise ConfigError(
-                f"input_format '{input_format}' is not valid; valid options: sep, pair, space"
-            )
+        _check_choices(pooling, input_format)
         self.runner = TransformerRunner(
             source,
             trust_remote_code=trust_remote_code,
@@ -396,17 +398,7 @@ class HFEncoder:
             layers=layers,
             loaded=loaded,
         )
-        if max_length > self.runner.max_positions:
-            raise ConfigError(
-                f"max_length {max_length} exceeds the model's {self.runner.max_positions} "
-                f"positions; set max_length={self.runner.max_positions} (--encode-set on "
-                "evaluate, --max-length on encode)"
-            )
-        tok = self.runner.tokenizer
-        if input_format == "sep" and not tok.sep_token:
-            raise ConfigError(
-                f"model '{source}' has no [SEP] token; use input_format 'pair' or 'space'"
-            )
+        self._check_model_fits(source, max_length, input_format)
         self.name = name
         self.metric: Metric = metric
         self.pooling = pooling
@@ -414,19 +406,7 @@ class HFEncoder:
         self.input_format = input_format
         self.dim = self.runner.hidden_size
         self.model_id = model_id or source
-        # The text put before each paper, per role; another query prompt makes the encoder
-        # asymmetric (query papers are then encoded again, as queries).
-        self.prompts = {
-            "document": prompt,
-            "query": prompt if query_prompt is None else query_prompt,
-        }
-        self.asymmetric = self.prompts["query"] != self.prompts["document"]
-        # sentence-transformers' include_prompt=False: the prompt's tokens (with the start
-        # token, as sentence-transformers counts them) are left out of the pooling.
-        self.prompt_tokens = {
-            role: len(tok(p)["input_ids"]) - 1 if p and not include_prompt else 0
-            for role, p in self.prompts.items()
-        }
+        self._set_prompts(prompt, query_prompt, include_prompt)
         # What was chosen for a model without a sentence-transformers config, said aloud.
         self.choices = choices
         self.identity: dict[str, Any] = {
@@ -442,6 +422,36 @@ class HFEncoder:
             self.identity["include_prompt"] = include_prompt
         if self.asymmetric:
             self.identity["query_prompt"] = self.prompts["query"]
+
+    def _check_model_fits(self, source: str, max_length: int, input_format: str) -> None:
+        """One line when the loaded model cannot take ``max_length`` tokens, or lacks the
+        [SEP] token that ``input_format = "sep"`` puts between title and abstract."""
+        if max_length > self.runner.max_positions:
+            raise ConfigError(
+                f"max_length {max_length} exceeds the model's {self.runner.max_positions} "
+                f"positions; set max_length={self.runner.max_positions} (--encode-set on "
+                "evaluate, --max-length on encode)"
+            )
+        if input_format == "sep" and not self.runner.tokenizer.sep_token:
+            raise ConfigError(
+                f"model '{source}' has no [SEP] token; use input_format 'pair' or 'space'"
+            )
+
+    def _set_prompts(self, prompt: str, query_prompt: str | None, include_prompt: bool) -> None:
+        """The text put before each paper, per role; another query prompt makes the encoder
+        asymmetric (query papers are then encoded again, as queries)."""
+        self.prompts = {
+            "document": prompt,
+            "query": prompt if query_prompt is None else query_prompt,
+        }
+        self.asymmetric = self.prompts["query"] != self.prompts["document"]
+        # sentence-transformers' include_prompt=False: the prompt's tokens (with the start
+        # token, as sentence-transformers counts them) are left out of the pooling.
+        tok = self.runner.tokenizer
+        self.prompt_tokens = {
+            role: len(tok(p)["input_ids"]) - 1 if p and not include_prompt else 0
+            for role, p in self.prompts.items()
+        }
 
     @property
     def revision(self) -> str | None:

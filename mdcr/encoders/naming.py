@@ -1,7 +1,7 @@
 """Names a person can read for retrievers, and the setup that tells two retrievers apart.
 
 A retriever's name is a label: it is what reports, printouts and ``mdcr ls`` show, and
-it never decides what computes the scores (:mod:`mdcr.encoders.builtin`). ``mdcr
+it never decides what computes the scores (:mod:`mdcr.retriever_identity`). ``mdcr
 evaluate --encoder NAME=SPEC`` (``name=`` in the API) gives one; without it the name is:
 
 - a registry name (``minilm``, ``random``, ``bm25``): itself;
@@ -21,7 +21,7 @@ Two default names that would be equal in one command get a short hash of their s
 ``retriever``, ``score`` ``names``), never on ``encode``: renaming re-scores, it never
 re-encodes.
 
-What tells two retrievers apart is their setup (:mod:`mdcr.encoders.setups`), never
+What tells two retrievers apart is their setup (:mod:`mdcr.retriever_setups`), never
 their names.
 """
 

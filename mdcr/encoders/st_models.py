@@ -121,7 +121,7 @@ def st_encoder(source: str, *, name: str, o: EncoderOptions, model_id: str | Non
     """The encoder for a model with a sentence-transformers config (see the module doc)."""
     from mdcr.encoders.hf import HFEncoder
 
-    settings = load_st(source, revision=o.revision, trust_remote_code=o.trust_remote_code)
+    settings = load_st(source, revision=o.revision, trust_remote_code=bool(o.trust_remote_code))
     prompt = resolve_prompt(settings, o.document_prompt, "document")
     query_prompt = resolve_prompt(settings, o.query_prompt, "query")
     if not settings.runnable:

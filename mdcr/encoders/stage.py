@@ -27,22 +27,24 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import numpy as np
 
 from mdcr.config import canonical_json, input_path, param, params_of, setting
-from mdcr.device import DEVICE_HELP, check_device_spec
-from mdcr.encoders.registry import valid_specs
-from mdcr.engine import (
-    EXECUTOR_HELP,
-    RAY_ADDRESS_HELP,
-    RAY_WORKERS_HELP,
-    check_engine_settings,
+from mdcr.device import check_device_spec
+from mdcr.encoder_options import (
+    DEFAULT_STORAGE,
+    EncoderOptions,
+    ModelOptions,
+    RuntimeOptions,
+    options_of,
 )
-from mdcr.errors import ConfigError, InputDataError, MdcrError
+from mdcr.encoders.registry import valid_specs
+from mdcr.engine import EngineSettings, check_engine_settings
+from mdcr.errors import ConfigError, MdcrError
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
 TEXTS = "_texts.parquet"
@@ -51,7 +53,10 @@ _ROLE_PLURAL = {"document": "documents", "query": "queries"}
 
 
 @dataclass(frozen=True)
-class EncodeConfig:
+class EncodeConfig(EngineSettings, RuntimeOptions, ModelOptions):
+    """The encode stage: its own fields, then the encoder options (declared once in
+    :mod:`mdcr.encoder_options`) and the engine settings."""
+
     corpus: str = input_path(
         help="prefilter output folder (papers.parquet: paper_id, title, abstract) or that file"
     )
@@ -61,69 +66,23 @@ class EncodeConfig:
         multiple=True,
         help="folders naming the papers to encode (pools, benchmark); empty = whole corpus",
     )
-    max_length: int = param(0, help="max tokens per paper; 0 = the encoder's default")
-    pooling: Literal["default", "cls", "mean", "max", "last"] = param(
-        "default",
-        help="token pooling; 'default' = the encoder's own (a sentence-transformers "
-        "config's, if the model has one); last = the last non-padding token",
-    )
-    metric: Literal["default", "ip", "l2", "cos"] = param(
-        "default", help="similarity override; 'default' = what the encoder was trained for"
-    )
-    input_format: Literal["default", "sep", "pair", "space"] = param(
-        "default",
-        help="sep = title [SEP] abstract; pair = tokenizer pair; space = 'title abstract'",
-    )
-    layers: Literal["default", "last", "all"] = param(
-        "default", help="token vectors from the last layer, or the mean over all layers"
-    )
-    dim: int = param(0, help="random encoder: vector size; 0 = 768")
-    seed: int = param(0, help="random encoder: seed")
-    trust_remote_code: bool = param(False, help="allow model code from the hub (hf: models)")
-    revision: str = param("", help="hub revision (branch, tag or commit) of the model")
-    query_prompt: str | None = param(
-        None,
-        help="text put before each query paper, or a prompt name from the model's "
-        "sentence-transformers config; unset = the config's 'query' prompt (if any). A "
-        "query prompt other than the document prompt makes the encoder asymmetric: query "
-        "papers are encoded once more, as queries",
-    )
-    document_prompt: str | None = param(
-        None,
-        help="text or prompt name put before each candidate paper; unset = the config's "
-        "'document' prompt, else its default prompt (if any)",
-    )
     shard_size: int = param(20_000, help="papers per shard (the unit of resume)")
     storage: Literal["float16", "float32"] = param(
-        "float16",
+        DEFAULT_STORAGE,
         help="how vectors are stored: float16 (half the disk; values up to 65504) or "
         "float32 (for encoders whose values float16 cannot hold)",
     )
-    precision: Literal["auto", "fp32", "bf16", "fp16", "bf16-weights", "fp16-weights"] = param(
-        "auto",
-        help="auto = bf16 autocast on CUDA (fp16 if no bf16), fp32 on CPU; "
-        "*-weights = cast the model itself (faster, slightly less exact); the resolved "
-        "value is hashed",
-        resolved=True,
-    )
-    batch_tokens: int = setting(0, help="padded tokens per batch; 0 = 2048 on CPU, 131072 on GPU")
-    device: str = setting("auto", help=f"where to encode: {DEVICE_HELP}")
-    workers: int = setting(0, help="processes for sentence splitting (Aspire); 0 = auto")
     reuse: bool = setting(
         True,
         help="copy vectors of papers (same id, title and abstract) from finished encode "
         "outputs of the same encoder in this store instead of encoding them again",
     )
-    executor: Literal["local", "ray"] = setting("local", help=EXECUTOR_HELP)
-    ray_address: str = setting("", help=RAY_ADDRESS_HELP)
-    ray_workers: int = setting(0, help=RAY_WORKERS_HELP)
 
     def validate(self) -> None:
         from mdcr.encoders.registry import check_options, lookup
 
-        for key in ("max_length", "dim", "batch_tokens", "workers"):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"encode.{key}: {getattr(self, key)} is negative; use >= 0")
+        self.check_options("encode")
+        self.check_runtime("encode")
         if self.shard_size < 1:
             raise ConfigError(f"encode.shard_size: {self.shard_size} is not valid; use >= 1")
         check_device_spec(self.device, "encode.device")
@@ -131,113 +90,9 @@ class EncodeConfig:
         entry, _ = lookup(self.encoder)
         check_options(entry, self.encoder, self.options())
 
-    def options(self) -> Any:
-        from mdcr.encoders.registry import EncoderOptions
-
-        def opt(value: str) -> str | None:
-            return None if value == "default" else value
-
-        return EncoderOptions(
-            max_length=self.max_length or None,
-            pooling=opt(self.pooling),
-            metric=opt(self.metric),
-            input_format=opt(self.input_format),
-            layers=opt(self.layers),
-            trust_remote_code=self.trust_remote_code,
-            revision=self.revision or None,
-            query_prompt=self.query_prompt,
-            document_prompt=self.document_prompt,
-            dim=self.dim or None,
-            seed=self.seed or None,
-            device=self.device,
-            precision=self.precision,
-            batch_tokens=self.batch_tokens or None,
-            workers=self.workers or None,
-        )
-
-
-def _sql_path(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
-
-
-def write_texts(
-    corpus: Path, targets: list[Path], out: Path, shard_size: int, which: str = "all"
-) -> int:
-    """Write the distinct target papers' texts sorted by paper_id, one row group per shard.
-
-    ``which``: ``"all"`` the papers the targets name, ``"queries"`` only their query papers
-    (``query_id`` columns), ``"documents"`` only the others. Returns the number of papers.
-    Every target id must be in the corpus.
-    """
-    import duckdb
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from mdcr.artifacts import target_sources
-
-    corpus_sql = f"read_parquet({_sql_path(corpus)})"
-    con = duckdb.connect()
-    if targets:
-        selects = [
-            f"SELECT CAST({col} AS VARCHAR) AS paper_id FROM read_parquet({_sql_path(f)})"
-            for t in targets
-            for f, col in target_sources(t)
-            if which == "all" or (col == "query_id") == (which == "queries")
-        ] or ["SELECT NULL::VARCHAR AS paper_id WHERE false"]
-        con.execute(
-            "CREATE TEMP TABLE targets AS SELECT DISTINCT paper_id FROM ("
-            + " UNION ALL ".join(selects)
-            + ") WHERE paper_id IS NOT NULL"
-        )
-    else:
-        con.execute(
-            f"CREATE TEMP TABLE targets AS SELECT DISTINCT CAST(paper_id AS VARCHAR) AS paper_id "
-            f"FROM {corpus_sql}"
-        )
-    n_targets = con.execute("SELECT count(*) FROM targets").fetchone()[0]  # type: ignore[index]
-    missing = con.execute(
-        f"SELECT paper_id FROM targets ANTI JOIN {corpus_sql} c USING (paper_id) ORDER BY paper_id"
-    ).fetchall()
-    if missing:
-        raise InputDataError(
-            f"{len(missing)} target papers are not in the corpus '{corpus}' (e.g. "
-            f"'{missing[0][0]}'); encode with the corpus the pools were built from"
-        )
-    reader = con.sql(
-        "SELECT t.paper_id, coalesce(c.title, '') AS title, coalesce(c.abstract, '') AS abstract "
-        f"FROM targets t JOIN {corpus_sql} c ON c.paper_id = t.paper_id ORDER BY t.paper_id"
-    ).to_arrow_reader(max(shard_size, 1))
-    schema = pa.schema(
-        [("paper_id", pa.string()), ("title", pa.string()), ("abstract", pa.string())]
-    )
-    rows = 0
-    pending: list[pa.RecordBatch] = []
-    n_pending = 0
-    with pq.ParquetWriter(out, schema, compression="zstd") as writer:
-
-        def flush(limit: int) -> None:
-            nonlocal pending, n_pending, rows
-            table = pa.Table.from_batches(pending, schema).combine_chunks()
-            head, tail = table.slice(0, limit), table.slice(limit)
-            writer.write_table(head, row_group_size=max(limit, 1))
-            rows += head.num_rows
-            pending = tail.to_batches()
-            n_pending = tail.num_rows
-
-        for batch in cast("pa.RecordBatchReader", reader):
-            pending.append(batch.cast(schema))
-            n_pending += batch.num_rows
-            while n_pending >= shard_size:
-                flush(shard_size)
-        if n_pending:
-            flush(n_pending)
-    con.close()
-    if rows != n_targets:
-        raise InputDataError(
-            f"corpus '{corpus}' has duplicate paper_ids ({rows} rows for {n_targets} papers); "
-            "deduplicate it (prefilter does)"
-        )
-    return rows
+    def options(self) -> EncoderOptions:
+        """The options the encoder is built with."""
+        return options_of(self)
 
 
 def identify_encode(cfg: EncodeConfig) -> dict[str, Any]:
@@ -485,116 +340,167 @@ def _name_unhashed_code(spec: str, ctx: StageContext, since: set[str]) -> None:
         )
 
 
+@dataclass
+class EncodeTally:
+    """What an encode did, summed over its roles (documents, and queries for an
+    asymmetric encoder): papers and vectors, papers encoded, copied and found finished,
+    seconds in the encoder, papers per role, the degenerate-vector summaries, and the
+    shards written per role."""
+
+    counts: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(
+            ("papers", "vectors", "encoded", "reused", "resumed"), 0
+        )
+    )
+    encode_s: float = 0.0
+    role_papers: dict[str, int] = field(default_factory=dict)
+    degenerate: dict[str, dict[str, int]] = field(default_factory=dict)
+    shards_written: dict[str, list[int]] = field(default_factory=dict)
+
+
 def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
-    import dataclasses
-
-    import pyarrow.parquet as pq
-
     from mdcr.artifacts import PAPERS
-    from mdcr.atomic import atomic_write_text
     from mdcr.encoders.base import encoder_identity, is_asymmetric, is_multi_vector
-    from mdcr.encoders.degenerate import check_dim
-    from mdcr.encoders.registry import build_encoder
-    from mdcr.encoders.store import ENCODER_JSON, shard_names
     from mdcr.engine import open_engine
-    from mdcr.facts import EncodeInfo
 
     corpus = PAPERS.require(ctx.input("corpus"))
+    modules_before = set(sys.modules)
+    encoder, options = _load_encoder(cfg, ctx)
+    identity = encoder_identity(encoder)
+    key = encoder_key(cfg, ctx.identity)
+    reuse = _reuse_sources(cfg, ctx, key)
+    engine = open_engine(cfg, ctx, reads=[r.folder for r in reuse])
+    if not engine.in_process:
+        options = _worker_options(cfg, ctx, options, engine.worker_gpus(cfg.device))
+    asymmetric = is_asymmetric(encoder)
+    tally = EncodeTally()
+    for role in ["document", "query"] if asymmetric else ["document"]:
+        job = ShardJob(
+            spec=cfg.encoder,
+            options=options,
+            out=ctx.out.resolve(),
+            texts=ctx.out.resolve() / (TEXTS if role == "document" else QUERY_TEXTS),
+            reuse=tuple(Path(r.folder).resolve() for r in reuse),
+            role=role if asymmetric else None,
+            multi=is_multi_vector(encoder),
+            storage=cfg.storage,
+        )
+        _encode_role(cfg, ctx, corpus, engine, job, encoder, tally)
+    ctx.log(encode_end_line(encoder.name, tally.counts))
+    _write_encoder_json(cfg, ctx, encoder, identity, tally)
+    _remove_work_files(ctx)
+    if cfg.encoder.startswith("py:"):
+        _name_unhashed_code(cfg.encoder, ctx, modules_before)
+    _record_encode(ctx, encoder, identity, key, reuse, tally)
+
+
+def _load_encoder(cfg: EncodeConfig, ctx: StageContext) -> tuple[Any, EncoderOptions]:
+    """The encoder, built at exactly the hub commit the fingerprint hashed, and the options
+    it was built with; what mdcr chose for it (an hf: model without a
+    sentence-transformers config) is said and recorded."""
+    import dataclasses
+
+    from mdcr.encoders.degenerate import check_dim
+    from mdcr.encoders.registry import build_encoder
+
     options = cfg.options()
     commit = ctx.identity.get("encoder", {}).get("commit")
     if commit:  # load exactly the hub commit the fingerprint hashes
         options = dataclasses.replace(options, revision=commit)
-    modules_before = set(sys.modules)
     with ctx.timed("load_model"):
         encoder = build_encoder(cfg.encoder, options)
     check_dim(cfg.encoder, encoder.dim)
-    identity = encoder_identity(encoder)
-    multi = is_multi_vector(encoder)
     choices = getattr(encoder, "choices", None)
     if choices:
         ctx.log(f"[encode] {choices}")
         ctx.record("choices", choices)
-    key = encoder_key(cfg, ctx.identity)
-    reuse = _reuse_sources(cfg, ctx, key)
-    engine = open_engine(cfg, ctx, reads=[r.folder for r in reuse])
-    out = ctx.out.resolve()
-    if not engine.in_process:
-        options = _worker_options(cfg, ctx, options, engine.worker_gpus(cfg.device))
+    return encoder, options
 
-    asymmetric = is_asymmetric(encoder)
-    roles = ["document", "query"] if asymmetric else ["document"]
-    targets = ctx.inputs.get("targets", [])
-    counts = {"papers": 0, "vectors": 0, "encoded": 0, "reused": 0, "resumed": 0}
-    shards_written: dict[str, list[int]] = {}
-    encode_s = 0.0
-    role_papers: dict[str, int] = {}
-    degenerate: dict[str, dict[str, int]] = {}
-    for role in roles:
-        # A symmetric encoder encodes every target paper once; an asymmetric one every
-        # candidate as a document and every query paper (again) as a query.
-        which = "all" if not asymmetric else ("queries" if role == "query" else "documents")
-        texts_path = ctx.out / (TEXTS if role == "document" else QUERY_TEXTS)
-        with ctx.timed(f"collect_texts_{role}"):
-            if not texts_path.is_file():
-                from mdcr.atomic import atomic_path
 
-                with atomic_path(texts_path) as tmp:
-                    write_texts(corpus, targets, tmp, cfg.shard_size, which=which)
-        texts_file = pq.ParquetFile(texts_path)
-        n_papers = texts_file.metadata.num_rows
-        role_papers[role] = n_papers
-        what = f" as {_ROLE_PLURAL[role]}" if asymmetric else ""
-        n_shards = texts_file.num_row_groups
-        ctx.log(f"[encode] {encoder.name}: {n_papers} papers{what} in {n_shards} shard(s)")
-        job = ShardJob(
-            spec=cfg.encoder,
-            options=options,
-            out=out,
-            texts=out / texts_path.name,
-            reuse=tuple(Path(r.folder).resolve() for r in reuse),
-            role=role if asymmetric else None,
-            multi=multi,
-            storage=cfg.storage,
-        )
-        with ctx.timed(f"encode_{role}"):
-            role_counts, seconds, written, check = _encode_shards(cfg, ctx, engine, job, encoder)
-        # Degenerate vectors: a one-line error before anything marks the output finished.
-        warning = check.verdict(cfg.encoder, encoder.metric, role)
-        if warning:
-            ctx.log(f"[encode] warning: {warning}")
-        degenerate[role] = check.summary()
-        encode_s += seconds
-        shards_written[role] = written
-        for k, v in role_counts.items():
-            counts[k] += v
-        counts["papers"] += n_papers
-        for i in range(texts_file.num_row_groups):
-            ids_name, emb_name, off_name = shard_names(i, role)
-            rows = texts_file.metadata.row_group(i).num_rows
-            ctx.output(ids_name, rows=rows)
-            n_vec = int(np.load(ctx.out / emb_name, mmap_mode="r").shape[0])
-            counts["vectors"] += n_vec
-            ctx.output(emb_name, rows=n_vec)
-            if multi:
-                ctx.output(off_name, rows=rows + 1)
+def _encode_role(
+    cfg: EncodeConfig,
+    ctx: StageContext,
+    corpus: Path,
+    engine: Any,
+    job: ShardJob,
+    encoder: Any,
+    tally: EncodeTally,
+) -> None:
+    """Collect one role's texts (once), encode its shards, check its vectors and declare
+    its files. A symmetric encoder encodes every target paper once; an asymmetric one every
+    candidate as a document and every query paper (again) as a query."""
+    import pyarrow.parquet as pq
 
-    ctx.log(encode_end_line(encoder.name, counts))
+    from mdcr.atomic import atomic_path
+    from mdcr.encoders.store import shard_names
+    from mdcr.encoders.texts import write_texts
+
+    role = job.shard_role
+    which = "all" if job.role is None else ("queries" if role == "query" else "documents")
+    texts_path = ctx.out / job.texts.name
+    with ctx.timed(f"collect_texts_{role}"):
+        if not texts_path.is_file():
+            with atomic_path(texts_path) as tmp:
+                write_texts(corpus, ctx.inputs.get("targets", []), tmp, cfg.shard_size, which)
+    texts_file = pq.ParquetFile(texts_path)
+    n_papers = texts_file.metadata.num_rows
+    tally.role_papers[role] = n_papers
+    what = f" as {_ROLE_PLURAL[role]}" if job.role else ""
+    n_shards = texts_file.num_row_groups
+    ctx.log(f"[encode] {encoder.name}: {n_papers} papers{what} in {n_shards} shard(s)")
+    with ctx.timed(f"encode_{role}"):
+        role_counts, seconds, written, check = _encode_shards(cfg, ctx, engine, job, encoder)
+    # Degenerate vectors: a one-line error before anything marks the output finished.
+    warning = check.verdict(cfg.encoder, encoder.metric, role)
+    if warning:
+        ctx.log(f"[encode] warning: {warning}")
+    tally.degenerate[role] = check.summary()
+    tally.encode_s += seconds
+    tally.shards_written[role] = written
+    for k, v in role_counts.items():
+        tally.counts[k] += v
+    tally.counts["papers"] += n_papers
+    for i in range(n_shards):
+        ids_name, emb_name, off_name = shard_names(i, role)
+        rows = texts_file.metadata.row_group(i).num_rows
+        ctx.output(ids_name, rows=rows)
+        n_vec = int(np.load(ctx.out / emb_name, mmap_mode="r").shape[0])
+        tally.counts["vectors"] += n_vec
+        ctx.output(emb_name, rows=n_vec)
+        if job.multi:
+            ctx.output(off_name, rows=rows + 1)
+
+
+def _write_encoder_json(
+    cfg: EncodeConfig, ctx: StageContext, encoder: Any, identity: Any, tally: EncodeTally
+) -> None:
+    """The embedding store's ``encoder.json``: what made the vectors and their layout."""
+    import pyarrow.parquet as pq
+
+    from mdcr.atomic import atomic_write_text
+    from mdcr.encoders.base import is_asymmetric, is_multi_vector
+    from mdcr.encoders.store import ENCODER_JSON
+
     meta = {
         "identity": identity,
         "name": encoder.name,
         "dim": encoder.dim,
         "metric": encoder.metric,
-        "multi_vector": multi,
-        "n_papers": role_papers["document"],
+        "multi_vector": is_multi_vector(encoder),
+        "n_papers": tally.role_papers["document"],
         "n_shards": pq.ParquetFile(ctx.out / TEXTS).num_row_groups,
     }
     if cfg.storage != "float16":
         meta["storage"] = cfg.storage
-    if asymmetric:
+    if is_asymmetric(encoder):
         meta["asymmetric"] = True
-        meta["n_query_papers"] = role_papers["query"]
+        meta["n_query_papers"] = tally.role_papers["query"]
     atomic_write_text(ctx.out / ENCODER_JSON, json.dumps(meta, indent=2, sort_keys=True) + "\n")
     ctx.output(ENCODER_JSON)
+
+
+def _remove_work_files(ctx: StageContext) -> None:
+    """The collected texts and any temporary file left by a killed shard write."""
     for name in (TEXTS, QUERY_TEXTS):
         (ctx.out / name).unlink(missing_ok=True)
     for stray in ctx.out.glob(".*.tmp*"):
@@ -602,9 +508,22 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
             shutil.rmtree(stray)
         else:
             stray.unlink()
-    if cfg.encoder.startswith("py:"):
-        _name_unhashed_code(cfg.encoder, ctx, modules_before)
+
+
+def _record_encode(
+    ctx: StageContext,
+    encoder: Any,
+    identity: Any,
+    key: str,
+    reuse: list[Any],
+    tally: EncodeTally,
+) -> None:
+    """What the manifest tells later stages and readers about this encode."""
+    from mdcr.encoders.base import is_asymmetric, is_multi_vector
+    from mdcr.facts import EncodeInfo
+
     runner = getattr(encoder, "runner", None)
+    counts, encode_s = tally.counts, tally.encode_s
     ctx.record("encoder", identity)
     EncodeInfo(key).record(ctx)
     ctx.record("retriever", encoder.name)
@@ -612,11 +531,11 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     ctx.record("revision", identity.get("revision"))
     ctx.record("metric", encoder.metric)
     ctx.record("dim", encoder.dim)
-    ctx.record("multi_vector", multi)
+    ctx.record("multi_vector", is_multi_vector(encoder))
     ctx.record("counts", counts)
-    ctx.record("degenerate_vectors", degenerate)
-    ctx.record("shards_written", shards_written)
-    ctx.record("asymmetric", asymmetric)
+    ctx.record("degenerate_vectors", tally.degenerate)
+    ctx.record("shards_written", tally.shards_written)
+    ctx.record("asymmetric", is_asymmetric(encoder))
     ctx.record("reused_from", sorted(str(r.folder) for r in reuse))
     ctx.record(
         "runtime",

@@ -5,11 +5,13 @@
   started here when none is named; one actor per CPU slot (per GPU where the stage uses
   GPUs), scheduled, restarted and retried by Ray itself (:mod:`mdcr.engine.ray`).
 
-The engine is a *setting* (``executor``, ``ray_address``, ``ray_workers`` on each config
-that can scale out; ``mdcr run --engine ray`` sets them on every step): it changes where
-the work runs, never what it writes, so it is recorded in the manifest and never hashed.
-The key is ``executor`` because the BM25 stages' ``engine`` already picks Lucene or the
-sweep.
+The engine is a *setting*, declared once (:class:`EngineSettings`, ``executor``,
+``ray_address``, ``ray_workers``) and shared by each config that can scale out (encode,
+search, bm25, bm25-tune); ``mdcr run --engine ray`` sets them on every step. It changes
+where the work runs, never what it writes, so it is recorded in the manifest and never
+hashed. The key is ``executor``, the flag of ``mdcr run`` and ``mdcr evaluate`` is
+``--engine``; what computes within a stage is its ``backend`` (search: Faiss or torch;
+bm25: Lucene or the sweep).
 
 A stage uses an engine through one call, :meth:`Engine.map`: ``setup()`` builds each
 worker's state once (a model, open files), ``fn(state, item)`` does one unit and returns
@@ -22,9 +24,11 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
+from mdcr.config import setting
 from mdcr.errors import ConfigError, MissingDependencyError
 from mdcr.stage import StageContext
 
@@ -42,6 +46,17 @@ RAY_ADDRESS_HELP = (
     "Ray instance"
 )
 RAY_WORKERS_HELP = "Ray workers (actors); 0 = one per CPU (per GPU where the stage uses GPUs)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineSettings:
+    """The engine settings of a stage whose units of work can run elsewhere (a mixin of
+    the encode, search, bm25 and bm25-tune configs; never hashed). Validate them with
+    :func:`check_engine_settings`."""
+
+    executor: Literal["local", "ray"] = setting("local", help=EXECUTOR_HELP)
+    ray_address: str = setting("", help=RAY_ADDRESS_HELP)
+    ray_workers: int = setting(0, help=RAY_WORKERS_HELP)
 
 
 class Engine(Protocol):

@@ -8,8 +8,8 @@ A number of ours is compared with the paper's only when the setup is the paper's
 test split, the same model, dataset-level pools of 200k/500k/1M/2M or field-level pools
 of 100k, and the same metric definition (MAP and nDCG at depth 500, R@30; MDCR: R@5).
 "The same model" is decided by the retriever's registry identity
-(:mod:`mdcr.encoders.builtin`: the built-in entry with a ``paper_name``, and BM25, at its
-default setup), never by its name: a ``py:`` encoder called ``specter`` gets no paper row.
+(:mod:`mdcr.retriever_identity`: the built-in record with a ``paper_name``, and BM25, at
+its default setup), never by its name: a ``py:`` encoder called ``specter`` gets no paper row.
 Published MDCR rows beyond the paper are matched the same way (and, where a row names the
 model's commit, only at that commit).
 """
@@ -53,7 +53,7 @@ def citation() -> str:
 
 def paper_retrievers() -> list[str]:
     """Our names of the paper's models, in the order of the paper's tables."""
-    from mdcr.encoders.registry import paper_names
+    from mdcr.builtin_encoders import paper_names
 
     ours = {paper: name for name, paper in paper_names().items()}
     order: list[str] = []
@@ -72,17 +72,17 @@ def order_retrievers(names: Sequence[str]) -> list[str]:
 
 
 def retriever_label(name: str) -> str:
-    """A retriever's display name: the paper's for its models, else the registry's label."""
-    from mdcr.encoders.registry import entry_for, paper_names
+    """A retriever's display name: the paper's for its models, else its record's label
+    (:mod:`mdcr.builtin_encoders`), else the name."""
+    from mdcr.builtin_encoders import retriever_label as label
 
-    entry = entry_for(name)
-    return paper_names().get(name) or (entry.label if entry and entry.label else name)
+    return label(name)
 
 
 def label_for(name: str, identity: Mapping[str, Any] | None) -> str:
     """A retriever's display name: the paper's or the registry's label when it is the
     built-in entry of that name (by identity), else its name as recorded."""
-    from mdcr.encoders.builtin import builtin_key
+    from mdcr.retriever_identity import builtin_key
 
     return retriever_label(name) if builtin_key(identity) == name else name
 
@@ -90,7 +90,7 @@ def label_for(name: str, identity: Mapping[str, Any] | None) -> str:
 def paper_models(identities: Mapping[str, Mapping[str, Any] | None]) -> dict[str, str]:
     """Retriever name -> the paper's model it is, for the retrievers whose identity is one
     of the paper's models at its default setup (the others are not compared)."""
-    from mdcr.encoders.builtin import builtin_key, paper_model
+    from mdcr.retriever_identity import builtin_key, paper_model
 
     # One retriever per paper model: the one named after its entry, else the first by name.
     order = sorted(identities, key=lambda n: (builtin_key(identities[n]) != n, n))
@@ -199,7 +199,7 @@ def load_published_mdcr() -> dict[str, Any]:
 
 def published_mdcr(identity: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """The published MDCR test rows of a retriever, by its registry identity
-    (:mod:`mdcr.encoders.builtin`), each with its source's citation (``field`` is a field
+    (:mod:`mdcr.retriever_identity`), each with its source's citation (``field`` is a field
     name or ``AVG``; metrics x100 as published).
 
     A row applies only to the built-in entry it names, at its default setup, and, where
@@ -207,7 +207,7 @@ def published_mdcr(identity: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     built-in entry (a ``py:``/``hf:`` encoder, a model object, a scores file) gets none,
     whatever its name.
     """
-    from mdcr.encoders.builtin import default_setup, model_commit
+    from mdcr.retriever_identity import default_setup, model_commit
 
     key = default_setup(identity)
     if key is None:

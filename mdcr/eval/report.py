@@ -199,9 +199,9 @@ def _keep_last(
 
 
 def retriever_identities(scores: Scores) -> dict[str, Any]:
-    """Each reported retriever's registry identity (:mod:`mdcr.encoders.builtin`), from
+    """Each reported retriever's registry identity (:mod:`mdcr.retriever_identity`), from
     the score output it is taken from; None where it is not a built-in entry."""
-    from mdcr.encoders.builtin import run_identity
+    from mdcr.retriever_identity import run_identity
 
     out: dict[str, Any] = {}
     for src in scores.sources:  # oldest first: a later output's run wins, as its scores do
@@ -212,9 +212,9 @@ def retriever_identities(scores: Scores) -> dict[str, Any]:
 
 
 def _retriever_lines(scores: Scores, retrievers: list[str]) -> list[str]:
-    """A table of every reported retriever's setup (:mod:`mdcr.encoders.setups`): its
+    """A table of every reported retriever's setup (:mod:`mdcr.retriever_setups`): its
     spec, the model's commit or digest and the options that change its outputs."""
-    from mdcr.encoders.setups import run_setup
+    from mdcr.retriever_setups import run_setup
 
     entries: dict[str, Any] = {}
     for src in scores.sources:  # oldest first: the output a retriever is taken from wins
@@ -230,7 +230,7 @@ def _retriever_lines(scores: Scores, retrievers: list[str]) -> list[str]:
 
 
 def _inputs_lines(scores: Scores) -> list[str]:
-    from mdcr.encoders.builtin import describe
+    from mdcr.retriever_identity import describe
 
     lines = [
         "| score output | fingerprint | pools fingerprint | depth | R@k |",

@@ -235,9 +235,9 @@ def _score_runs(
     import pandas as pd
 
     from mdcr.artifacts import RUNS
-    from mdcr.encoders.builtin import identity_of
     from mdcr.fingerprints import artifact_fingerprint
     from mdcr.outputs import check_run_pools
+    from mdcr.retriever_identity import identity_of
 
     pools_dir = ctx.input("pools")
     frames = []

@@ -86,11 +86,11 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
 
 def check_names(store: Store, pools: Path, runs: list[tuple[str, Path]]) -> None:
     """A name scored earlier on these pools by another retriever (another setup,
-    :mod:`mdcr.encoders.setups`) is a one-line error, raised before anything is scored;
+    :mod:`mdcr.retriever_setups`) is a one-line error, raised before anything is scored;
     the same setup again is the same retriever, whose newest scores the report takes."""
-    from mdcr.encoders.setups import run_setup
     from mdcr.fingerprints import artifact_fingerprint
     from mdcr.outputs import scores_on_pools
+    from mdcr.retriever_setups import run_setup
 
     new = {
         name: {"retriever": name, "path": str(p), "fingerprint": artifact_fingerprint(p)}

@@ -24,16 +24,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from mdcr.config import input_path, param, setting
 from mdcr.device import DEVICE_HELP, check_device_spec
-from mdcr.engine import (
-    EXECUTOR_HELP,
-    RAY_ADDRESS_HELP,
-    RAY_WORKERS_HELP,
-    check_engine_settings,
-)
+from mdcr.engine import EngineSettings, check_engine_settings
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.index.bm25_data import PoolData, PoolInfo, PoolJob, PoolWorker, open_pool_worker
 from mdcr.measures import registry as measures
@@ -86,7 +81,10 @@ def metric_name(metric: str, depth: int) -> str:
 
 
 @dataclass(frozen=True)
-class TuneConfig:
+class TuneConfig(EngineSettings):
+    # What runs BM25 was called ``engine`` before ``--engine`` came to name local or Ray.
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"engine": "backend"}
+
     corpus: str = input_path(help="prefilter output (papers.parquet with title and abstract)")
     pools: str = input_path(help="pools output; only its validation (split 'val') pools are used")
     k1: tuple[float, ...] = param(DEFAULT_K1_GRID, help="k1 values of the grid")
@@ -98,15 +96,12 @@ class TuneConfig:
     )
     depth: int = param(DEPTH, help="ranking depth searched and scored (MAP and nDCG cut-off)")
     threads: int = setting(0, help="threads for indexing and search (0: all cores)")
-    engine: Literal["sweep", "lucene"] = setting(
+    backend: Literal["sweep", "lucene"] = setting(
         "sweep",
         help="sweep: the whole grid from one pass over each query's postings (exact: equal "
         "to Lucene's rankings and scores, tested); lucene: one Lucene search per grid point",
     )
     device: str = setting("auto", help=f"where the sweep scores: {SWEEP_DEVICE_HELP}")
-    executor: Literal["local", "ray"] = setting("local", help=EXECUTOR_HELP)
-    ray_address: str = setting("", help=RAY_ADDRESS_HELP)
-    ray_workers: int = setting(0, help=RAY_WORKERS_HELP)
 
     def validate(self) -> None:
         if not self.k1 or not self.b:
@@ -125,7 +120,10 @@ class TuneConfig:
 
 
 @dataclass(frozen=True)
-class BM25Config:
+class BM25Config(EngineSettings):
+    # What runs BM25 was called ``engine`` before ``--engine`` came to name local or Ray.
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"engine": "backend"}
+
     corpus: str = input_path(help="prefilter output (papers.parquet with title and abstract)")
     pools: str = input_path(help="pools output")
     params: str | None = input_path(
@@ -136,13 +134,10 @@ class BM25Config:
     k: int = param(DEPTH, help="candidates kept per query (top-k)")
     splits: tuple[Literal["val", "test"], ...] = param(("test",), help="pool splits to search")
     threads: int = setting(0, help="threads for indexing and search (0: all cores)")
-    engine: Literal["lucene", "sweep"] = setting(
+    backend: Literal["lucene", "sweep"] = setting(
         "lucene", help="lucene (the reference) or sweep (mdcr's exact BM25, equal to Lucene's)"
     )
     device: str = setting("auto", help=f"where the sweep scores: {SWEEP_DEVICE_HELP}")
-    executor: Literal["local", "ray"] = setting("local", help=EXECUTOR_HELP)
-    ray_address: str = setting("", help=RAY_ADDRESS_HELP)
-    ray_workers: int = setting(0, help=RAY_WORKERS_HELP)
 
     def validate(self) -> None:
         _check_k1_b("bm25", [self.k1], [self.b])
@@ -272,10 +267,10 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
     import pyarrow.parquet as pq
 
     from mdcr.artifacts import RUNS
-    from mdcr.encoders.builtin import BM25_IDENTITY
-    from mdcr.encoders.registry import BM25
+    from mdcr.builtin_encoders import BM25
     from mdcr.facts import RunInfo
     from mdcr.index.runs import RunWriter
+    from mdcr.retriever_identity import BM25_IDENTITY
 
     params = ctx.inputs.get("params") or []
     if params:
@@ -306,7 +301,7 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
                 terms.append(np.asarray(side["n_terms"], dtype=np.int64))
         ctx.outputs[RUNS.file] = writer.rows
         shutil.rmtree(ctx.out / PARTS, ignore_errors=True)
-        RunInfo(BM25, data.pools_fp, dict(BM25_IDENTITY)).record(ctx)
+        RunInfo(BM25.name, data.pools_fp, dict(BM25_IDENTITY)).record(ctx)
         ctx.record("k1", k1)
         ctx.record("b", b)
         ctx.record("k", cfg.k)
@@ -315,7 +310,7 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
         ctx.record("n_pools", len(pools))
         ctx.record("indexes", indexes)
         ctx.record("query_terms", _terms_summary(terms))
-        ctx.record("engine", _engine_info())
+        ctx.record("lucene", _lucene_info())
     finally:
         data.close()
 
@@ -338,7 +333,7 @@ def _terms_summary(terms: list[np.ndarray]) -> dict[str, Any]:
     return QueryStats(np.concatenate(terms)).summary()
 
 
-def _engine_info() -> dict[str, Any]:
+def _lucene_info() -> dict[str, Any]:
     from mdcr.index.java import start_jvm
     from mdcr.index.lucene import ANALYZER, _Java
 
@@ -400,14 +395,14 @@ def grid_rankings(
     grid: Sequence[tuple[float, float]],
     depth: int,
     threads: int,
-    engine: str,
+    backend: str,
     ctx: StageContext,
     device: str = "cpu",
     index_dir: Path | None = None,
 ) -> Iterator[tuple[tuple[float, float], list[tuple[np.ndarray, np.ndarray]]]]:
-    """((k1, b), the pool's ranked papers per query) at every grid point, by either engine
+    """((k1, b), the pool's ranked papers per query) at every grid point, by either backend
     (the sweep on ``device``; Lucene with its indexes under ``index_dir``)."""
-    if engine == "sweep":
+    if backend == "sweep":
         from mdcr.device import resolve_device
         from mdcr.index.lucene import default_threads
         from mdcr.index.sweep import sweep_pool
@@ -504,9 +499,9 @@ def run_bm25_tune(cfg: TuneConfig, ctx: StageContext) -> None:
         shutil.rmtree(ctx.out / PARTS, ignore_errors=True)
         ctx.record("chosen", {k: chosen[k] for k in ("k1", "b", "metric", "value", "n_pools")})
         ctx.record("pools_fingerprint", data.pools_fp)
-        if cfg.engine == "lucene":  # the indexes it searched (mdcr gc keeps them)
+        if cfg.backend == "lucene":  # the indexes it searched (mdcr gc keeps them)
             ctx.record("indexes", _index_fingerprints(data, pools))
-        ctx.record("engine", _engine_info())
+        ctx.record("lucene", _lucene_info())
         ctx.log(
             f"[bm25-tune] chosen k1={chosen['k1']}, b={chosen['b']}: "
             f"{metric} {chosen['value']:.4f} (mean over {chosen['n_pools']} val pools)"
@@ -529,7 +524,7 @@ def _pool_job(
     from mdcr.device import resolve_device
     from mdcr.index.lucene import index_root
 
-    if cfg.engine == "sweep" and cfg.executor == "local":
+    if cfg.backend == "sweep" and cfg.executor == "local":
         resolve_device(cfg.device)  # a GPU asked for but absent: one line, before any pool
     return PoolJob(
         corpus=ctx.input("corpus").resolve(),
@@ -538,7 +533,7 @@ def _pool_job(
         spill=(ctx.out / PARTS / "spill").resolve(),
         index_dir=index_root(_home(ctx)).resolve(),
         threads=cfg.threads,
-        engine=cfg.engine,
+        backend=cfg.backend,
         device=cfg.device,
         depth=depth,
         grid=grid,
@@ -560,7 +555,7 @@ def _map_pools(
 
     from mdcr.engine import open_engine
 
-    shared = [job.index_dir] if cfg.engine == "lucene" else []
+    shared = [job.index_dir] if cfg.backend == "lucene" else []
     engine = open_engine(cfg, ctx, shared=shared, reads=[job.corpus, job.pools])
     todo = [p for p in pools if not (ctx.out / PARTS / part_name(p.pool_id)).is_file()]
     if len(todo) < len(pools):
@@ -592,12 +587,12 @@ def bm25_pool(worker: PoolWorker, pool: PoolInfo) -> tuple[int, float]:
     qids, texts = data.queries(pool.pool_id)
     t0 = time.perf_counter()
     ((_, ranked),) = grid_rankings(
-        data, pool, qids, texts, job.grid, job.depth, job.threads, job.engine, worker.ctx,
+        data, pool, qids, texts, job.grid, job.depth, job.threads, job.backend, worker.ctx,
         job.device, job.index_dir,
     )  # fmt: skip
     seconds = time.perf_counter() - t0
-    side = {"engine": job.engine, "n_terms": query_terms(texts).tolist()}
-    if job.engine == "lucene":
+    side = {"backend": job.backend, "n_terms": query_terms(texts).tolist()}
+    if job.backend == "lucene":
         side["index"] = index_fingerprint(data.pool_ids(pool.pool_id), data.corpus_fp)
     atomic_write_text(part.with_suffix(".json"), json.dumps(side))
     _write_part(part, _pool_run(pool.pool_id, qids, ranked))  # last: marks it done
@@ -613,7 +608,7 @@ def tune_one_pool(worker: PoolWorker, pool: PoolInfo) -> tuple[int, float]:
     qids, texts = data.queries(pool.pool_id)
     t0 = time.perf_counter()
     rankings = grid_rankings(
-        data, pool, qids, texts, job.grid, job.depth, job.threads, job.engine, worker.ctx,
+        data, pool, qids, texts, job.grid, job.depth, job.threads, job.backend, worker.ctx,
         job.device, job.index_dir,
     )  # fmt: skip
     df = tune_pool(pool, qids, rankings, data.qrels(pool.pool_id), job.metrics, job.depth)
@@ -628,7 +623,7 @@ def plan_bm25_tune(
 ) -> StagePlan:
     how = (
         "the exact sweep, one pass per query"
-        if cfg.engine == "sweep"
+        if cfg.backend == "sweep"
         else "Lucene, one index per pool in the store's lucene-index/"
     )
     from mdcr.planning.work import facts_of, pool_work
@@ -639,7 +634,7 @@ def plan_bm25_tune(
     if pools:  # the sweep's rate is for the whole default grid; Lucene pays each point
         work = (
             pool_work("bm25-tune", pools[0], ["val"])
-            if cfg.engine == "sweep"
+            if cfg.backend == "sweep"
             else pool_work("bm25", pools[0], ["val"], pair_factor=grid)
         )
     return StagePlan(
@@ -654,11 +649,11 @@ def plan_bm25(
     how = "k1, b from bm25-tune" if inputs.get("params") else f"k1={cfg.k1}, b={cfg.b}"
     from mdcr.planning.work import facts_of, pool_work
 
-    engine = "Lucene" if cfg.engine == "lucene" else "the exact sweep"
+    backend = "Lucene" if cfg.backend == "lucene" else "the exact sweep"
     pools = facts_of(inputs, "pools", upstream)
-    rate = "bm25" if cfg.engine == "lucene" else "bm25-tune"
+    rate = "bm25" if cfg.backend == "lucene" else "bm25-tune"
     return StagePlan(
-        f"BM25 ({engine}) top-{cfg.k} on {', '.join(cfg.splits)} pools; {how}",
+        f"BM25 ({backend}) top-{cfg.k} on {', '.join(cfg.splits)} pools; {how}",
         work=pool_work(rate, pools[0], cfg.splits) if pools else None,
     )
 

@@ -183,7 +183,7 @@ class PoolJob:
     spill: Path
     index_dir: Path
     threads: int
-    engine: str
+    backend: str  # "lucene" or "sweep"
     depth: int
     device: str  # where the sweep scores (a device spec)
     grid: tuple[tuple[float, float], ...]

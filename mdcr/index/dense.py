@@ -28,12 +28,7 @@ import numpy as np
 
 from mdcr.config import input_path, param, setting
 from mdcr.device import DEVICE_HELP, check_device_spec
-from mdcr.engine import (
-    EXECUTOR_HELP,
-    RAY_ADDRESS_HELP,
-    RAY_WORKERS_HELP,
-    check_engine_settings,
-)
+from mdcr.engine import EngineSettings, check_engine_settings
 from mdcr.errors import ConfigError
 from mdcr.paper import DEPTH
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
@@ -44,7 +39,7 @@ BLOCK_VECTORS = 2_000_000
 
 
 @dataclass(frozen=True)
-class SearchConfig:
+class SearchConfig(EngineSettings):
     pools: str = input_path(help="pools output folder (pools.parquet, qrels.parquet)")
     embeddings: str = input_path(help="encode output folder holding every pool paper and query")
     k: int = param(DEPTH, help="papers retrieved per query")
@@ -65,9 +60,6 @@ class SearchConfig:
         BLOCK_VECTORS,
         help="most vectors indexed at once; a larger pool is searched in blocks (same runs)",
     )
-    executor: Literal["local", "ray"] = setting("local", help=EXECUTOR_HELP)
-    ray_address: str = setting("", help=RAY_ADDRESS_HELP)
-    ray_workers: int = setting(0, help=RAY_WORKERS_HELP)
 
     def validate(self) -> None:
         for key in ("k", "query_batch", "block_vectors"):
@@ -396,7 +388,7 @@ def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
             writer.write(run_table(pool_id, result.query_ids, result.ranked))
             per_pool[pool_id] = result.stats
     ctx.outputs[RUNS.file] = writer.rows
-    from mdcr.encoders.builtin import identity_of
+    from mdcr.retriever_identity import identity_of
 
     identity = identity_of(ctx.input("embeddings"))
     RunInfo(store.name, artifact_fingerprint(pools_dir), identity).record(ctx)

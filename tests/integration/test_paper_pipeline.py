@@ -161,10 +161,9 @@ def _topics(path: Path) -> set[tuple[str, str]]:
 
 def type_label(candidate_type: str) -> str:
     """A Table 4 column's label for a candidate type, as the table writes it."""
-    from mdcr.benchmark.scoring import TYPE_LABELS
-    from mdcr.eval.published import retriever_label
+    from mdcr.benchmark.scoring import type_label as label
 
-    return TYPE_LABELS.get(candidate_type, f"chosen by {retriever_label(candidate_type)}")
+    return label(candidate_type)
 
 
 def _aspire_cells_agree(score_dir: Path) -> int:

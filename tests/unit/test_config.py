@@ -130,7 +130,6 @@ SETTING_NAMES = {
     "query_batch",
     "backend",
     "margin",
-    "engine",
     "reuse",
     "block_vectors",
     "executor",

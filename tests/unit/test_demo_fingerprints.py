@@ -94,8 +94,8 @@ def test_settings_leave_the_demo_fingerprints_alone(
         "encode_random.workers=3",
         "search_minilm.backend=torch",
         "bm25_tune.threads=1",
-        "bm25_tune.engine=lucene",
-        "bm25.engine=sweep",
+        "bm25_tune.backend=lucene",
+        "bm25.backend=sweep",
         "bench_rank_bm25.threads=2",
     ]
     found = dry_run_fingerprints(tmp_path / "home", capsys, [*ON_CPU, *settings])

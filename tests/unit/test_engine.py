@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import operator
 import subprocess
 import sys
@@ -49,6 +50,38 @@ def test_the_engine_is_a_setting_recorded_but_never_hashed(stage: str) -> None:
     assert fingerprint(stage, spec.version, params_of(local, hashed=True), inputs) == (
         fingerprint(stage, spec.version, params_of(on_ray, hashed=True), inputs)
     )
+
+
+def test_the_engine_settings_are_declared_once_for_every_stage_that_scales_out() -> None:
+    from mdcr.engine import EngineSettings
+
+    declared = [f.name for f in dataclasses.fields(EngineSettings)]
+    assert declared == ["executor", "ray_address", "ray_workers"]
+    for stage in SCALED_OUT:
+        config = get_stage(stage).config
+        assert issubclass(config, EngineSettings), stage
+        assert [f.name for f in config_fields(config)][-3:] == declared  # listed last
+        assert not [n for n in declared if n in inspect.get_annotations(config)]
+
+
+@pytest.mark.parametrize("stage", ["bm25", "bm25-tune"])
+def test_the_bm25_key_engine_is_now_backend_with_a_line_naming_it(
+    stage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mdcr.config import parse_values
+
+    config = get_stage(stage).config
+    named = "key 'engine' is now called 'backend'"
+    with pytest.raises(ConfigError, match=named):  # a pipeline file's key
+        from_mapping(config, {**SCALED_OUT[stage], "engine": "sweep"}, stage)
+    with pytest.raises(ConfigError, match=named):  # `mdcr run --set step.engine=...`
+        parse_values(config, {"engine": "lucene"}, stage)
+    argv = [stage, "--corpus", "c", "--pools", "p", "--engine", "sweep"]
+    assert main([*argv, "--home", str(tmp_path)]) == 2  # the stage's own command
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and named in err
+    cfg = from_mapping(config, {**SCALED_OUT[stage], "backend": "lucene"}, stage)
+    assert settings_of(cfg)["backend"] == "lucene"
 
 
 def test_engine_ray_without_ray_is_one_line_naming_the_extra(

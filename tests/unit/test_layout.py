@@ -158,3 +158,23 @@ def test_the_layout_checker_finds_an_import_between_packages() -> None:
     assert _imports_between(graph, "mdcr.index", "mdcr.eval") == [
         "mdcr.index.bm25 -> mdcr.eval.metrics"
     ]
+
+
+def test_eval_never_imports_the_encoders() -> None:
+    """Scoring and reporting read labels, paper names and built-in identities from the
+    low modules (mdcr.builtin_encoders, mdcr.retriever_identity), never from mdcr.encoders,
+    so that they work without the encoders' code (and its torch) loaded."""
+    assert _imports_between(import_graph(), "mdcr.eval", "mdcr.encoders") == []
+
+
+def test_the_builtin_records_are_data_only() -> None:
+    """mdcr.builtin_encoders imports no mdcr module and no heavy library."""
+    tree = ast.parse((PACKAGE / "builtin_encoders.py").read_text())
+    imported = {
+        a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    } | {
+        (n.module or "").split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and n.level == 0
+    }
+    assert imported <= {"__future__", "dataclasses", "typing"}

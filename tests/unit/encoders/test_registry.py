@@ -147,7 +147,7 @@ def test_py_encoders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_an_encoders_own_defaults_are_what_it_builds_with_and_are_hashed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``max_length = 0`` and ``dim = 0`` mean the encoder's default, kept in the registry:
+    """An unset ``max_length`` or ``dim`` means the encoder's default, kept in its record:
     the encoder is built with it and the encode fingerprint hashes it, so a default edited
     there is a new output, never the vectors made under the old one."""
     import dataclasses
@@ -167,7 +167,13 @@ def test_an_encoders_own_defaults_are_what_it_builds_with_and_are_hashed(
 
     store = Store(tmp_path)
     before = store.plan(SPEC, cfg, {}).fingerprint
-    monkeypatch.setitem(lookup("random")[0].defaults, "dim", 32)
+    from mdcr import builtin_encoders
+
+    edited = [
+        dataclasses.replace(r, dim=32) if r.name == "random" else r
+        for r in builtin_encoders.ENCODERS
+    ]
+    monkeypatch.setattr(builtin_encoders, "ENCODERS", tuple(edited))
     assert build_encoder("random").dim == 32
     assert store.plan(SPEC, cfg, {}).fingerprint != before
     assert store.plan(SPEC, dataclasses.replace(cfg, dim=32), {}).fingerprint != before

@@ -84,7 +84,7 @@ def test_field_averages_match_the_fields() -> None:
 
 
 def test_names_and_labels() -> None:
-    from mdcr.encoders.registry import paper_names
+    from mdcr.builtin_encoders import paper_names
 
     assert paper_names()["aspire-bm"] == "Aspire-BM" and "minilm" not in paper_names()
     # The paper's models in the order of its tables, from the registry's paper names.
@@ -144,7 +144,7 @@ def test_compare_with_paper_deltas_and_rank_correlation() -> None:
 
 
 def _builtin(key: str, **options: object) -> dict:
-    """The identity a run of the built-in entry ``key`` records (mdcr.encoders.builtin)."""
+    """The identity a run of the built-in entry ``key`` records (mdcr.retriever_identity)."""
     return {"builtin": key, "model": {"commit": "c0ffee"}, "options": dict(options)}
 
 

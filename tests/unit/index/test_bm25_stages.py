@@ -226,7 +226,7 @@ def test_lucene_indexes_live_in_the_store_and_outputs_name_them(
     monkeypatch.chdir(tmp_path / "cwd")
     home = tmp_path / "home"
     tune_cfg = bm25.TuneConfig(
-        corpus=str(corpus), pools=str(pools), k1=(0.9,), b=(0.4,), engine="lucene"
+        corpus=str(corpus), pools=str(pools), k1=(0.9,), b=(0.4,), backend="lucene"
     )
     tune = _execute(home, bm25.TUNE_SPEC, tune_cfg)
     run_cfg = bm25.BM25Config(corpus=str(corpus), pools=str(pools), params=str(tune.path), k=5)
@@ -324,7 +324,7 @@ def test_a_worker_process_reads_each_pool_in_one_scan_of_its_own(
     job = PoolJob(
         corpus=real["corpus"], pools=real["pools"], out=tmp_path / "out",
         spill=tmp_path / "out" / "parts" / "spill", index_dir=tmp_path / "ix", threads=1,
-        engine="sweep", depth=10, device="cpu", grid=((0.9, 0.4),),
+        backend="sweep", depth=10, device="cpu", grid=((0.9, 0.4),),
     )  # fmt: skip
     worker, plain = open_pool_worker(job), PoolData(real["corpus"], real["pools"], 1)
     try:

@@ -138,25 +138,25 @@ def stage_inputs(tmp_path: Path, s2orc_papers: list) -> dict[str, Any]:  # type:
     }
 
 
-def test_stages_give_the_same_outputs_with_either_engine(stage_inputs: dict[str, Any]) -> None:
+def test_stages_give_the_same_outputs_with_either_backend(stage_inputs: dict[str, Any]) -> None:
     corpus, pools, home = (str(stage_inputs[k]) for k in ("corpus", "pools", "home"))
     outs = {}
-    engines: tuple[Literal["lucene", "sweep"], ...] = ("lucene", "sweep")
-    for engine in engines:
-        tune = bm25.TuneConfig(corpus=corpus, pools=pools, engine=engine, threads=2)
-        outs[engine] = _execute(Path(home) / engine, bm25.TUNE_SPEC, tune)
+    backends: tuple[Literal["lucene", "sweep"], ...] = ("lucene", "sweep")
+    for backend in backends:
+        tune = bm25.TuneConfig(corpus=corpus, pools=pools, backend=backend, threads=2)
+        outs[backend] = _execute(Path(home) / backend, bm25.TUNE_SPEC, tune)
     grids = {e: pq.read_table(Path(o.path) / bm25.GRID_FILE) for e, o in outs.items()}
     assert grids["lucene"].num_rows == 2 * 42 * 3  # pools x grid points x metrics
     assert grids["lucene"].equals(grids["sweep"])
     chosen = {e: (Path(o.path) / bm25.CHOSEN_FILE).read_text() for e, o in outs.items()}
     assert chosen["lucene"] == chosen["sweep"]
-    # The engine is a setting: the same fingerprint.
+    # The backend is a setting: the same fingerprint.
     assert outs["lucene"].fingerprint == outs["sweep"].fingerprint
     runs = {}
-    for engine in engines:
-        cfg = bm25.BM25Config(corpus=corpus, pools=pools, k1=1.2, b=0.75, engine=engine)
-        out = _execute(Path(home) / engine, bm25.SPEC, cfg)
-        runs[engine] = pq.read_table(Path(out.path) / "runs.parquet")
+    for backend in backends:
+        cfg = bm25.BM25Config(corpus=corpus, pools=pools, k1=1.2, b=0.75, backend=backend)
+        out = _execute(Path(home) / backend, bm25.SPEC, cfg)
+        runs[backend] = pq.read_table(Path(out.path) / "runs.parquet")
     assert runs["lucene"].num_rows > 1000
     assert runs["lucene"].equals(runs["sweep"])
 

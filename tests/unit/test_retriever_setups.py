@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from mdcr.encoders.setups import _describe_model
+from mdcr.retriever_setups import _describe_model
 
 
 def test_every_kind_of_model_identity_shows_a_revision_or_a_hash() -> None:

@@ -36,17 +36,10 @@ def _describe_model(model: Mapping[str, Any]) -> str:
 
 def _changed_options(params: Mapping[str, Any]) -> dict[str, Any]:
     """The encode parameters set away from their defaults (the spec and shard size aside)."""
-    from mdcr.config import config_fields, default_of, has_default
-    from mdcr.encoders.stage import EncodeConfig
+    from mdcr.encoder_options import DEFAULT_STORAGE, recorded_option_defaults
 
-    defaults = {f.name: default_of(f) for f in config_fields(EncodeConfig) if has_default(f)}
-    out = {}
-    for k, v in sorted(params.items()):
-        d = defaults.get(k)
-        d = list(d) if isinstance(d, tuple) else d
-        if k not in ("encoder", "shard_size") and k in defaults and v != d:
-            out[k] = v
-    return out
+    defaults = {**recorded_option_defaults(), "storage": DEFAULT_STORAGE}
+    return {k: v for k, v in sorted(params.items()) if k in defaults and v != defaults[k]}
 
 
 def run_setup(entry: Mapping[str, Any]) -> dict[str, Any]:

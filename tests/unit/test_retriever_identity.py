@@ -7,20 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from mdcr.encoders.builtin import (
-    builtin_key,
-    default_setup,
-    identity_of,
-    paper_model,
-    run_identity,
-)
-from mdcr.encoders.registry import EncoderEntry, builtin_names, paper_names, register
+from mdcr.builtin_encoders import builtin_names, paper_names
+from mdcr.encoders.registry import EncoderEntry, register
 from mdcr.encoders.stage import SPEC as ENCODE
 from mdcr.encoders.stage import EncodeConfig
 from mdcr.index.dense import SPEC as SEARCH
 from mdcr.index.dense import SearchConfig
 from mdcr.inputs import resolve_inputs
 from mdcr.outputs import run_info
+from mdcr.retriever_identity import (
+    builtin_key,
+    default_setup,
+    identity_of,
+    paper_model,
+    run_identity,
+)
 from mdcr.store import Store
 from tests.unit.encoders.fixtures import write_corpus, write_pools
 

@@ -1,4 +1,8 @@
-"""Which built-in registry entry a retriever is: its identity, never its name.
+"""Which built-in retriever a run is: its identity, never its name.
+
+The built-in retrievers are the records of :mod:`mdcr.builtin_encoders` (and BM25); this
+module reads stage manifests only, so scoring and reporting use it without importing the
+encoders.
 
 A retriever stands for one of the paper's models (Tables 1-4, 7, 8), for a published MDCR
 row, or for an MDCR negative type (``bm25``, ``specter``, ``scincl``, or any other
@@ -30,10 +34,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mdcr.encoders.registry import BM25, builtin_names, paper_names
+from mdcr.builtin_encoders import BM25, builtin_names, paper_names
 from mdcr.facts import RETRIEVER_IDENTITY
 
-BM25_IDENTITY: dict[str, Any] = {"builtin": BM25}
+BM25_IDENTITY: dict[str, Any] = {"builtin": BM25.name}
 # Encode parameters that do not change which model computes the vectors, or how.
 _NOT_MODEL_OPTIONS = ("encoder", "shard_size", "storage", "precision", "revision")
 
@@ -42,24 +46,18 @@ def encode_identity(
     params: Mapping[str, Any], identity: Mapping[str, Any]
 ) -> dict[str, Any] | None:
     """The identity of an encode output from its manifest's ``params`` and ``identity``."""
-    from mdcr.config import config_fields, default_of, has_default
-    from mdcr.encoders.stage import EncodeConfig
+    from mdcr.encoder_options import recorded_option_defaults
 
     spec = str(params.get("encoder", ""))
     if spec not in builtin_names():
         return None
-    defaults = {f.name: default_of(f) for f in config_fields(EncodeConfig) if has_default(f)}
+    defaults = recorded_option_defaults()
     options = {
         k: v
         for k, v in sorted(params.items())
-        if k not in _NOT_MODEL_OPTIONS and k in defaults and v != _as_recorded(defaults[k])
+        if k not in _NOT_MODEL_OPTIONS and k in defaults and v != defaults[k]
     }
     return {"builtin": spec, "model": dict(identity.get("encoder") or {}), "options": options}
-
-
-def _as_recorded(value: Any) -> Any:
-    """A default as a manifest records a parameter (tuples as lists)."""
-    return [_as_recorded(v) for v in value] if isinstance(value, tuple | list) else value
 
 
 def identity_of(folder: Path) -> dict[str, Any] | None:
@@ -143,7 +141,7 @@ def require_builtin(folder: Path, name: str, where: str) -> None:
     from mdcr.errors import ConfigError
 
     if name in builtin_names() and builtin_key(identity_of(folder)) != name:
-        how = "the bm25 stage" if name == BM25 else f"--encoder {name}"
+        how = "the bm25 stage" if name == BM25.name else f"--encoder {name}"
         raise ConfigError(
             f"{where}: the run named '{name}' ('{folder}') is not the built-in registry "
             f"entry '{name}' (an encoder of your own, an hf: model or a model object may "
