@@ -84,8 +84,31 @@ def task(folder: str | Path, entry: dict[str, Any] | None = None) -> Any:
         "k_values": _k_values(entry),
         "ignore_identical_ids": bool(entry["query_left_out_of_its_ranking"]),
     }
+    attrs["load_data"] = _load_uncached
     cls = type(f"Mdcr_{folder.name}", (AbsTaskRetrieval,), attrs)
     return cls()
+
+
+def _load_uncached(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """MTEB's loading, with the HF datasets cache of this task object alone.
+
+    HF datasets caches a local folder's files under the folder's name and its dataset
+    card's configs, so a second export of another pool to a folder of the same name would be
+    read back from the first one's cache: a stale number. Each task object parses its own
+    files into its own temporary cache instead (kept while the task lives)."""
+    import tempfile
+
+    import datasets.config
+    from mteb.abstasks.retrieval import AbsTaskRetrieval
+
+    if getattr(self, "_mdcr_cache", None) is None:
+        self._mdcr_cache = tempfile.TemporaryDirectory(prefix="mdcr-mteb-")
+    before = datasets.config.HF_DATASETS_CACHE
+    datasets.config.HF_DATASETS_CACHE = Path(self._mdcr_cache.name)
+    try:
+        return AbsTaskRetrieval.load_data(self, *args, **kwargs)
+    finally:
+        datasets.config.HF_DATASETS_CACHE = before
 
 
 def tasks(export: str | Path) -> list[Any]:
