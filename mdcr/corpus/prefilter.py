@@ -529,16 +529,34 @@ def plan_prefilter(
         "s2ag": f"an S2AG release (fields from {', '.join(cfg.field_sources)})",
     }[cfg.format]
     from mdcr.planning import input_records
-    from mdcr.planning.sizes import PREFILTER_KEEPS
+    from mdcr.planning.sizes import PREFILTER_KEEPS, s2ag_release_size, size_text
 
-    records = input_records(inputs, upstream)
+    source = next(iter(inputs.get("input") or []), None)
+    if cfg.format == "s2ag" or (cfg.format == "auto" and source and s2ag.is_release(source)):
+        gz_bytes, records, how = s2ag_release_size(_release_files(source))
+        layout += f", {size_text(gz_bytes)} gzipped ({how})"
+        work = Work("prefilter-s2ag", units=float(gz_bytes))
+    else:
+        records = input_records(inputs, upstream)
+        work = Work("prefilter", units=float(records))
     return StagePlan(
         f"read {layout} from {cfg.input}; keep papers with a year, a title, an abstract "
         f">= {cfg.min_abstract_chars} chars and >= {cfg.min_citations} distinct citations "
         f"({cfg.citation_direction}); write papers.parquet, citations.parquet, funnel.json",
         facts=PlanFacts(papers=round(records * PREFILTER_KEEPS), records=records),
-        work=Work("prefilter", units=float(records)),
+        work=work,
     )
+
+
+def _release_files(folder: Path | None) -> tuple[tuple[Path, ...], tuple[Path, ...]] | None:
+    """An S2AG release's (papers and abstracts files, citations files), if it is there."""
+    if folder is None or not s2ag.is_release(folder):
+        return None
+    try:
+        release = s2ag.find_release(folder)
+    except InputDataError:
+        return None
+    return release.papers + release.abstracts, release.citations
 
 
 SPEC = register(
