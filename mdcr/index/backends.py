@@ -6,9 +6,10 @@ squared L2 distance) and row indices, best first. "Approximate" only in rounding
 backend computes every score (exact search); :mod:`mdcr.index.exact` re-scores the
 candidates in float64 and fixes the order, so all backends return identical runs.
 
-- :class:`FaissBackend`: ``IndexFlatIP``/``IndexFlatL2``. On GPU (when
-  ``faiss.get_num_gpus() > 0``) the vectors are stored as float16 (a 2M x 768 pool takes
-  3 GB) and sharded over the GPUs asked for. Faiss's GPU k-selection stops at k = 2048;
+- :class:`FaissBackend`: on the CPU, the pool converted once into float32 rows (on all
+  cores) that ``faiss.knn`` searches in place, the routine ``IndexFlatIP``/``IndexFlatL2``
+  run. On GPU (when ``faiss.get_num_gpus() > 0``) a ``GpuIndexFlat`` stores the vectors
+  as float16 (a 2M x 768 pool takes 3 GB), sharded over the GPUs asked for. Faiss's GPU k-selection stops at k = 2048;
   wider searches go to the torch backend on the same GPU, or to CPU Faiss without CUDA
   torch.
 - :class:`TorchBackend`: for CUDA torch without faiss-gpu. The pool is cut into chunks
