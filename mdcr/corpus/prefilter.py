@@ -392,34 +392,14 @@ def prefilter_corpus(
     counts. Raises InputDataError for a bad layout, an input without a usable record, and
     (with ``cfg.strict``) for the first malformed line or whole-file finding.
     """
+    import duckdb
+
     say = log or (lambda _msg: None)
     input_dir = Path(input_dir)
     fmt = resolve_format(cfg, input_dir)
     input_files(cfg, input_dir)  # layout errors before anything is created
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    scan_format = _scan_s2ag if fmt == "s2ag" else _scan_s2orc
-    found, counts, n_papers, n_edges, timings = _scan_and_write(
-        scan_format, cfg, input_dir, out_dir, progress
-    )
-    funnel = _funnel(fmt, cfg, found, counts, n_edges)
-    (out_dir / "funnel.json").write_text(json.dumps(funnel, indent=2, sort_keys=True) + "\n")
-    _say_funnel(say, funnel, found)
-    return PrefilterResult(funnel=funnel, n_papers=n_papers, n_citations=n_edges, timings=timings)
-
-
-def _scan_and_write(
-    scan_format: Callable[..., Scanned],
-    cfg: PrefilterConfig,
-    input_dir: Path,
-    out_dir: Path,
-    progress: Callable[[int], Any] | None,
-) -> tuple[Scanned, dict[str, int], int, int, dict[str, float]]:
-    """Scan the input in DuckDB (spilling into ``out_dir/.duckdb-tmp``, removed after) and
-    write papers.parquet and citations.parquet; return the scan, the rule counts, the
-    papers and edges written, and the wall times of the two steps."""
-    import duckdb
-
     temp_dir = out_dir / ".duckdb-tmp"
     shutil.rmtree(temp_dir, ignore_errors=True)
     temp_dir.mkdir()
@@ -427,9 +407,11 @@ def _scan_and_write(
     con = connect(temp_dir, threads)
     timings: dict[str, float] = {}
     clock = time.perf_counter()
+    scan_format = _scan_s2ag if fmt == "s2ag" else _scan_s2orc
     try:
         found = scan_format(con, cfg, input_dir, temp_dir, threads, progress)
         timings["scan_s"] = round(time.perf_counter() - clock, 3)
+        reasons, reported = found.reasons, found.reported
         counts = _rule_counts(con, found.flags)
         if counts["survivors"] == 0:
             raise no_survivor(input_dir, found, counts)
@@ -446,24 +428,18 @@ def _scan_and_write(
         shutil.rmtree(temp_dir, ignore_errors=True)
     if n_papers != counts["survivors"]:  # an internal invariant, not a data problem
         raise RuntimeError(f"wrote {n_papers} papers but counted {counts['survivors']}")
-    return found, counts, n_papers, n_edges, timings
-
-
-def _funnel(
-    fmt: str, cfg: PrefilterConfig, found: Scanned, counts: dict[str, int], n_edges: int
-) -> dict[str, Any]:
-    """funnel.json: what was read, what was malformed or repeated, what each rule removed."""
+    findings = [f for result in found.scans for f in result.findings]
     dropped, dup_examples = found.duplicates
-    return {
+    funnel: dict[str, Any] = {
         "format": fmt,
         "shards": sum(len(r.dataset.files) for r in found.scans),
-        "file_problems": [f for result in found.scans for f in result.findings],
+        "file_problems": findings,
         "records_read": found.records_read,
         "malformed_skipped": found.records_read - found.records_valid,
         "lines_read": found.lines_read,
         "malformed_lines": found.malformed_lines,
-        "malformed_by_reason": dict(sorted(found.reasons.items())),
-        "malformed_examples": [str(m) for m in found.reported],
+        "malformed_by_reason": dict(sorted(reasons.items())),
+        "malformed_examples": [str(m) for m in reported],
         "duplicates_dropped": dropped,
         "duplicate_examples": dup_examples,
         "unique_papers": counts["unique"],
@@ -483,26 +459,23 @@ def _funnel(
         },
         **found.details,
     }
-
-
-def _say_funnel(say: Callable[[str], None], funnel: dict[str, Any], found: Scanned) -> None:
-    """Log the whole-file problems, the first malformed lines, the duplicates and the funnel."""
-    findings = funnel["file_problems"]
+    (out_dir / "funnel.json").write_text(json.dumps(funnel, indent=2, sort_keys=True) + "\n")
     if findings:
         say(f"{len(findings):,} file(s) with a whole-file problem:")
         for finding in findings:
             say(f"  {finding}")
-    if found.malformed_lines:
-        say(f"skipped {found.malformed_lines:,} malformed line(s); first ones:")
-        for m in found.reported:
+    n_malformed = found.malformed_lines
+    if n_malformed:
+        say(f"skipped {n_malformed:,} malformed line(s); first ones:")
+        for m in reported:
             say(f"  {m}")
-    dropped, dup_examples = found.duplicates
     if dropped:
         say(f"dropped {dropped:,} duplicate record(s), e.g. paper_id {', '.join(dup_examples)}")
     table = funnel_table(funnel)
     if "s2ag" in funnel:
         table += "\n" + s2ag_lines(funnel)
     say("prefilter funnel:\n" + table)
+    return PrefilterResult(funnel=funnel, n_papers=n_papers, n_citations=n_edges, timings=timings)
 
 
 def run_prefilter(cfg: PrefilterConfig, ctx: StageContext) -> None:
@@ -529,13 +502,12 @@ def plan_prefilter(
         "s2ag": f"an S2AG release (fields from {', '.join(cfg.field_sources)})",
     }[cfg.format]
     from mdcr.planning import input_records
-    from mdcr.planning.sizes import PREFILTER_KEEPS, s2ag_release_size, size_text
+    from mdcr.planning.sizes import PREFILTER_KEEPS
 
     source = next(iter(inputs.get("input") or []), None)
     if cfg.format == "s2ag" or (cfg.format == "auto" and source and s2ag.is_release(source)):
-        gz_bytes, records, how = s2ag_release_size(_release_files(source))
-        layout += f", {size_text(gz_bytes)} gzipped ({how})"
-        work = Work("prefilter-s2ag", units=float(gz_bytes))
+        size, records, work = prefilter_s2ag.plan_release(source)  # priced by its bytes
+        layout += size
     else:
         records = input_records(inputs, upstream)
         work = Work("prefilter", units=float(records))
@@ -546,17 +518,6 @@ def plan_prefilter(
         facts=PlanFacts(papers=round(records * PREFILTER_KEEPS), records=records),
         work=work,
     )
-
-
-def _release_files(folder: Path | None) -> tuple[tuple[Path, ...], tuple[Path, ...]] | None:
-    """An S2AG release's (papers and abstracts files, citations files), if it is there."""
-    if folder is None or not s2ag.is_release(folder):
-        return None
-    try:
-        release = s2ag.find_release(folder)
-    except InputDataError:
-        return None
-    return release.papers + release.abstracts, release.citations
 
 
 SPEC = register(
