@@ -163,6 +163,7 @@ def fit(tables: list[Path], out: Path | None, pair_rates: dict[str, str]) -> int
             rates[key] = {**rates[base], "pair_s": pinned[key]}
             print(f"{key:<22} {rates[key]}  (fixed and per-unit terms of {base})")
     if out is not None:
+        previous = json.loads(out.read_text()) if out.is_file() else {}
         doc = {
             "about": "seconds = fixed_s + unit_s * units + pair_s * pairs on the 2-core, "
             "24 GiB development machine without GPU; fitted by scripts/bench_paper.py --fit "
@@ -171,6 +172,8 @@ def fit(tables: list[Path], out: Path | None, pair_rates: dict[str, str]) -> int
             "sources": sources,
             "pair_rates_from": {k: v.split("=", 1)[1] for k, v in pair_rates.items()},
             "rates": dict(sorted(rates.items())),
+            # Rates with no rehearsal step (an S2AG prefilter), measured by a benchmark.
+            **{k: v for k, v in previous.items() if k.startswith("benchmark_rates")},
             "measured_wall_s": walls,
         }
         out.write_text(json.dumps(doc, indent=2) + "\n")

@@ -9,6 +9,7 @@ that a burst of load from other processes does not decide the ratio.
 
     python scripts/bench_prefilter.py --papers 1000000 --shards 8 --profile s2orc
     python scripts/bench_prefilter.py --format s2ag --papers 1000000 --shards 8
+    python scripts/bench_prefilter.py --format s2ag --steps     # where the time goes
 
 Each prefilter run is a fresh process, so that its peak resident memory (RSS, DuckDB
 included) is measured alone; it is reported with papers/s and citation rows/s.
@@ -124,8 +125,57 @@ def floor_seconds(paths: list[Path], procs: int) -> float:
     return time.perf_counter() - t0
 
 
-def measure(shard_dir: str, out: str) -> dict[str, Any]:
-    """One prefilter run (in a fresh process): wall time, counts and the peak RSS."""
+# The steps --steps times: (module, function) of the prefilter, in the order they run.
+STEPS = [
+    ("mdcr.corpus.prefilter_scan", "scan_usable"),  # one call per dataset (S2AG)
+    ("mdcr.corpus.prefilter", "_scan_s2orc"),
+    ("mdcr.corpus.prefilter_s2ag", "drop_duplicates"),
+    ("mdcr.corpus.prefilter_s2ag", "_abstract_counts"),
+    ("mdcr.corpus.prefilter_s2ag", "_resolve_edges"),
+    ("mdcr.corpus.prefilter_s2ag", "_build_flags"),
+    ("mdcr.corpus.prefilter_s2ag", "edge_keys"),
+    ("mdcr.corpus.prefilter", "write_outputs"),
+]
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process so far, all its threads (DuckDB's included)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_steps(steps: dict[str, list[float]]) -> None:
+    """Wrap the prefilter's steps (:data:`STEPS`) so that each call adds its wall and CPU
+    seconds to ``steps`` (a profile: nothing else changes)."""
+    import functools
+    import importlib
+
+    for module_name, name in STEPS:
+        module = importlib.import_module(module_name)
+        for holder in {module, sys.modules["mdcr.corpus.prefilter_s2ag"]}:
+            func = getattr(holder, name, None)
+            if func is None:
+                continue
+
+            @functools.wraps(func)
+            def timed(*args: Any, _f: Any = func, _name: str = name, **kwargs: Any) -> Any:
+                label = f"scan {args[1].name}" if _name == "scan_usable" else _name
+                t0, c0 = time.perf_counter(), cpu_seconds()
+                try:
+                    return _f(*args, **kwargs)
+                finally:
+                    wall, cpu = steps.setdefault(label, [0.0, 0.0])
+                    steps[label] = [wall + time.perf_counter() - t0, cpu + cpu_seconds() - c0]
+
+            setattr(holder, name, timed)
+
+
+def measure(shard_dir: str, out: str, steps: bool = False) -> dict[str, Any]:
+    """One prefilter run (in a fresh process): wall time, counts and the peak RSS; with
+    ``steps``, the wall and CPU seconds of each step."""
+    step_times: dict[str, list[float]] = {}
+    if steps:
+        time_steps(step_times)
     t0 = time.perf_counter()
     result = prefilter_corpus(Path(shard_dir), Path(out), PrefilterConfig(input=shard_dir))
     wall = time.perf_counter() - t0
@@ -139,6 +189,8 @@ def measure(shard_dir: str, out: str) -> dict[str, Any]:
         "edges": result.n_citations,
         "timings": result.timings,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "cpu_s": cpu_seconds(),
+        "steps": step_times,
     }
 
 
@@ -159,6 +211,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, default=Path("bench-out/prefilter"))
     ap.add_argument("--repeat", type=int, default=2, help="measurements of each (best wins)")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    ap.add_argument(
+        "--steps",
+        action="store_true",
+        help="also print the wall and CPU seconds of each prefilter step, and the CPU "
+        "seconds of the zcat floor (a profile; CPU time moves less than wall time under load)",
+    )
     args = ap.parse_args(argv)
 
     profile = args.profile or args.format
@@ -177,11 +235,17 @@ def main(argv: list[str] | None = None) -> int:
     out = args.workdir / "out"
     spawn = multiprocessing.get_context("spawn")
     for rep in range(1, args.repeat + 1):
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         floors.append(floor_seconds(paths, threads))
-        print(f"floor      rep {rep}: zcat x {len(paths)} ({threads} at a time) {floors[-1]:.2f} s")
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        zcat_cpu = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
+        print(
+            f"floor      rep {rep}: zcat x {len(paths)} ({threads} at a time) {floors[-1]:.2f} s"
+            + (f", {zcat_cpu:.2f} CPU s" if args.steps else "")
+        )
         shutil.rmtree(out, ignore_errors=True)
         with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
-            run = pool.submit(measure, str(shard_dir), str(out)).result()
+            run = pool.submit(measure, str(shard_dir), str(out), args.steps).result()
         runs.append(run)
         wall = run["wall"]
         edges = (
@@ -193,6 +257,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{run['papers']:,} papers kept, {run['edges']:,} citation edges; scan "
             f"{run['timings']['scan_s']:.2f} s, outputs {run['timings']['outputs_s']:.2f} s"
         )
+        if args.steps:
+            print(
+                f"  {'step':<20} {'wall s':>7} {'CPU s':>7}   (process: {run['cpu_s']:.2f} CPU s)"
+            )
+            for label, (step_wall, step_cpu) in run["steps"].items():
+                print(f"  {label:<20} {step_wall:7.2f} {step_cpu:7.2f}")
     best = min(runs, key=lambda r: r["wall"])
     floor, wall = min(floors), best["wall"]
     figures = {

@@ -495,13 +495,19 @@ def plan_prefilter(
     from mdcr.planning import input_records
     from mdcr.planning.sizes import PREFILTER_KEEPS
 
-    records = input_records(inputs, upstream)
+    source = next(iter(inputs.get("input") or []), None)
+    if cfg.format == "s2ag" or (cfg.format == "auto" and source and s2ag.is_release(source)):
+        size, records, work = prefilter_s2ag.plan_release(source)  # priced by its bytes
+        layout += size
+    else:
+        records = input_records(inputs, upstream)
+        work = Work(rate_key, units=float(records))
     return StagePlan(
         f"read {layout} from {cfg.input}; keep papers with a year, a title, an abstract "
         f">= {cfg.min_abstract_chars} chars and >= {cfg.min_citations} distinct citations "
         f"({cfg.citation_direction}); write papers.parquet, citations.parquet, funnel.json",
         facts=PlanFacts(papers=round(records * PREFILTER_KEEPS), records=records),
-        work=Work(rate_key, units=float(records)),
+        work=work,
     )
 
 

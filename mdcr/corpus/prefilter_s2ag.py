@@ -51,6 +51,7 @@ from mdcr.corpus.prefilter_scan import (
     summarize_malformed,
 )
 from mdcr.errors import InputDataError
+from mdcr.stage import Work
 
 if TYPE_CHECKING:
     import duckdb
@@ -349,3 +350,23 @@ def edge_keys(con: duckdb.DuckDBPyConnection) -> Any:
         FROM _edges e JOIN _k_idx c ON e.key >> 32 = c.k JOIN _k_idx d ON e.key & {MASK} = d.k
         WHERE c.idx <> d.idx ORDER BY k"""
     ).to_arrow_reader(EDGE_BATCH)
+
+
+def plan_release(folder: Path | None) -> tuple[str, int, Work]:
+    """The dry run of an S2AG prefilter: the words on its size, its paper records, and its
+    work, priced per gzipped byte of the three datasets (``prefilter-s2ag``): the files'
+    sizes when the release is in ``folder``, else a full release
+    (:func:`mdcr.planning.sizes.s2ag_release_size`)."""
+    from mdcr.planning.sizes import s2ag_release_size, size_text
+
+    files = None
+    if folder is not None and s2ag.is_release(folder):
+        try:
+            release = s2ag.find_release(folder)
+        except InputDataError:
+            pass  # the run itself names the problem
+        else:
+            files = (release.papers + release.abstracts, release.citations)
+    gz_bytes, records, how = s2ag_release_size(files)
+    size = f", {size_text(gz_bytes)} gzipped ({how})"
+    return size, records, Work("prefilter-s2ag", units=float(gz_bytes))

@@ -140,29 +140,16 @@ def search_pool(
     gives the same ranking, because rows follow paper_id order."""
     import itertools
 
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     from mdcr.index.exact import SearchStats
 
     t0 = time.perf_counter()
     db_rows = store.require_rows(pool_ids, "pool papers")
     queries = query_store if query_store is not None else store
     q_rows = queries.require_rows(query_ids, "queries")
-    q_arr = pa.array(query_ids, pa.string())
-    exclude = np.asarray(
-        pc.index_in(q_arr, value_set=pool_ids).fill_null(-1).to_numpy(zero_copy_only=False),
-        dtype=np.int64,
-    )
+    exclude = _own_rows(query_ids, pool_ids)
     stats = SearchStats()
     timings = {"load_s": 0.0, "build_s": 0.0}
-    counts = store.vector_counts(db_rows)
-    ends = np.cumsum(counts)
-    bounds = [0]
-    while bounds[-1] < len(db_rows):  # each block: as many papers as fit, at least one
-        start = bounds[-1]
-        limit = (ends[start - 1] if start else 0) + max(1, block_vectors)
-        bounds.append(max(start + 1, int(np.searchsorted(ends, limit, side="right"))))
+    bounds = _block_bounds(store.vector_counts(db_rows), block_vectors)
     ranked_rows: list[tuple[np.ndarray, np.ndarray]] = []
     vectors = 0
     name = backend
@@ -196,6 +183,27 @@ def search_pool(
             "max_window": stats.max_window,
         },
     )
+
+
+def _own_rows(query_ids: list[str], pool_ids: Any) -> np.ndarray:
+    """Each query's row in the pool (the paper_ids ``pool_ids``), -1 when it is not there."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    found = pc.index_in(pa.array(query_ids, pa.string()), value_set=pool_ids)
+    return np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _block_bounds(counts: np.ndarray, block_vectors: int) -> list[int]:
+    """Boundaries of the blocks of consecutive papers (``counts``: vectors per paper): each
+    block as many papers as fit in ``block_vectors`` vectors, at least one."""
+    ends = np.cumsum(counts)
+    bounds = [0]
+    while bounds[-1] < len(counts):
+        start = bounds[-1]
+        limit = (ends[start - 1] if start else 0) + max(1, block_vectors)
+        bounds.append(max(start + 1, int(np.searchsorted(ends, limit, side="right"))))
+    return bounds
 
 
 def _merge(

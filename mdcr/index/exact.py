@@ -211,6 +211,91 @@ def rescore(
     return out
 
 
+@dataclass
+class _Ranking:
+    """What the exact ranking of single-vector queries needs, shared by their rounds."""
+
+    src: _Rows
+    q_src: np.ndarray  # the queries as the re-scoring reads them
+    q64: np.ndarray
+    exclude: np.ndarray
+    eps: np.ndarray
+    k: int
+    n: int  # pool rows
+    db_sq: np.ndarray | None
+    q_sq: np.ndarray | None
+    results: list[tuple[np.ndarray, np.ndarray]]
+    last: np.ndarray  # per query: the last backend score of its window
+    window: int = 0
+
+    def finish(self, qi: int, approx_row: np.ndarray, rows: np.ndarray) -> bool:
+        """Rank one query's candidates exactly; True when its window must widen."""
+        keep = rows != self.exclude[qi]
+        rows, approx_row = rows[keep], approx_row[keep]
+        k = self.k
+        if len(rows) > k:  # candidates below a_k - 2 eps cannot reach the top k
+            cut = approx_row >= float(approx_row[k - 1]) - 2.0 * self.eps[qi]
+            rows, approx_row = rows[cut], approx_row[cut]
+        sc = _scores_against(self.src, self.q_src[qi], rows)
+        if self.db_sq is not None and self.q_sq is not None:
+            sc = -(self.db_sq[rows] + self.q_sq[qi] - 2.0 * sc)
+        pos = _order(rows, sc, k)
+        self.results[qi] = (rows[pos], sc[pos])
+        return self.window < self.n and not sc[pos[-1]] > self.last[qi] + self.eps[qi]
+
+    def finish_compiled(self, qis: np.ndarray, approx: np.ndarray, cand: np.ndarray) -> list[int]:
+        """:meth:`finish` for a block of queries, compiled (:mod:`mdcr.index.exact_kernel`);
+        returns the queries whose window must widen."""
+        retry: list[int] = []
+        for s in range(0, len(qis), COMPILED_BLOCK):  # bounds the gathered float32 rows
+            at = slice(s, s + COMPILED_BLOCK)
+            block = qis[at]
+            rows, scores, lengths, widen = finish_queries(
+                self.src.float32, self.q64[block], approx[at], cand[at], self.exclude[block],
+                self.eps[block], self.k, self.db_sq,
+                None if self.q_sq is None else self.q_sq[block], self.window < self.n,
+            )  # fmt: skip
+            for j, qi in enumerate(block):
+                self.results[int(qi)] = (rows[j, : lengths[j]], scores[j, : lengths[j]])
+            retry.extend(int(qi) for qi in block[widen])
+        return retry
+
+
+def _ranking_round(
+    ranking: _Ranking,
+    backend: Backend,
+    queries: np.ndarray,
+    pending: np.ndarray,
+    *,
+    batch: int,
+    compiled: bool,
+    pool: ThreadPoolExecutor,
+    workers: int,
+) -> list[int]:
+    """Search ``pending`` queries at the current window, ``batch`` at a time, and rank each
+    batch's candidates on the pool's threads; return the queries whose window must widen."""
+    retry: list[int] = []
+    for b in range(0, pending.size, batch):
+        part = pending[b : b + batch]
+        approx, cand = backend.search(queries[part], ranking.window)
+        ranking.last[part] = approx[:, -1]
+        chunks = np.array_split(np.arange(len(part)), min(workers * 4, len(part)))
+
+        def work(
+            js: np.ndarray,
+            approx: np.ndarray = approx,
+            cand: np.ndarray = cand,
+            part: np.ndarray = part,
+        ) -> list[int]:
+            if compiled:
+                return ranking.finish_compiled(part[js], approx[js], cand[js])
+            return [int(part[j]) for j in js if ranking.finish(int(part[j]), approx[j], cand[j])]
+
+        for found in pool.map(work, chunks):
+            retry.extend(found)
+    return retry
+
+
 def exact_topk(
     backend: Backend,
     db: np.ndarray,
@@ -248,74 +333,36 @@ def exact_topk(
     q64 = np.asarray(queries, dtype=np.float64)
     norm = max_norm(db) if db_max_norm is None else db_max_norm
     q_norms = np.linalg.norm(q64, axis=1)
-    eps = error_bound(q_norms, norm, db.shape[1], metric)
-    db_sq = squared_norms(db) if metric == "l2" else None
-    q_sq = squared_norms(queries) if metric == "l2" else None
-    src = _Rows(db, getattr(backend, "vectors32", None))
+    ranking = _Ranking(
+        src=_Rows(db, getattr(backend, "vectors32", None)),
+        q_src=np.asarray(queries, dtype=np.float32) if db.dtype == np.float16 else queries,
+        q64=q64,
+        exclude=exclude,
+        eps=error_bound(q_norms, norm, db.shape[1], metric),
+        k=k,
+        n=n,
+        db_sq=squared_norms(db) if metric == "l2" else None,
+        q_sq=squared_norms(queries) if metric == "l2" else None,
+        results=results,
+        last=np.zeros(nq, dtype=np.float64),
+        window=min(n, k + 1 + margin),
+    )
     compiled = compiled_rescoring(db, float(q_norms.max()), norm)
     stats.extra["compiled_rescoring"] = int(compiled)
-    q_src = np.asarray(queries, dtype=np.float32) if db.dtype == np.float16 else queries
-    window = min(n, k + 1 + margin)
     pending = np.arange(nq)
     stats.queries += nq
     workers = max(1, threads or os.cpu_count() or 1)
-
-    def finish(qi: int, approx_row: np.ndarray, rows: np.ndarray) -> bool:
-        """Rank one query's candidates exactly; True when its window must widen."""
-        keep = rows != exclude[qi]
-        rows, approx_row = rows[keep], approx_row[keep]
-        if len(rows) > k:  # candidates below a_k - 2 eps cannot reach the top k
-            cut = approx_row >= float(approx_row[k - 1]) - 2.0 * eps[qi]
-            rows, approx_row = rows[cut], approx_row[cut]
-        sc = _scores_against(src, q_src[qi], rows)
-        if db_sq is not None and q_sq is not None:
-            sc = -(db_sq[rows] + q_sq[qi] - 2.0 * sc)
-        pos = _order(rows, sc, k)
-        results[qi] = (rows[pos], sc[pos])
-        return window < n and not sc[pos[-1]] > last[qi] + eps[qi]
-
-    def finish_compiled(qis: np.ndarray, approx: np.ndarray, cand: np.ndarray) -> list[int]:
-        """``finish`` for a block of queries, compiled (:mod:`mdcr.index.exact_kernel`)."""
-        retry: list[int] = []
-        for s in range(0, len(qis), COMPILED_BLOCK):  # bounds the gathered float32 rows
-            at = slice(s, s + COMPILED_BLOCK)
-            block = qis[at]
-            rows, scores, lengths, widen = finish_queries(
-                src.float32, q64[block], approx[at], cand[at], exclude[block], eps[block], k,
-                db_sq, None if q_sq is None else q_sq[block], window < n,
-            )  # fmt: skip
-            for j, qi in enumerate(block):
-                results[int(qi)] = (rows[j, : lengths[j]], scores[j, : lengths[j]])
-            retry.extend(int(qi) for qi in block[widen])
-        return retry
-
-    last = np.zeros(nq, dtype=np.float64)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         while pending.size:
-            retry: list[int] = []
-            for b in range(0, pending.size, batch):
-                part = pending[b : b + batch]
-                stats.max_window = max(stats.max_window, window)
-                approx, cand = backend.search(queries[part], window)
-                last[part] = approx[:, -1]
-                chunks = np.array_split(np.arange(len(part)), min(workers * 4, len(part)))
-
-                def work(
-                    js: np.ndarray,
-                    approx: np.ndarray = approx,
-                    cand: np.ndarray = cand,
-                    part: np.ndarray = part,
-                ) -> list[int]:
-                    if compiled:
-                        return finish_compiled(part[js], approx[js], cand[js])
-                    return [int(part[j]) for j in js if finish(int(part[j]), approx[j], cand[j])]
-
-                for found in pool.map(work, chunks):
-                    retry.extend(found)
+            stats.max_window = max(stats.max_window, ranking.window)
+            retry = _ranking_round(
+                ranking, backend, queries, pending,
+                batch=batch, compiled=compiled, pool=pool, workers=workers,
+            )  # fmt: skip
             pending = np.asarray(sorted(retry), dtype=np.int64)
             if pending.size:
                 stats.widened += int(pending.size)
-                window = min(n, window * 2)
+                ranking.window = min(n, ranking.window * 2)
     return results
 
 

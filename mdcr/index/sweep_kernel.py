@@ -82,6 +82,10 @@ def _grid_top(
     block: int,
     prune: bool,
 ) -> None:
+    # One function on purpose: numba compiles it into one loop nest whose scratch arrays
+    # (acc, bound, the score cache) stay in registers and the cache across the two passes
+    # of each block; split into jitted helpers, those arrays would cross calls and the
+    # passes could no longer share a block's state without being passed it every document.
     n_grid = tables.shape[1]
     k = heap_scores.shape[1]
     n_q = len(q_terms)

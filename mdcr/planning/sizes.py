@@ -16,6 +16,13 @@ their assumptions are in :mod:`mdcr.planning.timing`.
 - ``MDCR_PLAN_INPUT_RECORDS`` (default 81,100,000): records the prefilter reads when its
   input is not a planned synthetic corpus (S2ORC's 81.1M, paper section 3); the prefilter
   keeps 16M / 81.1M of them (the paper's own figures).
+- An S2AG release (``prefilter`` with ``format = "s2ag"``, or "auto" on a release folder)
+  is priced by the gzipped bytes of its three datasets: their file sizes when the folder
+  is there (a plain ``.jsonl`` file counts as its size / 7.9, the synthetic release's
+  ratio), else ``MDCR_PLAN_S2AG_GZ_BYTES`` (default: a current release's 220M papers and
+  2.5B citation rows at the gzipped bytes per record of ``scripts/bench_prefilter.py
+  --format s2ag``: 249.3 per paper with its abstract, 7.84 per citation row; 74.4 GB).
+  Its paper records: the papers and abstracts bytes / 249.3, else 220M.
 - Aspire stores one vector per abstract sentence: 9 per paper on average (S2ORC's median).
 """
 
@@ -23,7 +30,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +41,11 @@ CORPUS_PAPERS = 16_000_000
 INPUT_RECORDS = 81_100_000
 PREFILTER_KEEPS = CORPUS_PAPERS / INPUT_RECORDS
 ASPIRE_SENTENCES = 9
+S2AG_PAPERS = 220_000_000
+S2AG_CITATION_ROWS = 2_500_000_000
+S2AG_GZ_PER_PAPER = 249.3  # papers + abstracts files, per paper record (the benchmark's)
+S2AG_GZ_PER_CITATION = 7.84  # citations files, per row
+S2AG_PLAIN_PER_GZ = 7.9  # uncompressed / gzipped bytes of the benchmark's release
 
 
 def _env_int(name: str, default: int) -> int:
@@ -53,6 +65,29 @@ def input_records(inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFac
     if source is not None and source in upstream and upstream[source].records:
         return upstream[source].records
     return _env_int("MDCR_PLAN_INPUT_RECORDS", INPUT_RECORDS)
+
+
+def s2ag_release_size(
+    datasets: tuple[Sequence[Path], Sequence[Path]] | None,
+) -> tuple[int, int, str]:
+    """(gzipped bytes of an S2AG release's three datasets, its paper records, how known):
+    from the files of ``datasets`` (papers and abstracts, citations) when given, else the
+    stated full release."""
+    if datasets is not None:
+
+        def gz_bytes(files: Sequence[Path]) -> float:
+            return sum(
+                f.stat().st_size / (1.0 if f.name.endswith(".gz") else S2AG_PLAIN_PER_GZ)
+                for f in files
+            )
+
+        papers = gz_bytes(datasets[0])
+        total = papers + gz_bytes(datasets[1])
+        return round(total), round(papers / S2AG_GZ_PER_PAPER), "the release's file sizes"
+    default = round(S2AG_PAPERS * S2AG_GZ_PER_PAPER + S2AG_CITATION_ROWS * S2AG_GZ_PER_CITATION)
+    total = _env_int("MDCR_PLAN_S2AG_GZ_BYTES", default)
+    papers = round(S2AG_PAPERS * total / default)
+    return total, papers, "assumed: a full release; MDCR_PLAN_S2AG_GZ_BYTES"
 
 
 def _first(inputs: dict[str, list[Path]], name: str) -> Path | None:

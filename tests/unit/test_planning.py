@@ -86,3 +86,37 @@ def test_rates_reproduce_the_measured_rehearsal(
         assert estimate(work, machine, rates).seconds == pytest.approx(measured[step], rel=0.2), (
             step
         )
+
+
+def test_s2ag_prefilter_is_priced_by_the_release_size(tmp_path: Path) -> None:
+    """An S2AG prefilter is priced per gzipped byte of its three datasets (its own rate,
+    measured by bench_prefilter.py): the files' sizes when the release is there (a plain
+    file at its size / 7.9), else a stated full release; S2ORC stays priced per record."""
+    import gzip
+
+    from mdcr.corpus.prefilter import PrefilterConfig, plan_prefilter
+    from mdcr.planning.sizes import S2AG_GZ_PER_PAPER, S2AG_PLAIN_PER_GZ
+
+    release = tmp_path / "release"
+    sizes = {}
+    for name, body in (("papers", b"p" * 5000), ("abstracts", b"a" * 300), ("citations", b"c")):
+        (release / name).mkdir(parents=True)
+        (release / name / f"{name}-0.jsonl.gz").write_bytes(gzip.compress(body * 40))
+        sizes[name] = (release / name / f"{name}-0.jsonl.gz").stat().st_size
+    (release / "citations" / "citations-1.jsonl").write_bytes(b"x" * 7900)
+    cfg = PrefilterConfig(input=str(release))
+    plan = plan_prefilter(cfg, {"input": [release]}, {})
+    assert plan.work is not None and plan.work.rate == "prefilter-s2ag"
+    assert plan.work.units == sum(sizes.values()) + round(7900 / S2AG_PLAIN_PER_GZ)
+    papers = (sizes["papers"] + sizes["abstracts"]) / S2AG_GZ_PER_PAPER
+    assert plan.facts is not None and plan.facts.records == round(papers)
+    assert "the release's file sizes" in plan.text
+    missing = plan_prefilter(
+        PrefilterConfig(input="nowhere", format="s2ag"), {"input": [tmp_path / "nowhere"]}, {}
+    )
+    assert missing.work is not None and missing.work.units == 74_446_000_000
+    assert missing.facts is not None and missing.facts.records == 220_000_000
+    s2orc = plan_prefilter(PrefilterConfig(input="s"), {"input": [tmp_path / "s"]}, {})
+    assert s2orc.work is not None and (s2orc.work.rate, s2orc.work.units) == ("prefilter", 81.1e6)
+    rate = load_rates()["prefilter-s2ag"]  # about 6 minutes for a full release on 16 cores
+    assert 300 < estimate(missing.work, Machine(16, 1), {"prefilter-s2ag": rate}).seconds < 420

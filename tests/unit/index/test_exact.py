@@ -101,6 +101,29 @@ def test_backend_raw_scores_agree() -> None:
         np.testing.assert_allclose(s1, np.take_along_axis(ref, r1, 1), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("metric", ["ip", "l2"])
+def test_cpu_faiss_backend_is_a_raw_flat_index(metric: str) -> None:
+    """The CPU backend converts the float16 pool into its own float32 rows (in blocks, on
+    all cores) and searches them with Faiss's brute force: the same distances and rows,
+    bit for bit, as an IndexFlat built by ``add`` of the float32 vectors; the same largest
+    norm as :func:`exact.max_norm`; rows that are the float32 pool."""
+    import faiss
+
+    db, queries, _ = _data(2_500, 17, 24, seed=5, levels=2)  # 2.4 blocks, ties included
+    backend = FaissBackend(db, metric, Device())  # type: ignore[arg-type]
+    raw = faiss.IndexFlatIP(24) if metric == "ip" else faiss.IndexFlatL2(24)
+    raw.add(db.astype(np.float32))
+    dist, rows = raw.search(queries.astype(np.float32), 40)
+    scores, got = backend.search(queries, 40)
+    np.testing.assert_array_equal(got, rows)
+    np.testing.assert_array_equal(scores, dist if metric == "ip" else -dist)
+    assert backend.vectors32 is not None
+    np.testing.assert_array_equal(backend.vectors32, db.astype(np.float32))
+    assert backend.max_norm == exact_module.max_norm(db)
+    empty = FaissBackend(db[:0], metric, Device())  # type: ignore[arg-type]
+    assert empty.max_norm == 0.0 and empty.n == 0
+
+
 def _multi_data(n_docs: int, nq: int, d: int, seed: int, levels: int | None):
     rng = np.random.default_rng(seed)
     counts = rng.integers(1, 6, size=n_docs)
