@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,9 +73,15 @@ def sorted_unique_keys(reader: Any) -> Any:
     return keys
 
 
+def _pairs_table(ids: Any, citing: Any, cited: Any) -> Any:
+    """One citations.parquet row group: the paper ids at edge indexes ``citing``, ``cited``."""
+    import pyarrow as pa
+
+    return pa.table({"citing_id": ids.take(citing), "cited_id": ids.take(cited)})
+
+
 def _write_citations(path: Path, ids: Any, citing: Any, cited: Any) -> None:
     """citations.parquet from edge indexes into ``ids``, in fixed row groups."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     with pq.ParquetWriter(
@@ -82,8 +89,7 @@ def _write_citations(path: Path, ids: Any, citing: Any, cited: Any) -> None:
     ) as w:
         for lo in range(0, len(citing), ROW_GROUP):
             sl = slice(lo, lo + ROW_GROUP)
-            table = pa.table({"citing_id": ids.take(citing[sl]), "cited_id": ids.take(cited[sl])})
-            w.write_table(table, row_group_size=ROW_GROUP)
+            w.write_table(_pairs_table(ids, citing[sl], cited[sl]), row_group_size=ROW_GROUP)
 
 
 # Columns read for papers.parquet (seq only to check the order; it is not written).
@@ -203,44 +209,60 @@ def _prefetch(items: Iterator[Any], depth: int) -> Generator[Any, None, None]:
         thread.join()
 
 
-def _write_citations_streamed(path: Path, ids: Any, reader: Any) -> tuple[Any, Any, int]:
-    """citations.parquet from a reader of sorted, distinct edge keys, in fixed row groups.
+@dataclass(frozen=True)
+class EdgeTable:
+    """The edges between survivors held by DuckDB: table ``table`` of distinct keys ``k``
+    (``citing_idx << 32 | cited_idx`` over ``_ids``), self-citations dropped. They are
+    counted per paper in DuckDB and streamed into citations.parquet in key order, so the
+    edges of a full release never sit in memory outside DuckDB."""
 
-    Returns (n_out, n_in, edges). Memory holds one batch of edges and the per-paper
-    counts, never the whole edge list.
+    con: duckdb.DuckDBPyConnection
+    table: str
+
+    def counts(self, n_papers: int) -> tuple[Any, Any]:
+        """(n_out, n_in) per survivor index."""
+        import numpy as np
+
+        n_out = np.zeros(n_papers, dtype=np.int64)
+        n_in = np.zeros(n_papers, dtype=np.int64)
+        for end, counts in (("k >> 32", n_out), (f"k & {0xFFFFFFFF}", n_in)):
+            got = self.con.sql(
+                f"SELECT {end} AS i, count(*) AS n FROM {self.table} GROUP BY 1"
+            ).fetchnumpy()
+            counts[got["i"]] = got["n"]
+        return n_out, n_in
+
+    def sorted_keys(self) -> Any:
+        """An Arrow reader of the keys in ascending order (DuckDB sorts, and spills)."""
+        return self.con.sql(f"SELECT k FROM {self.table} ORDER BY k").to_arrow_reader(EDGE_BATCH)
+
+
+def _write_citations_streamed(path: Path, ids: Any, edges: EdgeTable) -> int:
+    """citations.parquet from the sorted keys of ``edges``, in fixed row groups; returns
+    the edges written. Memory holds one batch of edges, never the whole edge list.
     """
     import numpy as np
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    n_out = np.zeros(len(ids), dtype=np.int64)
-    n_in = np.zeros(len(ids), dtype=np.int64)
     empty = np.empty(0, dtype=np.int64)
     citing_left, cited_left = empty, empty
     total = 0
     with pq.ParquetWriter(
         path, CITATIONS.schema, compression=COMPRESSION, use_dictionary=False
     ) as w:
-
-        def write(citing: Any, cited: Any) -> None:
-            table = pa.table({"citing_id": ids.take(citing), "cited_id": ids.take(cited)})
-            w.write_table(table, row_group_size=ROW_GROUP)
-
-        for batch in reader:
+        for batch in edges.sorted_keys():
             keys = batch.column(0).to_numpy()
             citing = np.concatenate([citing_left, keys >> 32])
             cited = np.concatenate([cited_left, keys & 0xFFFFFFFF])
-            for values, counts in ((keys >> 32, n_out), (keys & 0xFFFFFFFF, n_in)):
-                unique, times = np.unique(values, return_counts=True)
-                counts[unique] += times
             total += len(keys)
             full = len(citing) // ROW_GROUP * ROW_GROUP
             for lo in range(0, full, ROW_GROUP):
-                write(citing[lo : lo + ROW_GROUP], cited[lo : lo + ROW_GROUP])
+                sl = slice(lo, lo + ROW_GROUP)
+                w.write_table(_pairs_table(ids, citing[sl], cited[sl]), row_group_size=ROW_GROUP)
             citing_left, cited_left = citing[full:], cited[full:]
         if len(citing_left):
-            write(citing_left, cited_left)
-    return n_out, n_in, total
+            w.write_table(_pairs_table(ids, citing_left, cited_left), row_group_size=ROW_GROUP)
+    return total
 
 
 def write_outputs(
@@ -256,9 +278,9 @@ def write_outputs(
     ``edge_keys`` gives the edges as keys over ``_ids`` (the survivors' indexes), either
     as a numpy array (sorted here; by default from the survivors' outbound lists, kept
     when the cited paper survived too, self-citations and repeats dropped), or as an
-    Arrow reader of keys already sorted and distinct, which is streamed into
-    citations.parquet (memory per survivor, not per edge). From an array, the two files
-    are written at the same time (the Parquet writers run outside Python's lock).
+    :class:`EdgeTable` in DuckDB, counted there and streamed into citations.parquet in
+    key order (memory per survivor, not per edge). Either way the two files are written
+    at the same time (DuckDB and the Parquet writers run outside Python's lock).
     """
     import numpy as np
 
@@ -272,28 +294,31 @@ def write_outputs(
     ids = table.column("paper_id").combine_chunks()
     del table
     keys = edge_keys(con)
-    streamed = not isinstance(keys, np.ndarray)
-    if streamed:
-        n_out, n_in, n_edges = _write_citations_streamed(CITATIONS.path(out_dir), ids, keys)
     con.execute("SET preserve_insertion_order = true")
     con.execute("DROP TABLE _ids")
-    if not streamed:
+    if isinstance(keys, EdgeTable):
+        n_out, n_in = keys.counts(len(ids))
+        n_edges = int(n_out.sum())
+        write_edges: Callable[[], Any] = lambda: _write_citations_streamed(  # noqa: E731
+            CITATIONS.path(out_dir), ids, keys
+        )
+    else:
         citing = (keys >> 32).astype(np.int32)
         cited = (keys & 0xFFFFFFFF).astype(np.int32)
         del keys
         n_out = np.bincount(citing, minlength=len(ids)).astype(np.int64)
         n_in = np.bincount(cited, minlength=len(ids)).astype(np.int64)
         n_edges = len(citing)
+        write_edges = lambda: _write_citations(  # noqa: E731
+            CITATIONS.path(out_dir), ids, citing, cited
+        )
     schema = con.sql(f"SELECT {PAPER_COLUMNS} FROM recs LIMIT 0").to_arrow_table().schema
     cur = con.cursor()
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
-            # From an array, the edges are written while the papers are.
-            job = (
-                None
-                if streamed
-                else pool.submit(_write_citations, CITATIONS.path(out_dir), ids, citing, cited)
-            )
+            # The edges are written (from DuckDB's sort, on ``con``) while the papers are
+            # (on ``cur``, a second connection to the same database).
+            job = pool.submit(write_edges)
             # A helper thread fetches the papers and forms the row groups while the
             # previous one is compressed.
             groups = _prefetch(_row_groups(_papers_in_file_order(cur, n_files), schema), 1)
@@ -301,8 +326,9 @@ def write_outputs(
                 _write_papers(CORPUS_PAPERS.path(out_dir), schema, groups, seqs, n_out, n_in)
             finally:
                 groups.close()  # stops the helper thread before the cursor closes
-            if job is not None:
-                job.result()
+            written = job.result()
     finally:
         cur.close()
+    if written is not None and written != n_edges:  # an internal invariant
+        raise RuntimeError(f"wrote {written} citation edges but counted {n_edges}")
     return len(ids), n_edges

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from mdcr.corpus import prefilter_output, prefilter_s2ag
+from mdcr.corpus import prefilter_output
 from mdcr.corpus.prefilter import PrefilterConfig, prefilter_corpus
 from mdcr.corpus.s2ag_write import rewrite_s2orc
 from mdcr.corpus.synth import write_shards
@@ -76,7 +76,7 @@ def test_synthetic_corpus_gives_identical_outputs_from_both_layouts(
     # Small row groups and edge batches, so that the S2AG path streams its sorted edges
     # over many batches, each cut across row groups.
     monkeypatch.setattr(prefilter_output, "ROW_GROUP", 1000)
-    monkeypatch.setattr(prefilter_s2ag, "EDGE_BATCH", 777)
+    monkeypatch.setattr(prefilter_output, "EDGE_BATCH", 777)
     write_shards(tmp_path / "s2orc", n_papers=3000, n_shards=3, seed=4)
     summary = write_shards(tmp_path / "s2ag", n_papers=3000, n_shards=3, seed=4, format="s2ag")
     assert sorted(summary["shards"])[0] == "abstracts/abstracts-0.jsonl.gz"
