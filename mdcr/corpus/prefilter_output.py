@@ -12,7 +12,7 @@ groups of one chunk per column (zstd), so their bytes do not depend on the threa
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,48 +165,57 @@ def _write_papers(
         raise RuntimeError("papers and citation counts differ in length")  # a bug
 
 
-def _prefetch(items: Iterator[Any], depth: int) -> Generator[Any, None, None]:
-    """Yield from ``items``, computed ahead by a helper thread (at most ``depth`` waiting).
+class Prefetch:
+    """The items of ``items``, computed ahead by a helper thread from the moment it is made
+    (at most ``depth`` waiting); iterate to take them, and :meth:`close` when done.
 
-    Here it fetches the next papers from DuckDB and forms their row group while the
-    previous one is compressed. An error in the helper is raised in the consumer.
+    Here it fetches the survivors' papers from DuckDB and forms their row groups while the
+    edges are computed, and then while the previous row group is compressed. An error in
+    the helper is raised in the consumer.
     """
-    import queue
 
-    buf: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
+    def __init__(self, items: Iterator[Any], depth: int) -> None:
+        import queue
 
-    def put(entry: tuple[str, Any]) -> bool:
-        while not stop.is_set():
+        self._buf: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._items = items
+        self._thread = threading.Thread(target=self._produce, name="mdcr-prefetch", daemon=True)
+        self._thread.start()
+
+    def _put(self, entry: tuple[str, Any]) -> bool:
+        import queue
+
+        while not self._stop.is_set():
             try:
-                buf.put(entry, timeout=0.1)
+                self._buf.put(entry, timeout=0.1)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def produce() -> None:
+    def _produce(self) -> None:
         try:
-            for item in items:
-                if not put(("item", item)):
+            for item in self._items:
+                if not self._put(("item", item)):
                     return
-            put(("end", None))
+            self._put(("end", None))
         except BaseException as exc:  # handed to the consumer
-            put(("error", exc))
+            self._put(("error", exc))
 
-    thread = threading.Thread(target=produce, name="mdcr-prefetch", daemon=True)
-    thread.start()
-    try:
+    def __iter__(self) -> Iterator[Any]:
         while True:
-            kind, value = buf.get()
+            kind, value = self._buf.get()
             if kind == "end":
                 return
             if kind == "error":
                 raise value
             yield value
-    finally:
-        stop.set()
-        thread.join()
+
+    def close(self) -> None:
+        """Stop the helper thread and wait for it (before its DuckDB cursor is closed)."""
+        self._stop.set()
+        self._thread.join()
 
 
 @dataclass(frozen=True)
@@ -279,12 +288,14 @@ def write_outputs(
     as a numpy array (sorted here; by default from the survivors' outbound lists, kept
     when the cited paper survived too, self-citations and repeats dropped), or as an
     :class:`EdgeTable` in DuckDB, counted there and streamed into citations.parquet in
-    key order (memory per survivor, not per edge). Either way the two files are written
-    at the same time (DuckDB and the Parquet writers run outside Python's lock).
+    key order (memory per survivor, not per edge).
+
+    Three things overlap (DuckDB and the Parquet writers run outside Python's lock): the
+    papers' first row groups are fetched while the edges are computed, and the two files
+    are written at the same time, on two connections to the same database.
     """
     import numpy as np
 
-    con.execute("SET preserve_insertion_order = false")
     con.execute(
         "CREATE TEMP TABLE _ids AS SELECT seq, paper_id, "
         f"(row_number() OVER (ORDER BY seq) - 1)::INTEGER AS idx FROM recs WHERE {KEEP}"
@@ -293,40 +304,35 @@ def write_outputs(
     seqs = table.column("seq").to_numpy()
     ids = table.column("paper_id").combine_chunks()
     del table
-    keys = edge_keys(con)
-    con.execute("SET preserve_insertion_order = true")
-    con.execute("DROP TABLE _ids")
-    if isinstance(keys, EdgeTable):
-        n_out, n_in = keys.counts(len(ids))
-        n_edges = int(n_out.sum())
-        write_edges: Callable[[], Any] = lambda: _write_citations_streamed(  # noqa: E731
-            CITATIONS.path(out_dir), ids, keys
-        )
-    else:
-        citing = (keys >> 32).astype(np.int32)
-        cited = (keys & 0xFFFFFFFF).astype(np.int32)
-        del keys
-        n_out = np.bincount(citing, minlength=len(ids)).astype(np.int64)
-        n_in = np.bincount(cited, minlength=len(ids)).astype(np.int64)
-        n_edges = len(citing)
-        write_edges = lambda: _write_citations(  # noqa: E731
-            CITATIONS.path(out_dir), ids, citing, cited
-        )
     schema = con.sql(f"SELECT {PAPER_COLUMNS} FROM recs LIMIT 0").to_arrow_table().schema
     cur = con.cursor()
     try:
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            # The edges are written (from DuckDB's sort, on ``con``) while the papers are
-            # (on ``cur``, a second connection to the same database).
-            job = pool.submit(write_edges)
-            # A helper thread fetches the papers and forms the row groups while the
-            # previous one is compressed.
-            groups = _prefetch(_row_groups(_papers_in_file_order(cur, n_files), schema), 1)
-            try:
-                _write_papers(CORPUS_PAPERS.path(out_dir), schema, groups, seqs, n_out, n_in)
-            finally:
-                groups.close()  # stops the helper thread before the cursor closes
-            written = job.result()
+        groups = Prefetch(_row_groups(_papers_in_file_order(cur, n_files), schema), 1)
+        try:
+            keys = edge_keys(con)
+            con.execute("DROP TABLE _ids")
+            if isinstance(keys, EdgeTable):
+                n_out, n_in = keys.counts(len(ids))
+                n_edges = int(n_out.sum())
+                write_edges: Callable[[], Any] = lambda: _write_citations_streamed(  # noqa: E731
+                    CITATIONS.path(out_dir), ids, keys
+                )
+            else:
+                citing = (keys >> 32).astype(np.int32)
+                cited = (keys & 0xFFFFFFFF).astype(np.int32)
+                del keys
+                n_out = np.bincount(citing, minlength=len(ids)).astype(np.int64)
+                n_in = np.bincount(cited, minlength=len(ids)).astype(np.int64)
+                n_edges = len(citing)
+                write_edges = lambda: _write_citations(  # noqa: E731
+                    CITATIONS.path(out_dir), ids, citing, cited
+                )
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                job = pool.submit(write_edges)
+                _write_papers(CORPUS_PAPERS.path(out_dir), schema, iter(groups), seqs, n_out, n_in)
+                written = job.result()
+        finally:
+            groups.close()  # stops the helper thread before the cursor closes
     finally:
         cur.close()
     if written is not None and written != n_edges:  # an internal invariant

@@ -645,20 +645,43 @@ def test_empty_and_crlf_shards(tmp_path: Path) -> None:
 def test_prefetch_keeps_order_raises_errors_and_stops_early() -> None:
     import threading
 
-    assert list(prefilter_output._prefetch(iter(range(50)), depth=2)) == list(range(50))
+    done = prefilter_output.Prefetch(iter(range(50)), depth=2)
+    assert list(done) == list(range(50))
+    done.close()
 
     def failing() -> Any:
         yield 1
         raise ValueError("engine failed")
 
     got = []
+    failed = prefilter_output.Prefetch(failing(), depth=2)
     with pytest.raises(ValueError, match="engine failed"):
-        for item in prefilter_output._prefetch(failing(), depth=2):
+        for item in failed:
             got.append(item)
+    failed.close()
     assert got == [1]
 
     before = threading.active_count()
-    gen = prefilter_output._prefetch(iter(range(10**6)), depth=2)
-    assert next(gen) == 0
-    gen.close()  # the helper thread stops instead of producing the rest
+    rest = prefilter_output.Prefetch(iter(range(10**6)), depth=2)
+    assert next(iter(rest)) == 0
+    rest.close()  # the helper thread stops instead of producing the rest
+    assert threading.active_count() == before
+
+
+def test_prefetch_starts_before_the_first_item_is_asked_for() -> None:
+    # write_outputs fetches the first papers while the edges are computed: the helper
+    # works from the moment the Prefetch is made, and close() stops it even if no item
+    # was ever taken.
+    import threading
+
+    started = threading.Event()
+
+    def items() -> Any:
+        started.set()
+        yield from range(10**6)
+
+    before = threading.active_count()
+    ahead = prefilter_output.Prefetch(items(), depth=2)
+    assert started.wait(timeout=10)
+    ahead.close()
     assert threading.active_count() == before
