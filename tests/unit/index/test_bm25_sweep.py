@@ -233,21 +233,68 @@ def test_term_score_cache_bounds_do_not_change_results(
     tables = norm_tables(terms, GRID[::7])
     for paper in s2orc_papers[::40]:
         words = analyzer.analyze(paper.text)
-        full = sweep_query(terms, words, tables, 20)  # small k: the bound prunes early
+        full = sweep_query(terms, words, tables, 20)  # small k: the bound prunes
         # No cache (every term score computed directly), a cache that overflows at once,
-        # one document per block of accumulators, blocks that split the postings unevenly,
+        # one document per block of bounds or per chunk of accumulators, blocks and chunks
+        # that split the postings unevenly, one document scored first (the rest after),
         # and no pruning by the bound.
         for bounds in (
             {"tf_cap": 0, "cache_rows": 1},
             {"tf_cap": 2, "cache_rows": 3},
-            {"block": 1},
-            {"block": 7, "tf_cap": 2, "cache_rows": 3},
+            {"block": 1, "chunk": 1},
+            {"block": 7, "chunk": 5, "tf_cap": 2, "cache_rows": 3},
+            {"first": 1, "chunk": 3},
             {"prune": False},  # every matched document scored at every grid point
-            {"prune": False, "block": 5, "tf_cap": 0, "cache_rows": 1},
+            {"prune": False, "block": 5, "chunk": 2, "tf_cap": 0, "cache_rows": 1},
         ):
             other = sweep_query(terms, words, tables, 20, **bounds)
             for (d1, s1), (d2, s2) in zip(full, other, strict=True):
                 assert d1.tolist() == d2.tolist() and np.array_equal(s1, s2)
+
+
+def test_pruned_kernel_equals_lucene_and_skips_documents(
+    sample_index: Path,
+    s2orc_papers: list,  # type: ignore[type-arg]
+) -> None:
+    """With a small k the bound leaves most matched documents unscored (those scored first
+    by largest bound, and with one scored first, the others after it), and every grid
+    point's ranking and float32 scores still equal Lucene's and the unpruned pass's."""
+    from mdcr.index.lucene import Analyzer, open_index
+    from mdcr.index.sweep import PoolTerms, norm_tables, sweep_query
+
+    analyzer = Analyzer()
+    ids = [p.paper_id for p in s2orc_papers]  # Lucene's document order
+    texts = [p.text for p in s2orc_papers]
+    terms = PoolTerms.build(texts, analyzer.analyze_many)
+    tables = norm_tables(terms, GRID)
+    # 31 real title + abstract queries (the paper itself left out), and one-word queries
+    # whose equal scores run across the k-th place (ties go by document number).
+    rows = list(range(3, len(ids), 16))
+    q_texts = [texts[i] for i in rows] + ["cell", "patient", "model"]
+    qids = [ids[i] for i in rows] + ["none"] * 3
+    exclude = [*rows, -1, -1, -1]
+    counts = {first: np.zeros(3, np.int64) for first in (None, 1)}
+    compared = 0
+    with open_index(sample_index) as index:
+        built, _ = index.build_queries(qids, q_texts)
+        for k in (3, 20):
+            lucene = [index.search(built, k, k1=k1, b=b, exclude=qids, threads=2) for k1, b in GRID]
+            for q, text in enumerate(q_texts):
+                words = analyzer.analyze(text)
+                full = sweep_query(terms, words, tables, k, exclude[q], prune=False)
+                for first, c in counts.items():
+                    got = sweep_query(terms, words, tables, k, exclude[q], first=first, counts=c)
+                    for g in range(len(GRID)):
+                        docs, scores = got[g]
+                        assert [ids[d] for d in docs] == lucene[g][q][0].tolist()
+                        assert np.array_equal(scores, lucene[g][q][1])
+                        assert np.array_equal(docs, full[g][0])
+                        assert np.array_equal(scores.view(np.int32), full[g][1].view(np.int32))
+                        compared += 1
+    assert compared == 2 * 2 * 42 * len(q_texts)
+    for first, (matched, scored_first, scored_after) in counts.items():
+        assert scored_first + scored_after < matched / 2, first  # most left unscored
+    assert counts[1][2] > 0  # with one scored first, documents were scored after
 
 
 def _torch_equals_kernel(terms: Any, queries: list[list[str]], device: str) -> int:
