@@ -63,6 +63,10 @@ ABSTRACTS_DDL = """CREATE TABLE s2_abstracts (
   seq BIGINT, reason VARCHAR, cid BIGINT, ok_abstract BOOLEAN, abstract VARCHAR)"""
 EDGES_DDL = "CREATE TABLE s2_edges (seq BIGINT, reason VARCHAR, citing BIGINT, cited BIGINT)"
 EXAMPLES = 5
+# Abstracts are scanned first: read after the papers, the same scan took 2.5 instead of 1.7
+# s (4.1 against 3.1 CPU s) at 1M papers on 2 cores; the papers' scan takes the same time
+# either way.
+SCAN_ORDER = ("abstracts", "papers", "citations")
 
 
 def papers_sql(cfg: PrefilterConfig, source: str, file_idx: int) -> str:
@@ -120,7 +124,7 @@ FROM _r"""
 
 
 def datasets(cfg: PrefilterConfig, release: s2ag.Release) -> list[Dataset]:
-    """The three datasets of a release, in scan order."""
+    """The three datasets of a release, in the order their findings are reported."""
     return [
         Dataset(
             "papers",
@@ -171,15 +175,16 @@ def scan_release(
 
     ``recs`` has the columns :func:`write_outputs` reads, in file order.
     """
-    scans: list[DatasetScan] = []
+    found: dict[str, DatasetScan] = {}
     counts: dict[str, tuple[int, int]] = {}  # dataset -> (records read, malformed)
-    for ds in datasets(cfg, release):
+    for ds in sorted(datasets(cfg, release), key=lambda d: SCAN_ORDER.index(d.name)):
         where = str(release.folder / ds.name)
         result, read = scan_usable(
             con, ds, temp_dir, threads, strict=cfg.strict, progress=progress, where=where
         )
         counts[ds.name] = (read, result.malformed)
-        scans.append(result)
+        found[ds.name] = result
+    scans = [found[ds.name] for ds in datasets(cfg, release)]
     reasons, reported = summarize_malformed(con, scans, cfg.max_reported_errors)
     paper_dups = drop_duplicates(con, "s2_papers", "cid")
     stop_on_duplicates(paper_dups, "corpusid", str(release.folder / "papers"), cfg.strict)
