@@ -118,5 +118,5 @@ def test_s2ag_prefilter_is_priced_by_the_release_size(tmp_path: Path) -> None:
     assert missing.facts is not None and missing.facts.records == 220_000_000
     s2orc = plan_prefilter(PrefilterConfig(input="s"), {"input": [tmp_path / "s"]}, {})
     assert s2orc.work is not None and (s2orc.work.rate, s2orc.work.units) == ("prefilter", 81.1e6)
-    rate = load_rates()["prefilter-s2ag"]  # about 6 minutes for a full release on 16 cores
-    assert 300 < estimate(missing.work, Machine(16, 1), {"prefilter-s2ag": rate}).seconds < 420
+    rate = load_rates()["prefilter-s2ag"]  # about 7 minutes for a full release on 16 cores
+    assert 360 < estimate(missing.work, Machine(16, 1), {"prefilter-s2ag": rate}).seconds < 480
