@@ -239,11 +239,12 @@ def _resolve_edges(con: duckdb.DuckDBPyConnection, counts: tuple[int, int]) -> d
     a papers record (a release downloaded in part) counts for the paper at its other end,
     though it cannot be written to citations.parquet. So the ids need no resolution to
     papers before the DISTINCT: the pairs are deduplicated as read, the degrees are grouped
-    by id, and only papers are looked up in them (at 1M papers: 4.5 CPU s against 9.4 s
-    for resolving every row to a paper number first). Every well-formed row is exactly one
-    of: a null id, neither id a paper, a repeat of an earlier edge, a distinct edge between
-    papers, or a distinct edge with one end outside the papers; the last three are told
-    apart row by row only when some id is outside the papers (none in a complete release).
+    by id, and only papers are looked up in them (at 1M papers, with the flags: 3.8 CPU s
+    against 9.4 s resolving every row to a paper number first). Every well-formed row is
+    exactly one of: a null id, neither id a paper, a repeat of an earlier edge, a distinct
+    edge between papers, or a distinct edge with one end outside the papers; the last
+    three are told apart row by row only when some id is outside the papers (none in a
+    complete release).
     """
     read, malformed = counts
     valid = "reason IS NULL AND citing IS NOT NULL AND cited IS NOT NULL"
