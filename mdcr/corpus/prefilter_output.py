@@ -290,7 +290,7 @@ def write_outputs(
     :class:`EdgeTable` in DuckDB, counted there and streamed into citations.parquet in
     key order (memory per survivor, not per edge).
 
-    Three things overlap (DuckDB and the Parquet writers run outside Python's lock): the
+    The work overlaps (DuckDB and the Parquet writers run outside Python's lock): the
     papers' first row groups are fetched while the edges are computed, and the two files
     are written at the same time, on two connections to the same database.
     """
