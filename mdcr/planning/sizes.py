@@ -263,6 +263,6 @@ def encode_estimate(
 
 
 def size_text(n: float) -> str:
-    units = ["B", "KB", "MB", "GB", "TB"]
+    units = ["B", "KiB", "MiB", "GiB", "TiB"]
     i = min(len(units) - 1, int(math.log(max(n, 1), 1024)))
     return f"{n / 1024**i:.1f} {units[i]}"
