@@ -48,6 +48,7 @@ from mdcr.config import params_of, settings_of
 from mdcr.errors import ConfigError, ManifestMismatchError, StorageError, storage_error
 from mdcr.facts import find_record
 from mdcr.fingerprints import artifact_fingerprint, fingerprint, sha256_file
+from mdcr.integrity import Damage, check_input, damage, describe
 from mdcr.locks import exclusive
 from mdcr.manifests import (
     Output,
@@ -146,8 +147,21 @@ class Store:
         return Planned(spec, cfg, inputs, identity, fp, self.folder(spec.name, fp))
 
     def is_done(self, folder: Path, fp: str) -> bool:
+        """Whether ``folder`` is the finished output ``fp``, whole: a complete manifest
+        naming ``fp``, and every file it records there with its size (and its sha256,
+        where hashing is cheap: :mod:`mdcr.integrity`)."""
         manifest = read_manifest(folder)
-        return manifest is not None and manifest.get("fingerprint") == fp
+        if manifest is None or manifest.get("fingerprint") != fp:
+            return False
+        return damage(folder, manifest) is None
+
+    def damage(self, folder: Path, fp: str) -> Damage | None:
+        """How the finished output ``fp`` at ``folder`` differs from its manifest (None:
+        it does not, or it is not a finished output)."""
+        manifest = read_manifest(folder)
+        if manifest is None or manifest.get("fingerprint") != fp:
+            return None
+        return damage(folder, manifest)
 
     def output(self, path: Path) -> Output | None:
         """The finished output at ``path`` (None when it is not one)."""
@@ -173,6 +187,10 @@ class Store:
             if out is None or out.stage != stage:
                 continue
             if all(out.info(k, _ABSENT) == v for k, v in wanted.items()):
+                broken = damage(folder, out.manifest)
+                if broken is not None:  # never read; a run that needs it rebuilds it
+                    _warn_once(f"skipping {describe(folder, out.manifest, broken)}")
+                    continue
                 found.append(out)
         return found
 
@@ -217,10 +235,25 @@ class Store:
                 if not quiet:
                     print(f"[{label}] up to date: {final}", file=sys.stderr, flush=True)
                 return Artifact(final, fp, up_to_date=True)
+            broken = self.damage(final, fp)
+            if broken is not None:  # not what its manifest says: never used, built again
+                manifest = read_manifest(final) or {}
+                print(
+                    f"[{label}] {describe(final, manifest, broken)}; removing it and "
+                    "building it again",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                shutil.rmtree(final)
             return self._build(planned, quiet=quiet, label=label)
 
     def _build(self, planned: Planned, *, quiet: bool, label: str) -> Artifact:
         spec, fp, final = planned.spec, planned.fingerprint, planned.folder
+        for name, paths in sorted(planned.inputs.items()):  # what the stage reads is whole
+            for path in paths:
+                made = open_output(path)
+                if made is not None:
+                    check_input(name, path, made.manifest)
         work = self.work_folder(spec.name, fp)
         if not quiet and not self._announced:  # once, before this store's first write
             where = f" ({self.source})" if self.source else ""
@@ -291,6 +324,13 @@ class Store:
 
 
 _ABSENT = object()
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(f"mdcr: {message}", file=sys.stderr, flush=True)
 
 
 def resumes_from(spec: StageSpec, work: Path) -> bool:

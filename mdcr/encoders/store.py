@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from mdcr.encoders.id_lookup import IdLookup
 
 from mdcr.atomic import atomic_path
-from mdcr.errors import InputDataError
+from mdcr.errors import InputDataError, ManifestMismatchError
 
 ENCODER_JSON = "encoder.json"
 ROLE_PREFIX = {"document": "", "query": "query_"}
@@ -234,6 +234,21 @@ def assemble(
     return out, offsets
 
 
+def _check_whole(folder: Path) -> None:
+    """A finished encode output whose files are not the sizes its manifest records is a
+    one-line error, never a traceback from a short memory map (:mod:`mdcr.integrity`)."""
+    from mdcr.integrity import damage, describe
+    from mdcr.manifests import read_manifest
+
+    manifest = read_manifest(folder)
+    found = damage(folder, manifest, hashes="none") if manifest is not None else None
+    if manifest is not None and found is not None:
+        raise ManifestMismatchError(
+            f"{describe(folder, manifest, found)}; re-run the encode step that made it (the "
+            "same command or `mdcr run` rebuilds a damaged output)"
+        )
+
+
 def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(s, e)`` for each pair, vectorised."""
     lens = ends - starts
@@ -254,6 +269,7 @@ class EmbeddingStore:
                 f"'{folder}' is not an embedding store (no {ENCODER_JSON}); "
                 "point to an encode stage's output"
             )
+        _check_whole(folder)
         self.meta: dict[str, Any] = json.loads(meta_path.read_text())
         self.dim = int(self.meta["dim"])
         self.metric = str(self.meta["metric"])
