@@ -8,7 +8,7 @@ Citation Recommendation".
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["evaluate", "gc", "load_qrels", "load_run", "ls", "show"]
+__all__ = ["evaluate", "gc", "load_qrels", "load_run", "ls", "show", "verify"]
 
 
 def __getattr__(name: str) -> Any:

@@ -11,8 +11,9 @@ call with the same model is read from the store, and a changed model is scored a
 model whose state cannot be hashed (it holds a lock or an open file) is refused in one line
 that asks for ``cache_key=``.
 
-``mdcr.ls()``, ``mdcr.show(fp)`` and ``mdcr.gc()`` are the store's catalog, as ``mdcr ls``,
-``mdcr show`` and ``mdcr gc`` print it (:mod:`mdcr.catalog`).
+``mdcr.ls()``, ``mdcr.show(fp)``, ``mdcr.gc()`` and ``mdcr.verify()`` are the store's
+catalog, as ``mdcr ls``, ``mdcr show``, ``mdcr gc`` and ``mdcr verify`` print it
+(:mod:`mdcr.catalog`).
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def ls(
 ) -> pd.DataFrame:
     """The store's outputs as a table, as ``mdcr ls`` lists them: stage, fingerprint, name
     (retriever or encoder), params (those not at their default), date (UTC), bytes, state
-    (complete, running, unfinished) and path; Lucene indexes too (stage ``lucene-index``).
+    (complete, running, unfinished, damaged) and path; Lucene indexes too (stage ``lucene-index``).
     ``home``: the store (default: found as the CLI finds it, :mod:`mdcr.home`)."""
     import pandas as pd
 
@@ -191,3 +192,31 @@ def gc(*stages: str, dry_run: bool = True, home: str | Path | None = None) -> pd
     if not dry_run:
         catalog.remove(items, echo=lambda _: None)
     return table
+
+
+def verify(ref: str | Path | None = None, *, home: str | Path | None = None) -> pd.DataFrame:
+    """Every file of one finished output (``ref``: a fingerprint, 4+ of its first digits,
+    or a folder) or of every output, checked against its manifest (size and full sha256),
+    as ``mdcr verify`` does it: stage, fingerprint, path, bytes, ok, problem (the file that
+    is not what the manifest records, empty when ok)."""
+    import pandas as pd
+
+    from mdcr import catalog
+    from mdcr.home import find_home
+
+    where = find_home(home).path
+    entries = [catalog.find(where, str(ref))] if ref is not None else catalog.scan(where)
+    return pd.DataFrame(
+        [
+            {
+                "stage": v.entry.stage,
+                "fingerprint": v.entry.fingerprint,
+                "path": str(v.entry.path),
+                "bytes": v.entry.bytes,
+                "ok": v.damage is None,
+                "problem": "" if v.damage is None else str(v.damage),
+            }
+            for v in catalog.verify(entries)
+        ],
+        columns=["stage", "fingerprint", "path", "bytes", "ok", "problem"],
+    )

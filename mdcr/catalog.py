@@ -9,13 +9,17 @@ them. An entry is one folder of ``<home>/<stage>/``, named by a fingerprint:
 - ``running``: a work folder (``.<fp>.partial/``, an index's ``.<fp>.tmp-<pid>/``) whose
   lock a live process holds;
 - ``unfinished``: a work folder nobody works on (an interrupted run; a resumable stage
-  resumes from it), or an output folder without a complete manifest.
+  resumes from it), or an output folder without a complete manifest;
+- ``damaged``: a finished output whose folder is not what its manifest records (a file
+  missing or of another size; :mod:`mdcr.integrity`). No stage reads it; the next run
+  that needs it builds it again. ``verify`` also compares every file's sha256.
 
 What ``gc`` lists (the rule, in one place): results are the outputs of
 :data:`RESULT_STAGES`; an output is kept when a result uses it, directly or through other
 kept outputs (the inputs its manifest records, and the Lucene indexes it records having
-searched, ``info.indexes``). Everything else that is complete, and every unfinished work
-folder, is listed with its size; running work never is. ``gc --yes`` removes what it
+searched, ``info.indexes``). Everything else that is complete, every damaged output (kept
+or not: it is built again when needed) and every unfinished work folder, is listed with
+its size; running work never is. ``gc --yes`` removes what it
 lists, each under its lock (one being built meanwhile is skipped).
 """
 
@@ -34,10 +38,12 @@ from typing import Any
 from mdcr.errors import ConfigError
 from mdcr.facts import ScoreInfo
 from mdcr.index.lucene import INDEX_STAGE, read_index_meta
+from mdcr.integrity import Damage, damage
 from mdcr.locks import LockBusyError, busy_holder, exclusive
 from mdcr.manifests import read_manifest
 
-COMPLETE, RUNNING, UNFINISHED = "complete", "running", "unfinished"
+COMPLETE, RUNNING, UNFINISHED, DAMAGED = "complete", "running", "unfinished", "damaged"
+MADE = (COMPLETE, DAMAGED)  # states of a folder with a complete manifest
 # Outputs people read: gc keeps them and everything they use.
 RESULT_STAGES = ("score", "report", "benchmark-score", "benchmark-jaccard")
 _FP = r"[0-9a-f]{16}"
@@ -51,6 +57,7 @@ class Entry:
 
     ``manifest``: the output's manifest (an index's ``mdcr-index.json``); empty for work
     folders. ``holder``: who works on it (``running`` only). ``bytes``: its size on disk.
+    ``damage``: the file that is not what the manifest records (``damaged`` only).
     """
 
     stage: str
@@ -60,6 +67,7 @@ class Entry:
     manifest: dict[str, Any] = field(default_factory=dict)
     bytes: int = 0
     holder: str = ""
+    damage: Damage | None = None
 
     @property
     def key(self) -> str:
@@ -170,7 +178,9 @@ def entry_at(folder: Path, *, size: bool = True) -> Entry | None:
     if out is not None:
         manifest = _read(stage, folder)
         if manifest is not None and str(manifest.get("fingerprint", "")) == folder.name:
-            return Entry(stage, folder.name, folder, COMPLETE, manifest, nbytes)
+            broken = None if stage == INDEX_STAGE else damage(folder, manifest, hashes="none")
+            state = COMPLETE if broken is None else DAMAGED
+            return Entry(stage, folder.name, folder, state, manifest, nbytes, damage=broken)
         return Entry(stage, folder.name, folder, UNFINISHED, {}, nbytes)
     assert work is not None
     fp = work.group(1)
@@ -252,7 +262,7 @@ def find(home: Path, ref: str) -> Entry:
     hits = [
         e
         for e in scan(home, stage or None, size=False)
-        if e.fingerprint.startswith(prefix) and e.state == COMPLETE
+        if e.fingerprint.startswith(prefix) and e.state in MADE
     ] or [e for e in scan(home, stage or None, size=False) if e.fingerprint.startswith(prefix)]
     if not hits:
         raise ConfigError(f"no output with fingerprint '{ref}' in the store {home}; see `mdcr ls`")
@@ -266,7 +276,7 @@ def users(entries: Iterable[Entry]) -> dict[str, list[Entry]]:
     """fingerprint -> the complete entries that use it (as an input, or as an index)."""
     out: dict[str, list[Entry]] = {}
     for e in entries:
-        if e.state != COMPLETE:
+        if e.state not in MADE:
             continue
         for fp in {*e.input_fingerprints(), *e.index_fingerprints()}:
             out.setdefault(fp, []).append(e)
@@ -284,7 +294,7 @@ class Garbage:
 def garbage(entries: list[Entry], stages: Iterable[str] = ()) -> list[Garbage]:
     """What no result uses, and unfinished work (module docstring); of ``stages`` only,
     when given."""
-    complete = [e for e in entries if e.state == COMPLETE]
+    complete = [e for e in entries if e.state in MADE]
     by_fp: dict[str, list[Entry]] = {}
     for e in complete:
         by_fp.setdefault(e.fingerprint, []).append(e)
@@ -300,9 +310,13 @@ def garbage(entries: list[Entry], stages: Iterable[str] = ()) -> list[Garbage]:
     wanted = set(stages)
     out = []
     for e in entries:
-        if (wanted and e.stage not in wanted) or e.state == RUNNING or e.key in kept:
+        if (wanted and e.stage not in wanted) or e.state == RUNNING:
             continue
-        if e.state == UNFINISHED:
+        if e.state == DAMAGED:
+            why = f"damaged: {e.damage}; a run that needs it builds it again"
+        elif e.key in kept:
+            continue
+        elif e.state == UNFINISHED:
             why = "unfinished: work of an interrupted run (re-running it resumes where it can)"
             if _OUTPUT.match(e.path.name):
                 why = "unfinished: an output folder without a complete manifest"
@@ -324,8 +338,9 @@ def remove(items: Iterable[Garbage], echo: Callable[[str], None] = print) -> tup
             with exclusive(e.lock, what=e.key, wait=False, quiet=True):
                 if not e.path.exists():
                     continue
-                if e.state == COMPLETE and entry_at(e.path, size=False) is None:
-                    continue  # replaced meanwhile
+                now = entry_at(e.path, size=False)
+                if e.state in MADE and (now is None or now.state != e.state):
+                    continue  # replaced (or rebuilt) meanwhile
                 shutil.rmtree(e.path)
         except LockBusyError:
             echo(f"skipped {e.key}: a process works on it now")
@@ -339,3 +354,22 @@ def index_summary(entries: Iterable[Entry]) -> tuple[int, int]:
     """(complete Lucene indexes, their bytes)."""
     found = [e for e in entries if e.is_index and e.state == COMPLETE]
     return len(found), sum(e.bytes for e in found)
+
+
+@dataclass(frozen=True)
+class Verified:
+    """``verify``: an output, and the file that is not what its manifest records (None:
+    every file has its recorded size and sha256)."""
+
+    entry: Entry
+    damage: Damage | None
+
+
+def verify(entries: Iterable[Entry]) -> list[Verified]:
+    """Every finished output of ``entries`` (Lucene indexes record no file hashes and are
+    left out), each file's size and full sha256 compared with its manifest."""
+    return [
+        Verified(e, damage(e.path, e.manifest, hashes="all"))
+        for e in entries
+        if e.state in MADE and not e.is_index
+    ]

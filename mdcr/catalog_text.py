@@ -9,11 +9,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from mdcr.catalog import (
-    COMPLETE,
+    DAMAGED,
+    MADE,
     RESULT_STAGES,
     RUNNING,
     Entry,
     Garbage,
+    Verified,
     index_summary,
     scan,
     users,
@@ -129,6 +131,12 @@ def ls_lines(
     if not rows:
         about = f" about '{retriever}'" if retriever else ""
         lines = [f"no {stage + ' ' if stage else ''}outputs{about}"]
+    damaged = sum(e.state == DAMAGED for e in shown)
+    if damaged:
+        lines.append(
+            f"{damaged} damaged output(s): files not what their manifests record (`mdcr show FP` "
+            "names the file); a run that needs one builds it again"
+        )
     n, nbytes = index_summary(entries)
     if fold_indexes and n:
         lines.append(
@@ -169,7 +177,12 @@ def show_lines(entry: Entry) -> list[str]:
     wall = m.get("build_s") if entry.is_index else m.get("timings", {}).get("wall_s")
     made = f"{entry.date} UTC" + (f", in {wall:g} s" if isinstance(wall, int | float) else "")
     lines.append(f"  {'made:':<11}{made}; {human_bytes(entry.bytes)} on disk")
-    if entry.state != COMPLETE:
+    if entry.state == DAMAGED:
+        lines.append(
+            f"  {'damaged:':<11}{entry.damage}: never read; a run that needs it builds it "
+            "again (`mdcr gc --yes` removes it)"
+        )
+    if entry.state not in MADE:
         lines.append(
             "  (work in progress)"
             if entry.state == RUNNING
@@ -208,7 +221,7 @@ def show_lines(entry: Entry) -> list[str]:
 
 
 def _inputs(entry: Entry, everything: list[Entry]) -> list[str]:
-    known = {e.fingerprint: e.key for e in everything if e.state == COMPLETE}
+    known = {e.fingerprint: e.key for e in everything if e.state in MADE}
     lines: list[str] = []
     inputs = entry.manifest.get("inputs", {}) if not entry.is_index else {}
     for name, items in sorted(inputs.items()):
@@ -318,6 +331,23 @@ def gc_lines(items: list[Garbage], *, removing: bool) -> list[str]:
     verb = "removing" if removing else "would remove"
     lines.append(
         f"{verb} {len(items)} folder(s), {total}" + ("" if removing else "; --yes removes them")
+    )
+    return lines
+
+
+def verify_lines(checked: list[Verified]) -> list[str]:
+    """``mdcr verify``: one line per damaged output, then what was checked."""
+    lines = [
+        f"{v.entry.key}  damaged: {v.damage}; a run that needs it builds it again "
+        "(`mdcr gc --yes` removes it)"
+        for v in checked
+        if v.damage is not None
+    ]
+    bad = len(lines)
+    total = human_bytes(sum(e.bytes for e in (v.entry for v in checked)))
+    lines.append(
+        f"checked {len(checked)} output(s), {total}, every file's size and sha256: "
+        + (f"{bad} damaged" if bad else "all as their manifests record")
     )
     return lines
 

@@ -538,13 +538,16 @@ def _export_mdcr(args: argparse.Namespace, run: bool, qrels: bool) -> int:
 
 
 def _add_catalog_parsers(sub: Any) -> None:
-    """``mdcr ls``, ``mdcr show``, ``mdcr gc``: the store's catalog (:mod:`mdcr.catalog`)."""
+    """``mdcr ls``, ``mdcr show``, ``mdcr gc``, ``mdcr verify``: the store's catalog
+    (:mod:`mdcr.catalog`)."""
     p = sub.add_parser(
         "ls",
         help="list the store's outputs: stage, fingerprint, name, parameters, date, size, state",
         description="List the outputs in the store, by stage and date. NAME is the retriever "
         "or encoder an output is about; PARAMS those not at their default; STATE complete, "
-        "running or unfinished. Lucene indexes are one line unless STAGE is lucene-index.",
+        "running, unfinished or damaged (a file missing or of another size than its "
+        "manifest records; `mdcr verify` also compares sha256). Lucene indexes are one "
+        "line unless STAGE is lucene-index.",
     )
     p.add_argument("stage", nargs="?", help="only this stage (e.g. encode, lucene-index)")
     p.add_argument("--retriever", help="only outputs about this retriever or encoder name")
@@ -572,6 +575,22 @@ def _add_catalog_parsers(sub: Any) -> None:
     how.add_argument("--dry-run", action="store_true", help="list only (the default)")
     how.add_argument("--yes", action="store_true", help="remove what is listed")
     _common(p, top=False)
+    p = sub.add_parser(
+        "verify",
+        help="check every file of the store's outputs (or one) against its manifest",
+        description="Compare each file a finished output's manifest records with it: size "
+        "and full sha256 (slow on a large store: it reads every byte). Prints one line per "
+        "damaged output and a summary; exits with 1 when one is damaged. A run that needs a "
+        "damaged output builds it again; `mdcr gc --yes` removes it.",
+    )
+    p.add_argument(
+        "ref",
+        nargs="?",
+        metavar="FP|PATH",
+        help="only this output: a fingerprint (or 4+ of its first digits, optionally "
+        "stage/FP) or an output folder",
+    )
+    _common(p, top=False)
 
 
 def _run_catalog(args: argparse.Namespace) -> int:
@@ -588,6 +607,11 @@ def _run_catalog(args: argparse.Namespace) -> int:
         )
         return 0
     print(f"store: {home.describe()}")
+    if args.command == "verify":
+        entries = [catalog.find(home.path, args.ref)] if args.ref else catalog.scan(home.path)
+        checked = catalog.verify(entries)
+        print("\n".join(catalog_text.verify_lines(checked)))
+        return 1 if any(v.damage is not None for v in checked) else 0
     if args.command == "ls":
         entries = catalog.scan(home.path, args.stage)
         chosen = catalog.select(entries, args.retriever)
@@ -625,7 +649,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_export(args)
         if args.command == "download":
             return _run_download(args)
-        if args.command in ("ls", "show", "gc"):
+        if args.command in ("ls", "show", "gc", "verify"):
             return _run_catalog(args)
         if not hasattr(args, "_stage"):
             parser.parse_args([args.command, "--help"])

@@ -24,7 +24,8 @@ def test_help_lists_every_stage(capsys) -> None:
     listed = out.split("\n  COMMAND\n", 1)[1].split("\n\n", 1)[0]
     commands = re.findall(r"^    (\S+)(?:  |$)", listed, re.M)
     groups = list(dict.fromkeys(spec.words[0] for spec in stages().values()))
-    assert commands == ["run", *groups, "evaluate", "export", "download", "ls", "show", "gc"]
+    catalog = ["ls", "show", "gc", "verify"]
+    assert commands == ["run", *groups, "evaluate", "export", "download", *catalog]
     assert re.search(r"^    run +run a pipeline file", listed, re.M)
 
 
