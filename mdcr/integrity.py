@@ -95,6 +95,16 @@ def _same_hash(path: Path, st: os.stat_result, want: str) -> bool:
     return True
 
 
+def remember(path: Path, sha256: str) -> None:
+    """Record that ``path`` has ``sha256`` (just written and hashed by the store), so that
+    a check in this process does not hash it again while it stays as it is."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    _HASHED[str(path)] = (st.st_size, st.st_mtime_ns, st.st_ino, sha256)
+
+
 def describe(folder: Path, manifest: dict[str, Any], found: Damage) -> str:
     """``the <stage> output '<folder>' is damaged: <file> <problem>``."""
     stage = str(manifest.get("stage", "")) or folder.parent.name

@@ -189,8 +189,14 @@ def run_pipeline(
         done = store.is_done(planned.folder, planned.fingerprint)
         if step.id not in selected:
             if not done:
+                broken = store.damage(planned.folder, planned.fingerprint)
+                why = (
+                    "which is not built yet"
+                    if broken is None
+                    else f"whose output is damaged: {broken}"
+                )
                 raise ConfigError(
-                    f"step '{only}' needs '{step.id}', which is not built yet; "
+                    f"step '{only}' needs '{step.id}', {why}; "
                     f"run with --until {only} instead of --only"
                 )
             results[step.id] = Artifact(planned.folder, planned.fingerprint, up_to_date=True)
@@ -292,6 +298,7 @@ def _dry_run_step(
     built), else None.
     """
     waits_for = [unknown[p] for paths in inputs.values() for p in paths if p in unknown]
+    broken = None
     try:
         if waits_for:
             raise UnresolvedIdentityError(
@@ -300,6 +307,7 @@ def _dry_run_step(
         planned = store.plan(step.spec, step.cfg, inputs, known)
         fp, folder = planned.fingerprint, planned.folder
         status = "up to date" if store.is_done(folder, fp) else "will run"
+        broken = store.damage(folder, fp) if status == "will run" else None
     except UnresolvedIdentityError as exc:
         fp = "?" * 16
         folder = store.folder(step.spec.name, f"unresolved-{step.id}")
@@ -309,7 +317,8 @@ def _dry_run_step(
         status = "skipped"
     folders[step.id] = folder
     known[folder] = fp
-    echo(f"{step.id:<18} {step.spec.name:<12} {fp}  {status}")
+    damaged = f" (damaged: {broken}; built again)" if broken and status == "will run" else ""
+    echo(f"{step.id:<18} {step.spec.name:<12} {fp}  {status}{damaged}")
     if step.spec.plan is None:
         return None
     plan = step.spec.plan(step.cfg, inputs, facts)

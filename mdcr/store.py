@@ -48,7 +48,7 @@ from mdcr.config import params_of, settings_of
 from mdcr.errors import ConfigError, ManifestMismatchError, StorageError, storage_error
 from mdcr.facts import find_record
 from mdcr.fingerprints import artifact_fingerprint, fingerprint, sha256_file
-from mdcr.integrity import Damage, check_input, damage, describe
+from mdcr.integrity import Damage, check_input, damage, describe, remember
 from mdcr.locks import exclusive
 from mdcr.manifests import (
     Output,
@@ -321,6 +321,8 @@ class Store:
         if final.exists():  # a stale folder without a valid manifest
             shutil.rmtree(final)
         os.replace(work, final)
+        for name, record in outputs.items():  # hashed above: not again in this process
+            remember(final / name, str(record["sha256"]))
 
 
 _ABSENT = object()

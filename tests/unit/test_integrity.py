@@ -18,9 +18,10 @@ import pytest
 import mdcr
 from mdcr.cli import main
 from mdcr.encoders.store import EmbeddingStore
-from mdcr.errors import ManifestMismatchError
+from mdcr.errors import ConfigError, ManifestMismatchError
 from mdcr.integrity import damage
 from mdcr.manifests import read_manifest
+from mdcr.pipeline import load_pipeline, run_pipeline
 from mdcr.store import Store
 from tests.unit.toy_stages import DOUBLE, SOURCE, DoubleConfig, SourceConfig
 
@@ -100,6 +101,40 @@ def test_a_manifest_without_sizes_is_checked_for_what_it_records(tmp_path: Path)
     assert "sha256" in str(damage(src.path, manifest, hashes="cheap"))
     (src.path / "values.parquet").unlink()
     assert "is missing" in str(damage(src.path, manifest, hashes="none"))
+
+
+PIPE = """
+[pipeline]
+name = "toy"
+
+[[step]]
+stage = "toy-source"
+id = "src"
+n = 4
+
+[[step]]
+stage = "toy-double"
+id = "dbl"
+source = "@src"
+"""
+
+
+def test_a_pipeline_plans_a_damaged_step_and_builds_it_again(tmp_path: Path, capsys) -> None:
+    (tmp_path / "p.toml").write_text(PIPE)
+    pipe, store = load_pipeline(tmp_path / "p.toml"), Store(tmp_path / "home")
+    first = run_pipeline(pipe, store, quiet=True)
+    values = first["src"].path / "values.parquet"
+    good = _sha(values)
+    _truncate(values)
+    capsys.readouterr()
+    run_pipeline(pipe, store, dry_run=True)
+    plan = capsys.readouterr().out
+    assert "will run (damaged: values.parquet has" in plan
+    with pytest.raises(ConfigError, match=r"needs 'src', whose output is damaged: values\.parquet"):
+        run_pipeline(pipe, store, only="dbl", quiet=True)
+    again = run_pipeline(pipe, store, quiet=True)
+    assert not again["src"].up_to_date and again["dbl"].up_to_date
+    assert _sha(values) == good
 
 
 def _double(store: Store, source: Path) -> None:
