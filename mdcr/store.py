@@ -27,7 +27,9 @@ store's promise"):
 
 Settings (threads, device, batch sizes, backend) are recorded in the manifest and never
 hashed. Never mtimes, never anything random. An output folder counts as done only when its
-``manifest.json`` exists and names the same fingerprint; the manifest is written last,
+``manifest.json`` exists and names the same fingerprint, and every file it records is
+there with its recorded size (and sha256, where hashing is cheap: :mod:`mdcr.integrity`);
+a damaged one is never read, but removed and built again. The manifest is written last,
 atomically, and the work folder is then renamed into place, so a killed run never leaves
 something that looks finished. One process at a time works on an output (a lock file);
 a failed run leaves its work folder only when a later run can resume from it (a resumable
@@ -237,6 +239,7 @@ class Store:
                 return Artifact(final, fp, up_to_date=True)
             broken = self.damage(final, fp)
             if broken is not None:  # not what its manifest says: never used, built again
+                self._announce(quiet)
                 manifest = read_manifest(final) or {}
                 print(
                     f"[{label}] {describe(final, manifest, broken)}; removing it and "
@@ -247,6 +250,13 @@ class Store:
                 shutil.rmtree(final)
             return self._build(planned, quiet=quiet, label=label)
 
+    def _announce(self, quiet: bool) -> None:
+        """``store: HOME (how it was found)``, once, before this store's first write."""
+        if not quiet and not self._announced:
+            where = f" ({self.source})" if self.source else ""
+            print(f"store: {self.home}{where}", file=sys.stderr, flush=True)
+            self._announced = True
+
     def _build(self, planned: Planned, *, quiet: bool, label: str) -> Artifact:
         spec, fp, final = planned.spec, planned.fingerprint, planned.folder
         for name, paths in sorted(planned.inputs.items()):  # what the stage reads is whole
@@ -255,10 +265,7 @@ class Store:
                 if made is not None:
                     check_input(name, path, made.manifest)
         work = self.work_folder(spec.name, fp)
-        if not quiet and not self._announced:  # once, before this store's first write
-            where = f" ({self.source})" if self.source else ""
-            print(f"store: {self.home}{where}", file=sys.stderr, flush=True)
-            self._announced = True
+        self._announce(quiet)
         if work.exists() and not spec.resumable:
             shutil.rmtree(work)
         elif work.exists() and not quiet:
