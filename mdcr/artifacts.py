@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from mdcr.errors import InputDataError
 from mdcr.facts import RankInfo, RunInfo, ScoreInfo
+from mdcr.integrity import check_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -135,10 +136,12 @@ class Contract:
                 )
 
     def require(self, folder: Path) -> Path:
-        """The file's path, checked: it exists and has the contract's columns."""
+        """The file's path, checked: it exists, has the size its output's manifest records
+        (:mod:`mdcr.integrity`) and has the contract's columns."""
         import pyarrow.parquet as pq
 
         path = self.path(folder)
+        check_file(path)  # a finished output's file: the size its manifest records
         if not path.is_file():
             raise InputDataError(f"no {self.file} in '{folder}'; point to {self.made_by}")
         self.check_schema(pq.read_schema(path), str(path))

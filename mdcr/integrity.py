@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mdcr.errors import ManifestMismatchError
+from mdcr.manifests import read_manifest
 
 CHEAP_HASH_BYTES = 64 * 1024 * 1024
 Hashes = Literal["none", "cheap", "all"]
@@ -117,8 +118,29 @@ def check_input(name: str, folder: Path, manifest: dict[str, Any]) -> None:
     found = damage(folder, manifest, hashes="cheap")
     if found is None:
         return
-    stage = str(manifest.get("stage", "")) or folder.parent.name
     raise ManifestMismatchError(
-        f"input '{name}': {describe(folder, manifest, found)}; re-run the {stage} step that "
-        "made it (the same command or `mdcr run` rebuilds a damaged output), then this one"
+        f"input '{name}': {describe(folder, manifest, found)}; {fix(folder, manifest)}, "
+        "then this one"
     )
+
+
+def fix(folder: Path, manifest: dict[str, Any]) -> str:
+    """What to do about a damaged output: run the step that made it again."""
+    stage = str(manifest.get("stage", "")) or folder.parent.name
+    return (
+        f"re-run the {stage} step that made it (the same command or `mdcr run` rebuilds a "
+        "damaged output)"
+    )
+
+
+def check_file(path: Path) -> None:
+    """One file of a finished output, before it is read: it exists and has the size its
+    output's manifest records (nothing to check for a file no manifest records)."""
+    folder = path.parent
+    manifest = read_manifest(folder)
+    record = recorded_files(manifest).get(path.name) if manifest is not None else None
+    if manifest is None or record is None:
+        return
+    found = damage(folder, {"outputs": {path.name: record}}, hashes="none")
+    if found is not None:
+        raise ManifestMismatchError(f"{describe(folder, manifest, found)}; {fix(folder, manifest)}")

@@ -237,16 +237,13 @@ def assemble(
 def _check_whole(folder: Path) -> None:
     """A finished encode output whose files are not the sizes its manifest records is a
     one-line error, never a traceback from a short memory map (:mod:`mdcr.integrity`)."""
-    from mdcr.integrity import damage, describe
+    from mdcr.integrity import damage, describe, fix
     from mdcr.manifests import read_manifest
 
     manifest = read_manifest(folder)
     found = damage(folder, manifest, hashes="none") if manifest is not None else None
     if manifest is not None and found is not None:
-        raise ManifestMismatchError(
-            f"{describe(folder, manifest, found)}; re-run the encode step that made it (the "
-            "same command or `mdcr run` rebuilds a damaged output)"
-        )
+        raise ManifestMismatchError(f"{describe(folder, manifest, found)}; {fix(folder, manifest)}")
 
 
 def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

@@ -261,3 +261,17 @@ def test_verify_a_sound_store(built: dict[str, Any]) -> None:
     assert rc == 0
     assert out.strip().splitlines()[-1].endswith("all as their manifests record")
     assert mdcr.verify(home=built["home"])["ok"].all()
+
+
+def test_a_damaged_file_read_outside_a_stage_is_one_line(
+    copy: dict[str, Any], tmp_path: Path
+) -> None:
+    """Exports and the Python API read outputs through their contracts: checked too."""
+    home, f = copy["home"], copy["folders"]
+    _truncate(f["search"] / "runs.parquet")
+    args = ("--run", str(f["search"]), "--qrels", str(f["pools"]), "--out", str(tmp_path / "x"))
+    rc, _, err = _mdcr("export", *args, "--home", str(home))
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert f"the search output '{f['search']}' is damaged: runs.parquet has" in err
+    with pytest.raises(ManifestMismatchError, match="re-run the search step"):
+        mdcr.load_run(f["search"])
