@@ -61,6 +61,17 @@ def test_a_damaged_output_is_not_up_to_date_and_is_built_again(tmp_path: Path, c
     assert "values.parquet has" in err and "building it again" in err
 
 
+def test_gc_removes_a_damaged_output_used_by_another(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    src = store.execute(SOURCE, SourceConfig(n=7), {}, quiet=True)
+    dbl = store.execute(DOUBLE, DoubleConfig(source=str(src.path)), {"source": [src.path]})
+    _truncate(src.path / "values.parquet")
+    table = mdcr.gc("toy-source", dry_run=False, home=tmp_path)
+    assert list(table["fingerprint"]) == [src.fingerprint]
+    assert table["reason"][0].startswith("damaged: values.parquet has")
+    assert not src.path.exists() and dbl.path.exists()
+
+
 def test_a_stage_never_reads_a_damaged_input(tmp_path: Path) -> None:
     store = Store(tmp_path)
     src = store.execute(SOURCE, SourceConfig(n=7), {}, quiet=True)
