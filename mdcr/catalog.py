@@ -205,6 +205,9 @@ def _alive(pid: int) -> bool:
 def scan(home: Path, stage: str | None = None, *, size: bool = True) -> list[Entry]:
     """Every entry of the store under ``home`` (of ``stage`` only, when given), by stage
     folder and then date."""
+    if stage is not None:
+        folders = [d.name for d in home.iterdir() if d.is_dir()] if home.is_dir() else []
+        check_stages([stage], [f for f in folders if not f.startswith(".")])
     if not home.is_dir():
         return []
     entries: list[Entry] = []
@@ -220,6 +223,21 @@ def scan(home: Path, stage: str | None = None, *, size: bool = True) -> list[Ent
     order = {name: i for i, name in enumerate(_stage_order())}
     entries.sort(key=lambda e: (order.get(e.stage, len(order)), e.stage, e.date, e.fingerprint))
     return entries
+
+
+def check_stages(names: Iterable[str], present: Iterable[str] = ()) -> None:
+    """A one-line error for a name that is no stage (``mdcr ls encoder``), listing the
+    valid ones: the registered stages, the Lucene indexes, and the stage folders
+    ``present`` in the store (a stage registered by code not loaded now)."""
+    valid = _stage_order()
+    valid += sorted(set(present) - set(valid))
+    for name in names:
+        if name not in valid:
+            import difflib
+
+            near = difflib.get_close_matches(name, valid, n=1)
+            hint = f"did you mean '{near[0]}'? " if near else ""
+            raise ConfigError(f"unknown stage '{name}'; {hint}valid stages: {', '.join(valid)}")
 
 
 def _stage_order() -> list[str]:
@@ -294,6 +312,7 @@ class Garbage:
 def garbage(entries: list[Entry], stages: Iterable[str] = ()) -> list[Garbage]:
     """What no result uses, and unfinished work (module docstring); of ``stages`` only,
     when given."""
+    check_stages(stages, {e.stage for e in entries})
     complete = [e for e in entries if e.state in MADE]
     by_fp: dict[str, list[Entry]] = {}
     for e in complete:

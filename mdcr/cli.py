@@ -425,22 +425,15 @@ def _add_download_parser(sub: Any) -> None:
     )
     p.add_argument("dataset", choices=("mdcr",), help="what to fetch: mdcr (the MDCR release)")
     p.add_argument("--to", type=Path, help="folder to fetch into [default: <store>/downloads/mdcr]")
-    p.add_argument("--home", type=Path, help="the store whose downloads/mdcr is the default --to")
     p.add_argument(
         "--register",
         type=Path,
         metavar="DIR",
-        help="fetch nothing: record the sha256 of release files you fetched by hand in DIR, as "
-        "declared by the user (their label says so)",
+        help="fetch nothing: record the sha256 of the release files you fetched by hand in DIR "
+        "(their names and sizes must be the release's), as declared by the user (their label "
+        "says so)",
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars or messages")
-    p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
-    p.add_argument(
-        "--no-wait",
-        dest="no_wait",
-        action="store_true",
-        help="when another process downloads into the folder, stop at once instead of waiting",
-    )
+    _common(p, top=False)
 
 
 def _run_download(args: argparse.Namespace) -> int:
@@ -452,12 +445,10 @@ def _run_download(args: argparse.Namespace) -> int:
         folder = args.register
         records = register_release(folder, quiet=args.quiet)
     else:
-        if args.to is None:
-            from mdcr.home import find_home
+        from mdcr.benchmark.release import store_folder
+        from mdcr.home import find_home
 
-            folder = find_home(args.home).path / "downloads" / "mdcr"
-        else:
-            folder = args.to
+        folder = args.to if args.to is not None else store_folder(find_home(args.home), args.quiet)
         records = download_release(folder, quiet=args.quiet, wait=not args.no_wait)
     for name, rec in records.items():
         print(f"{folder / name}\t{rec['size']} bytes\tsha256 {rec['sha256']}\t{rec['how']}")

@@ -126,6 +126,15 @@ def find_home(
     ``home`` or the store holding the output ``holding`` (the pools or benchmark that
     ``evaluate`` scores on), the nearest marker up from ``start`` (default: the current
     folder), the user cache; see the module docstring."""
+    return checked(_find_home(explicit, pipeline, start, holding))
+
+
+def _find_home(
+    explicit: Path | str | None,
+    pipeline: Path | str | None,
+    start: Path | None,
+    holding: Path | str | None,
+) -> Home:
     if explicit is not None and str(explicit):
         return Home(_absolute(explicit), "--home")
     env = os.environ.get("MDCR_HOME", "")
@@ -137,3 +146,28 @@ def find_home(
     if held is not None:
         return Home(held, f"the store holding '{holding}'")
     return find_marker(start) or user_cache_home()
+
+
+_FIXES = {
+    "--home": "give --home a folder",
+    "$MDCR_HOME": "set $MDCR_HOME to a folder",
+    "the pipeline file's home": "set the pipeline file's [pipeline] home to a folder",
+}
+
+
+def checked(home: Home) -> Home:
+    """``home``, or a one-line error when it is a file or lies under one (``--home
+    /etc/passwd/x``): no store can be made there."""
+    for folder in (home.path, *home.path.parents):
+        if folder.exists() or folder.is_symlink():
+            if folder.is_dir():
+                return home
+            what = "is a file" if folder == home.path else f"lies under '{folder}', a file"
+            fix = _FIXES.get(home.source, "name a folder as the store")
+            if home.source.startswith("from "):  # a marker file: its [store] home
+                fix = f"set [store] home in {home.source[5:]} to a folder"
+            raise ConfigError(
+                f"store '{home.path}' ({home.source}) {what}, not a folder; {fix} (one that "
+                "exists or can be made)"
+            )
+    return home

@@ -165,6 +165,7 @@ def run_pipeline(
             last = pipeline.step(last_id)
             steps = steps[: steps.index(last) + 1]
     selected = {pipeline.step(only).id} if only is not None else {s.id for s in steps}
+    check_references(pipeline, steps, dry_run=dry_run)
     folders: dict[str, Path] = {}
     known: dict[Path, str] = {}
     facts: dict[Path, PlanFacts] = {}
@@ -209,6 +210,17 @@ def run_pipeline(
     if dry_run:
         _print_time_table(timed)
     return results
+
+
+def check_references(pipeline: Pipeline, steps: list[Step], *, dry_run: bool = False) -> None:
+    """Every step's input references checked before any step runs: an ``@step`` must name
+    an earlier step, and a path must exist (a dry run plans on without it), so a bad
+    reference in step 5 stops the run before step 1 starts, with the error of that step."""
+    earlier: dict[str, Path] = {}
+    for step in steps:
+        where = f"{pipeline.path.name}:{step.id}"
+        resolve_inputs(step.cfg, earlier, where=where, missing={} if dry_run else None)
+        earlier[step.id] = Path(step.id)  # a stand-in: only the step's name is checked
 
 
 def planned_work(pipeline: Pipeline, store: Store) -> dict[str, Work]:

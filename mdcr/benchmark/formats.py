@@ -153,9 +153,12 @@ def from_release_json(obj: Any, split: str, where: str) -> pd.DataFrame:
     if not isinstance(obj, dict):
         raise InputDataError(f"{where}: expected a JSON object {{field: {{query_id: ...}}}}")
     rows: list[tuple[str, str, str, str, str]] = []
+    empty: list[str] = []  # fields without queries
     for field, queries in obj.items():
         if not isinstance(queries, dict):
             raise InputDataError(f"{where}: field '{field}' must map query ids to objects")
+        if not queries:
+            empty.append(str(field))
         for qid, lists in queries.items():
             if not isinstance(lists, dict):
                 raise InputDataError(f"{where}: query '{qid}' must map candidate types to lists")
@@ -175,6 +178,12 @@ def from_release_json(obj: Any, split: str, where: str) -> pd.DataFrame:
         raise InputDataError(
             f"{where}: lists no query and no candidate (an empty benchmark); give the official "
             'file, {field: {query_id: {"bm25": [ids], ..., "true": [ids]}}}'
+        )
+    if empty:  # dropped, it would leave the macro average without saying so
+        raise InputDataError(
+            f"{where}: field '{empty[0]}' lists no queries, so it has no score to average "
+            "(the original scorer's average would be NaN); remove the field or give its "
+            "queries"
         )
     return pd.DataFrame(rows, columns=BENCHMARK_COLUMNS)
 
@@ -400,6 +409,34 @@ def read_scores(path: Path) -> dict[str, float]:
             raise InputDataError(f"'{path}': score of '{k}' is {v!r}, not a number")
         out[str(k)] = float(v)
     return out
+
+
+def check_score_keys(bench: pd.DataFrame, scores: Mapping[str, float], where: str) -> None:
+    """Every key of a scores file names a query-candidate pair of the benchmark (of any of
+    its splits): a key that names none (a file made for another benchmark, a typo) is a
+    one-line error, never skipped."""
+    known = {score_key(q, p) for q, p in zip(bench["query_id"], bench["paper_id"], strict=True)}
+    unknown = [k for k in scores if k not in known]
+    if unknown:
+        raise InputDataError(
+            f"{where}: {len(unknown)} of {len(scores)} keys name no query-candidate pair of "
+            f"the benchmark (e.g. '{unknown[0]}'); a key is '<query id>_<candidate id>' of a "
+            "candidate in that query's list: remove the others, or score the benchmark the "
+            "file was made for"
+        )
+
+
+def check_no_self_candidates(bench: pd.DataFrame, where: str) -> None:
+    """No query is among its own candidates (a query is never a candidate in its own
+    ranking); a benchmark that lists one is a one-line error naming it."""
+    own = bench[bench["query_id"] == bench["paper_id"]]
+    if len(own):
+        r = own.iloc[0]
+        raise InputDataError(
+            f"{where}: query '{r['query_id']}' ({r['field']}, {r['split']}) is listed among "
+            f"its own candidates (type '{r['candidate_type']}'), in {len(own)} list(s) in "
+            "all; a query is never its own candidate: remove it from its lists"
+        )
 
 
 def scores_for(bench: pd.DataFrame, scores: Mapping[str, float], where: str) -> pd.DataFrame:

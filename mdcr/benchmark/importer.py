@@ -97,6 +97,7 @@ def run_benchmark_import(cfg: ImportConfig, ctx: StageContext) -> None:
     from mdcr.benchmark.formats import (
         benchmark_splits,
         check_benchmark,
+        check_no_self_candidates,
         load_hf,
         read_papers_jsonl,
         read_release_json,
@@ -118,6 +119,7 @@ def run_benchmark_import(cfg: ImportConfig, ctx: StageContext) -> None:
         kind = "release"
     splits = benchmark_splits(bench, cfg.splits, "benchmark-import")
     bench = sort_benchmark(check_benchmark(bench[bench["split"].isin(splits)], str(source)))
+    check_no_self_candidates(bench, str(source))
     if papers is not None:
         ids = set(bench["paper_id"]) | set(bench["query_id"])
         missing_ids = sorted(ids - set(papers["paper_id"]))

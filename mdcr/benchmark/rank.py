@@ -245,6 +245,7 @@ def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
     from mdcr.artifacts import PAIR_SCORES
     from mdcr.benchmark.formats import (
         benchmark_splits,
+        check_score_keys,
         read_benchmark,
         read_scores,
         read_texts,
@@ -257,6 +258,7 @@ def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
 
     folder = ctx.input("benchmark")
     bench = read_benchmark(folder)
+    every_split = bench
     splits = benchmark_splits(bench, cfg.splits, "benchmark-rank")
     bench = bench[bench["split"].isin(splits)]
     pairs = bench[["split", "field", "query_id", "paper_id"]]
@@ -299,7 +301,9 @@ def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
     else:
         path = ctx.input("scores_file")
         name = cfg.retriever or path.stem
-        scored = scores_for(bench, read_scores(path), str(path))
+        given = read_scores(path)
+        check_score_keys(every_split, given, str(path))
+        scored = scores_for(bench, given, str(path))
         detail = f"scores file {path.name}"
     scored = scored.sort_values(["split", "field", "query_id", "paper_id"]).reset_index(drop=True)
     scored.to_parquet(PAIR_SCORES.output(ctx, rows=len(scored)), index=False)

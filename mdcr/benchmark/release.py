@@ -37,6 +37,7 @@ from mdcr.atomic import atomic_write_text
 from mdcr.errors import InputDataError
 from mdcr.facts import DECLARED, MDCR_FORMAT, OFFICIAL, BenchmarkOrigin
 from mdcr.fingerprints import sha256_file
+from mdcr.home import Home
 
 # The four release files and their addresses, as the "Data" section of the MDCR README
 # gives them: github.com/zoranmedic/mdcr, README.md (the same links at commits 5968682 and
@@ -44,6 +45,11 @@ from mdcr.fingerprints import sha256_file
 RELEASE_BASE_URL = "https://takelab.fer.hr/data/mdcr/"
 RELEASE_FILES = ("mdcr_val.json", "mdcr_test.json", "mdcr_val_data.jsonl", "mdcr_test_data.jsonl")
 RELEASE_URLS = {name: RELEASE_BASE_URL + name for name in RELEASE_FILES}
+# Each release file's size in bytes, where known. The release publishes neither sizes nor
+# checksums and mdcr has none from a download it can vouch for, so none is known yet:
+# `--register` then checks the names and the release's format, and says sizes were not
+# checked. A size added here is checked, byte for byte.
+RELEASE_SIZES: dict[str, int | None] = dict.fromkeys(RELEASE_FILES)
 
 PROVENANCE = "provenance.json"
 # Another base address (a mirror, or the tests' local server). Files fetched from it are
@@ -65,6 +71,15 @@ def release_urls(base_url: str | None = None) -> dict[str, str]:
     base = base_url or os.environ.get(BASE_URL_ENV) or RELEASE_BASE_URL
     base = base if base.endswith("/") else base + "/"
     return {name: base + name for name in RELEASE_FILES}
+
+
+def store_folder(home: Home, quiet: bool = False) -> Path:
+    """The folder ``mdcr download mdcr`` fetches into by default: ``<store>/downloads/mdcr``
+    of the store found as for every command (``--home``, ``$MDCR_HOME``, a marker, the
+    user cache), said before the first write as a store says it."""
+    if not quiet:
+        print(f"store: {home.describe()}", file=sys.stderr, flush=True)
+    return home.path / "downloads" / "mdcr"
 
 
 # ------------------------------------------------------------------ provenance records
@@ -355,11 +370,49 @@ def download_release(
     return records
 
 
+def _check_release_files(folder: Path, present: Sequence[str], *, quiet: bool) -> None:
+    """Only the release's files are registered: each file's size where the release's is
+    known (:data:`RELEASE_SIZES`), else its format (a benchmark JSON in the release's
+    layout; a data file of ``paper_id``/``title``/``abstract`` lines). One-line errors."""
+    from mdcr.benchmark.formats import read_papers_jsonl, read_release_json
+
+    unchecked = []
+    for name in present:
+        path = folder / name
+        size, expected = path.stat().st_size, RELEASE_SIZES.get(name)
+        if expected is not None:
+            if size != expected:
+                raise InputDataError(
+                    f"--register: '{path}' is {size} bytes, but the release's {name} is "
+                    f"{expected}: it is not the release file; fetch it from {RELEASE_URLS[name]} "
+                    "(or run mdcr download mdcr)"
+                )
+            continue
+        unchecked.append(name)
+        try:
+            if name.endswith(".json"):
+                read_release_json(path)
+            else:
+                read_papers_jsonl(path)
+        except InputDataError as exc:
+            raise InputDataError(
+                f"--register: '{path}' is not a release file ({exc}); register only the files "
+                f"fetched from {RELEASE_URLS[name]} (or run mdcr download mdcr)"
+            ) from None
+    if unchecked and not quiet:
+        print(
+            f"{', '.join(unchecked)}: names and format checked; sizes not checked (the "
+            "release publishes none, and mdcr knows none)",
+            file=sys.stderr,
+        )
+
+
 def register_release(folder: Path, *, quiet: bool = False) -> dict[str, dict[str, Any]]:
     """Record the sha256 of release files fetched by hand, as declared by the user.
 
-    A file that matches its download record keeps that record. Returns the records of the
-    files registered, by name.
+    Only the release's files are registered: by name, and by size where the release's is
+    known, else by format (:func:`_check_release_files`). A file that matches its download
+    record keeps that record. Returns the records of the files registered, by name.
     """
     if not folder.is_dir():
         raise InputDataError(f"--register: '{folder}' is not a folder; give the release's folder")
@@ -369,6 +422,7 @@ def register_release(folder: Path, *, quiet: bool = False) -> dict[str, dict[str
             f"--register: '{folder}' holds neither mdcr_val.json nor mdcr_test.json; give "
             "the folder of the files fetched from the addresses in the MDCR README"
         )
+    _check_release_files(folder, present, quiet=quiet)
     old = read_provenance(folder)
     records: dict[str, dict[str, Any]] = {}
     for name in present:

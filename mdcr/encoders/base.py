@@ -23,7 +23,7 @@ from mdcr.encoder_options import METRICS as METRICS
 from mdcr.encoder_options import RUNTIME_OPTIONS as RUNTIME_OPTIONS
 from mdcr.encoder_options import EncoderOptions as EncoderOptions
 from mdcr.encoder_options import Metric
-from mdcr.errors import EncoderError, first_line
+from mdcr.errors import ConfigError, EncoderError, first_line
 
 
 @dataclass(frozen=True)
@@ -65,12 +65,25 @@ class MultiVectorEncoder(Protocol):
 def is_asymmetric(encoder: object) -> bool:
     """True for an encoder that encodes a paper differently as a query and as a document
     (it sets ``asymmetric = True`` and its ``encode`` takes ``role``)."""
-    return getattr(encoder, "asymmetric", False) is True
+    return _flag(encoder, "asymmetric")
 
 
 def is_multi_vector(encoder: object) -> bool:
     """True for a multi-vector encoder (it sets ``multi_vector = True``)."""
-    return getattr(encoder, "multi_vector", False) is True
+    return _flag(encoder, "multi_vector")
+
+
+def _flag(encoder: object, attr: str) -> bool:
+    """A boolean attribute of an encoder (False when it has none); any other value (``"yes"``,
+    1, None) is a one-line error, never read as False."""
+    value = getattr(encoder, attr, False)
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    name = getattr(encoder, "name", type(encoder).__name__)
+    raise ConfigError(
+        f"encoder '{name}' sets {attr} = {value!r}, not a bool; set it to True or False "
+        f"(or leave it out for False)"
+    )
 
 
 def encoder_identity(encoder: object) -> dict[str, Any]:

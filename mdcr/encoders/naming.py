@@ -52,7 +52,17 @@ def split_named(item: str) -> tuple[str, str]:
         return head, tail
     if sep and not head:
         raise ConfigError(f"--encoder '{item}': no name before '='; give NAME=SPEC")
+    if sep and ":" not in head:  # NAME=SPEC with a name no retriever may have (a space)
+        raise ConfigError(f"--encoder '{item}': {name_rule(head)}")
     return "", item
+
+
+def name_rule(name: str) -> str:
+    """Why ``name`` cannot name a retriever, and which names can (for one-line errors)."""
+    return (
+        f"'{name}' cannot name a retriever; a name is letters, digits and _ . + / -, "
+        "starting with a letter or digit (e.g. my-model or my_model), with no spaces"
+    )
 
 
 def folder_name(folder: Path) -> str:

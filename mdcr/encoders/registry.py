@@ -142,6 +142,8 @@ def lookup(spec: str) -> tuple[EncoderEntry, str]:
 def check_options(entry: EncoderEntry, spec: str, options: EncoderOptions) -> None:
     """Refuse model options the encoder does not take (one line naming those it takes)."""
     if entry.options == ("*",):
+        if entry is _PY_ENTRY and options.given():  # a py: object takes them only if it asks
+            _check_py_options(spec[len(PY_PREFIX) :], options)
         return
     bad = [o for o in options.given() if o not in entry.options]
     if bad:
@@ -449,6 +451,34 @@ def _hf_any(arg: str, o: EncoderOptions) -> AnyEncoder:
     )
 
 
+def _builds_with_options(obj: Any) -> bool | None:
+    """Whether a ``py:`` attribute takes the encode options: True for a class or factory
+    with an ``options`` parameter, False for one without, None for a ready object."""
+    if inspect.isclass(obj) or (callable(obj) and not hasattr(obj, "encode")):
+        try:
+            return "options" in inspect.signature(obj).parameters
+        except (TypeError, ValueError):  # no signature to read (a builtin)
+            return False
+    return None
+
+
+def _check_py_options(arg: str, o: EncoderOptions) -> None:
+    """A one-line error for model options given to a ``py:`` encoder that would ignore
+    them (they would change the fingerprint and nothing else)."""
+    from mdcr.encoders.identity import import_attr
+
+    _, obj = import_attr(f"{PY_PREFIX}{arg}", arg)
+    takes = _builds_with_options(obj)
+    if takes:
+        return
+    given = ", ".join(o.given())
+    what = "an object" if takes is None else "built without an 'options' parameter"
+    raise ConfigError(
+        f"encoder 'py:{arg}' is {what} and takes no options, so {given} would be ignored; "
+        "leave them out, or expose a class or factory with an 'options' parameter"
+    )
+
+
 def _py(arg: str, o: EncoderOptions) -> AnyEncoder:
     """``py:<module>:<attr>``: an encoder object, or a class/factory that returns one.
 
@@ -457,6 +487,8 @@ def _py(arg: str, o: EncoderOptions) -> AnyEncoder:
     """
     from mdcr.encoders.identity import import_attr
 
+    if o.given():
+        _check_py_options(arg, o)
     _, obj = import_attr(f"{PY_PREFIX}{arg}", arg)
     if inspect.isclass(obj) or (callable(obj) and not hasattr(obj, "encode")):
         params = inspect.signature(obj).parameters
@@ -480,11 +512,6 @@ def _py(arg: str, o: EncoderOptions) -> AnyEncoder:
                 f"encoder 'py:{arg}': building it failed ({type(exc).__name__}: {first}); "
                 "fix its constructor (--debug shows the traceback)"
             ) from exc
-    elif o.given():
-        raise ConfigError(
-            f"encoder 'py:{arg}' is an object and takes no options; "
-            "expose a class or factory with an 'options' parameter to accept them"
-        )
     missing = [a for a in ("name", "dim", "metric", "encode") if not hasattr(obj, a)]
     if missing or getattr(obj, "metric", None) not in METRICS:
         what = f"lacks {', '.join(missing)}" if missing else f"has metric {obj.metric!r}"

@@ -270,9 +270,9 @@ class EmbeddingStore:
         self.meta: dict[str, Any] = json.loads(meta_path.read_text())
         self.dim = int(self.meta["dim"])
         self.metric = str(self.meta["metric"])
-        self.multi_vector = bool(self.meta["multi_vector"])
+        self.multi_vector = _flag(self.meta, "multi_vector", meta_path)
         self.name = str(self.meta["identity"].get("name", ""))
-        self.asymmetric = bool(self.meta.get("asymmetric", False))
+        self.asymmetric = _flag(self.meta, "asymmetric", meta_path)
         self.dtype = np.dtype(self.meta.get("storage", "float16"))
         if role not in ROLE_PREFIX:
             raise InputDataError(f"role '{role}' is not valid; valid roles: document, query")
@@ -401,3 +401,15 @@ class EmbeddingStore:
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         return self._gather(_ranges(starts, ends)), offsets
+
+
+def _flag(meta: dict[str, Any], key: str, path: Path) -> bool:
+    """A boolean of ``encoder.json`` (False when absent); another value is an error, never
+    read as a bool (``"no"`` would read as True)."""
+    value = meta.get(key, False)
+    if not isinstance(value, bool):
+        raise InputDataError(
+            f"'{path}': {key} is {value!r}, not true or false; this store was not written "
+            "by mdcr's encode stage or was edited: encode again"
+        )
+    return value

@@ -99,6 +99,12 @@ class EvaluateRequest:
             name, _ = encode_set_target(item, [n for n, _ in named])
             if name and dict(named).get(name) == BM25:
                 raise ConfigError(f"--encode-set '{item}': '{name}' is bm25, which encodes nothing")
+            if not any(spec != BM25 for _, spec in named):
+                what = "bm25 encodes" if named else "a --scores file encodes"
+                raise ConfigError(
+                    f"--encode-set '{item}': no --encoder here encodes papers ({what} "
+                    "nothing), so it would be ignored; leave it out"
+                )
         if self.bm25_params is not None and (self.k1 is not None or self.b is not None):
             raise ConfigError("evaluate: give either --bm25-params or --k1/--b, not both")
 

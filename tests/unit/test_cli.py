@@ -106,3 +106,69 @@ def test_help_reads_alike_for_every_command(capsys) -> None:
         main(["encode", "--help"])
     usage = capsys.readouterr().out
     assert "--config FILE" in usage and "_CONFIG" not in usage
+
+
+@pytest.mark.parametrize("under", ["x", "x/y", ""])
+@pytest.mark.parametrize("command", [["toy-source"], ["ls"], ["download", "mdcr"]])
+def test_a_store_at_or_under_a_file_is_one_line(
+    tmp_path: Path, capsys, under: str, command: list[str]
+) -> None:
+    """``--home /etc/passwd/x``: a one-line error naming the path and the fix, never a
+    traceback from the lock's mkdir (nor "no outputs" from ls)."""
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder")
+    home = afile / under if under else afile
+    assert main(["--home", str(home), *command]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert f"store '{home}' (--home)" in err and "give --home a folder" in err
+    assert (f"lies under '{afile}', a file" if under else "is a file") in err
+    assert "no outputs" not in captured.out
+
+
+def test_mdcr_home_under_a_file_names_the_variable(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("MDCR_HOME", str(tmp_path / "afile" / "store"))
+    assert main(["toy-source"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "($MDCR_HOME) lies under" in err and "set $MDCR_HOME to a folder" in err
+
+
+@pytest.mark.parametrize("command", [["ls", "encoder"], ["gc", "encoder"], ["gc", "encode", "x"]])
+def test_an_unknown_stage_in_ls_and_gc_lists_the_valid_ones(
+    tmp_path: Path, capsys, command: list[str]
+) -> None:
+    assert main(["toy-source", "--home", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main([*command, "--home", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    bad = command[-1]
+    assert len(err.splitlines()) == 1 and f"unknown stage '{bad}'" in err
+    assert "valid stages: " in err and "encode, " in err and "lucene-index" in err
+    assert "toy-source" in err  # the stages this process registered, and the store's folders
+    if bad == "encoder":
+        assert "did you mean 'encode'?" in err
+    assert "no encoder outputs" not in captured.out
+    assert main(["ls", "toy-source", "--home", str(tmp_path)]) == 0
+    assert "toy-source" in capsys.readouterr().out
+
+
+def test_a_bad_step_reference_stops_the_run_before_any_step(tmp_path: Path, capsys) -> None:
+    """A later step's ``@step`` that names no earlier step is found before the first step
+    runs, as the dry run finds it."""
+    pipe = tmp_path / "p.toml"
+    pipe.write_text(
+        '[[step]]\nstage = "toy-source"\nid = "src"\n\n'
+        '[[step]]\nstage = "toy-double"\nid = "dbl"\nsource = "@scr"\n'
+    )
+    home = tmp_path / "home"
+    for dry in ([], ["--dry-run"]):
+        assert main(["run", str(pipe), "--home", str(home), *dry]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1
+        assert "p.toml:dbl.source: '@scr' names no earlier step; earlier steps: src" in err
+    assert not (home / "toy-source").exists()

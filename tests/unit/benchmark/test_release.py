@@ -167,3 +167,57 @@ def test_a_missing_file_on_the_server_is_a_one_line_error(tmp_path: Path) -> Non
         download_release(tmp_path, base_url=served.base_url, quiet=True)
     assert not (tmp_path / "mdcr_test.json").exists()
     assert json.loads((tmp_path / PROVENANCE).read_text())["files"].keys() == {"mdcr_val.json"}
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_download_fetches_into_the_store_home_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, where: str
+) -> None:
+    """``mdcr --home X download mdcr`` (and ``download mdcr --home X``) writes under X, as
+    every command finds its store; from a local server, never the internet."""
+    home = tmp_path / "store"
+    monkeypatch.setenv("MDCR_HOME", str(tmp_path / "elsewhere"))
+    argv = ["download", "mdcr"]
+    argv = ["--home", str(home), *argv] if where == "before" else [*argv, "--home", str(home)]
+    with serve(FILES) as served:
+        monkeypatch.setenv(release.BASE_URL_ENV, served.base_url)
+        assert main(argv) == 0
+    captured = capsys.readouterr()
+    folder = home / "downloads" / "mdcr"
+    assert f"provenance: {folder / PROVENANCE}" in captured.out
+    assert f"store: {home} (--home)" in captured.err
+    assert sorted(p.name for p in folder.iterdir() if p.name in FILES) == sorted(FILES)
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_register_takes_only_files_in_the_release_format(tmp_path: Path, capsys) -> None:
+    """Sizes unknown: names and format are checked, and the command says sizes were not."""
+    folder = tmp_path / "any"
+    folder.mkdir()
+    (folder / "mdcr_test.json").write_text('{"not": "a benchmark"}')
+    assert main(["download", "mdcr", "--register", str(folder)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is not a release file" in err
+    assert release.RELEASE_URLS["mdcr_test.json"] in err
+    assert not (folder / PROVENANCE).exists()
+    shutil.copy(FIXTURE / "mdcr_test.json", folder / "mdcr_test.json")
+    (folder / "mdcr_test_data.jsonl").write_text("[1, 2]\n")
+    assert main(["download", "mdcr", "--register", str(folder)]) == 2
+    assert "mdcr_test_data.jsonl' is not a release file" in capsys.readouterr().err
+    shutil.copy(FIXTURE / "mdcr_test_data.jsonl", folder / "mdcr_test_data.jsonl")
+    assert main(["download", "mdcr", "--register", str(folder)]) == 0
+    assert "sizes not checked" in capsys.readouterr().err
+
+
+def test_register_checks_sizes_where_the_release_s_are_known(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in TEST_FILES:
+        shutil.copy(FIXTURE / name, tmp_path / name)
+    sizes = {n: len(b) for n, b in FILES.items()}
+    monkeypatch.setattr(release, "RELEASE_SIZES", {**sizes, "mdcr_test.json": 3})
+    with pytest.raises(InputDataError, match=r"is \d+ bytes, but the release's mdcr_test.json"):
+        register_release(tmp_path, quiet=True)
+    assert not (tmp_path / PROVENANCE).exists()
+    monkeypatch.setattr(release, "RELEASE_SIZES", sizes)
+    assert sorted(register_release(tmp_path, quiet=True)) == sorted(TEST_FILES)
