@@ -237,7 +237,7 @@ def _run_stage(args: argparse.Namespace) -> int:
     values: dict[str, Any] = {}
     if args._config is not None:
         try:
-            values.update(tomllib.loads(args._config.read_text()))
+            values.update(tomllib.loads(args._config.read_text(encoding="utf-8-sig")))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise MdcrError(f"cannot read config file '{args._config}': {exc}") from None
     base = from_mapping(spec.config, values, spec.name) if values else None

@@ -200,3 +200,20 @@ def test_a_dev_only_dataset_is_scored_as_mdcr_val(
         "mdcr: error: beir-import.splits: 'train' is not a split mdcr scores (val, test); "
         "import one of: test (as test), dev (as val), val (as val), validation (as val)\n"
     )
+
+
+def test_a_byte_order_mark_is_read_past_in_every_beir_file(tmp_path: Path) -> None:
+    plain, marked = tmp_path / "plain", tmp_path / "marked"
+    write_beir_folder(plain)
+    write_beir_folder(marked)
+    tsv = marked / "qrels" / "test.tsv"
+    tsv.write_text("\n".join(tsv.read_text().splitlines()[1:]) + "\n")  # no header
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+        (marked / name).write_bytes(b"\xef\xbb\xbf" + (marked / name).read_bytes())
+    outs = [_import(src, tmp_path / f"home_{src.name}") for src in (plain, marked)]
+    infos = [read_manifest(out)["info"] for out in outs]  # type: ignore[index]
+    assert infos[0]["read"] == infos[1]["read"] and infos[0]["refused"] == infos[1]["refused"]
+    for name in ("papers", "qrels", "queries"):
+        a, b = (pd.read_parquet(out / f"{name}.parquet") for out in outs)
+        pd.testing.assert_frame_equal(a, b)
+    assert "0" in set(pd.read_parquet(outs[1] / "papers.parquet")["paper_id"])
