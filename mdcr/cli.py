@@ -393,6 +393,13 @@ def _add_export_parser(sub: Any) -> None:
         "--retriever", help="mteb-results: the retriever to write [default: the only one]"
     )
     p.add_argument(
+        "--encoder",
+        metavar="SPEC",
+        help="beir: write each paper as this encoder reads it (its input_format, e.g. "
+        "title [SEP] abstract), so MTEB scores the same text as mdcr [default: title and "
+        "abstract, MTEB's own join]",
+    )
+    p.add_argument(
         "--split", choices=("val", "test"), help="MDCR: the split [default: the only one]"
     )
     p.add_argument(
@@ -472,6 +479,8 @@ def _run_export(args: argparse.Namespace) -> int:
         from mdcr.ecosystem.export_cli import run_export_format
 
         return run_export_format(args)
+    if args.encoder:
+        raise MdcrError("export --encoder: only with --format beir")
 
     if args.run is None and args.qrels is None:
         raise MdcrError("export: give --run FOLDER and/or --qrels FOLDER")
