@@ -217,3 +217,40 @@ def test_a_byte_order_mark_is_read_past_in_every_beir_file(tmp_path: Path) -> No
         a, b = (pd.read_parquet(out / f"{name}.parquet") for out in outs)
         pd.testing.assert_frame_equal(a, b)
     assert "0" in set(pd.read_parquet(outs[1] / "papers.parquet")["paper_id"])
+
+
+@pytest.mark.slow
+def test_a_document_sharing_a_query_id_is_ranked_as_beir_scores_without_ignoring_it(
+    tmp_path: Path,
+) -> None:
+    """BEIR's queries 0-7 share their ids with documents 0-7: mdcr ranks and scores those
+    documents (the query is ``q:<id>``, never its own candidate), as BEIR's
+    ``evaluate(..., ignore_identical_ids=False)`` and MTEB's default do; BEIR's own
+    default (True) drops them and gives other numbers."""
+    from beir.retrieval.evaluation import EvaluateRetrieval
+
+    src, home = tmp_path / "beir", tmp_path / "home"
+    write_beir_folder(src)
+    pools = _import(src, home)
+    _cli("evaluate", "--pools", str(pools), "--encoder", "random", "--home", str(home), "-q")
+    run = pd.read_parquet(next((home / "search").glob("[0-9a-f]*")) / "runs.parquet")
+    per_query = pd.read_parquet(next((home / "score").glob("[0-9a-f]*")) / "per_query.parquet")
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (src / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        q, d, r = line.split("\t")
+        if d != "not-a-doc":
+            qrels.setdefault(q, {})[d] = int(r)
+
+    def results() -> dict[str, dict[str, float]]:  # fresh: BEIR pops identical ids in place
+        out: dict[str, dict[str, float]] = {}
+        for r in run.itertuples(index=False):
+            out.setdefault(str(r.query_id).removeprefix("q:"), {})[str(r.paper_id)] = -r.rank
+        return out
+
+    own = [q for q, docs in results().items() if q in docs]
+    assert len(own) == 8  # every query's own id is ranked
+    ours = per_query[per_query["metric"] == "ndcg@500"]["value"].mean()
+    kept = EvaluateRetrieval.evaluate(qrels, results(), [500], ignore_identical_ids=False)
+    assert kept[0]["NDCG@500"] == pytest.approx(round(ours, 5), abs=1e-9)
+    dropped = EvaluateRetrieval.evaluate(qrels, results(), [500])
+    assert dropped[0]["NDCG@500"] != kept[0]["NDCG@500"]
