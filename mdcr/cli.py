@@ -368,7 +368,7 @@ def _add_export_parser(sub: Any) -> None:
         description="Write a search/bm25 output's runs and a pools output's qrels as TREC "
         "files (topic ids <pool_id>:<query_id>), or a benchmark-rank output's ranking and "
         "a benchmark's qrels, one MDCR split (topic ids <field>:<query_id>; every candidate "
-        "judged, 1 if in the true list, else 0). Spaces in topic ids are made _.",
+        "judged, 1 if in the true list, else 0). Whitespace in topic and paper ids is written _.",
     )
     p.add_argument(
         "--format",
