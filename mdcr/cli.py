@@ -237,7 +237,7 @@ def _run_stage(args: argparse.Namespace) -> int:
     values: dict[str, Any] = {}
     if args._config is not None:
         try:
-            values.update(tomllib.loads(args._config.read_text()))
+            values.update(tomllib.loads(args._config.read_text(encoding="utf-8-sig")))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise MdcrError(f"cannot read config file '{args._config}': {exc}") from None
     base = from_mapping(spec.config, values, spec.name) if values else None
@@ -368,7 +368,7 @@ def _add_export_parser(sub: Any) -> None:
         description="Write a search/bm25 output's runs and a pools output's qrels as TREC "
         "files (topic ids <pool_id>:<query_id>), or a benchmark-rank output's ranking and "
         "a benchmark's qrels, one MDCR split (topic ids <field>:<query_id>; every candidate "
-        "judged, 1 if in the true list, else 0). Spaces in topic ids are made _.",
+        "judged, 1 if in the true list, else 0). Whitespace in topic and paper ids is written _.",
     )
     p.add_argument(
         "--format",
@@ -391,6 +391,13 @@ def _add_export_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--retriever", help="mteb-results: the retriever to write [default: the only one]"
+    )
+    p.add_argument(
+        "--encoder",
+        metavar="SPEC",
+        help="beir: write each paper as this encoder reads it (its input_format, e.g. "
+        "title [SEP] abstract), so MTEB scores the same text as mdcr [default: title and "
+        "abstract, MTEB's own join]",
     )
     p.add_argument(
         "--split", choices=("val", "test"), help="MDCR: the split [default: the only one]"
@@ -463,6 +470,8 @@ def _run_export(args: argparse.Namespace) -> int:
         from mdcr.ecosystem.export_cli import run_export_format
 
         return run_export_format(args)
+    if args.encoder:
+        raise MdcrError("export --encoder: only with --format beir")
 
     if args.run is None and args.qrels is None:
         raise MdcrError("export: give --run FOLDER and/or --qrels FOLDER")

@@ -54,7 +54,7 @@ def read_marker(path: Path) -> Path:
     """The store an ``mdcr.toml`` names: ``[store] home`` relative to the file's folder,
     else ``.mdcr`` beside it."""
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read '{path}': {exc}") from None
     except tomllib.TOMLDecodeError as exc:

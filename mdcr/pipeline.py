@@ -103,7 +103,7 @@ def load_pipeline(path: Path, overrides: list[str] | None = None) -> Pipeline:
     if not path.is_file():
         raise ConfigError(f"pipeline file '{path}' does not exist; see the pipelines/ folder")
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     unknown = set(data) - {"pipeline", "step"}

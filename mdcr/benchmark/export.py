@@ -1,8 +1,9 @@
 """MDCR rankings and qrels as TREC files (``mdcr export --run RANK --qrels BENCHMARK``).
 
 One split per file pair (MDCR has val and test). A query is one TREC topic
-``<field>:<query_id>`` with spaces made ``_`` (the original scorer evaluates each field on
-its own, so a query id need not be unique across fields; the field makes it so).
+``<field>:<query_id>`` (the original scorer evaluates each field on its own, so a query id
+need not be unique across fields; the field makes it so). Topic and paper ids have each
+whitespace character made ``_``, as :mod:`mdcr.eval.trec` writes them.
 
 - Qrels judge every candidate of a query: 1 for its ``true`` list, 0 for every other
   candidate, as the original scorer (``evaluate.py``) builds them; so pytrec_eval and
@@ -82,7 +83,7 @@ def write_mdcr_run(
     from mdcr.artifacts import PAIR_SCORES
     from mdcr.atomic import atomic_path
     from mdcr.benchmark.scoring import rank_scores
-    from mdcr.eval.trec import strictly_decreasing, topic_id
+    from mdcr.eval.trec import strictly_decreasing, written_ids
     from mdcr.outputs import rank_info
 
     rank_info(rank)  # a benchmark-rank output, or a one-line error
@@ -93,9 +94,9 @@ def write_mdcr_run(
         scores = strictly_decreasing(ranked.assign(pool_id=ranked["field"]))
     else:
         scores = ranked["score"].to_numpy(dtype="float64")
-    topics = [topic_id(f, q) for f, q in zip(ranked["field"], ranked["query_id"], strict=True)]
+    topics, docs = written_ids(ranked, rank, group="field")
     with atomic_path(path) as tmp, tmp.open("w") as f:
-        for q, doc, r, s in zip(topics, ranked["paper_id"], ranked["rank"], scores, strict=True):
+        for q, doc, r, s in zip(topics, docs, ranked["rank"], scores, strict=True):
             f.write(f"{q} Q0 {doc} {int(r)} {float(s)!r} {tag}\n")
     return len(ranked)
 
@@ -105,14 +106,14 @@ def write_mdcr_qrels(benchmark: Path, path: Path, split: str) -> int:
     ``true`` list, else 0); return the number of lines."""
     from mdcr.atomic import atomic_path
     from mdcr.benchmark.formats import POSITIVE, read_benchmark
-    from mdcr.eval.trec import topic_id
+    from mdcr.eval.trec import written_ids
 
     bench = read_benchmark(benchmark)
     b = bench[bench["split"] == split].astype({"field": str, "query_id": str, "paper_id": str})
     b = b.sort_values(["field", "query_id", "paper_id"], kind="stable")
     rel = (b["candidate_type"] == POSITIVE).astype(int)
-    topics = [topic_id(f, q) for f, q in zip(b["field"], b["query_id"], strict=True)]
+    topics, docs = written_ids(b, benchmark, group="field")
     with atomic_path(path) as tmp, tmp.open("w") as f:
-        for q, doc, r in zip(topics, b["paper_id"], rel, strict=True):
+        for q, doc, r in zip(topics, docs, rel, strict=True):
             f.write(f"{q} 0 {doc} {int(r)}\n")
     return len(b)

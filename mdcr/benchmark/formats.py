@@ -215,7 +215,7 @@ def read_release_json(path: Path, split: str | None = None) -> pd.DataFrame:
             f"cannot tell the split of '{path.name}'; name it mdcr_val.json or mdcr_test.json"
         )
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputDataError(f"cannot read '{path}' as JSON ({exc})") from None
     return from_release_json(obj, split, str(path))
@@ -246,7 +246,7 @@ def read_papers_jsonl(path: Path) -> pd.DataFrame:
     """Read a ``*_data.jsonl``: columns paper_id, title, abstract (one row per paper)."""
     rows = []
     try:
-        with path.open(encoding="utf-8") as f:
+        with path.open(encoding="utf-8-sig") as f:
             for i, line in enumerate(f, 1):
                 if not line.strip():
                     continue
@@ -398,7 +398,7 @@ def write_scores(scores: pd.DataFrame, path: Path) -> int:
 def read_scores(path: Path) -> dict[str, float]:
     """Read a scores file ``{"<qid>_<cid>": score}``."""
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputDataError(f"cannot read scores file '{path}' as JSON ({exc})") from None
     if not isinstance(obj, dict):

@@ -34,13 +34,14 @@ How it runs on S2ORC (one pass over the input; memory bounded on the full 81.1M 
 
 Findings: malformed lines (a year outside 1000-2100 and a whitespace-only id included)
 are counted by reason and the first ``max_reported_errors`` named; whole-file problems
-(a 0-byte file, a folder named like a shard, a ``.gz`` that is not gzip, a byte-order
-mark) are counted and listed; duplicate ids are counted with examples. ``strict`` stops
-at the first finding of any of these kinds. An input without a single usable record is
-an error naming it, and so is one of which no record passes the rules (the error shows
-the funnel). The funnel's ``records_read`` and ``malformed_skipped`` are the paper
-records'; ``lines_read`` and ``malformed_lines`` total every dataset read (for S2AG the
-papers, abstracts and citations).
+(a 0-byte file, a folder named like a shard, a ``.gz`` that is not gzip) are counted and
+listed (a leading UTF-8 byte-order mark is read past, as by every reader of mdcr);
+duplicate ids are counted with examples. ``strict`` stops at the first finding of any of
+these kinds. An input without a single usable record is an error naming it, and so is one
+of which no record passes the rules (the error shows the funnel). The funnel's
+``records_read`` and ``malformed_skipped`` are the paper records'; ``lines_read`` and
+``malformed_lines`` total every dataset read (for S2AG the papers, abstracts and
+citations).
 
 Input formats: each layout is one entry of :mod:`mdcr.corpus.formats` (its files, its
 scan into the tables the shared steps read, its words in the dry run); S2ORC and S2AG are

@@ -8,7 +8,8 @@ measured 8-10% faster than letting each query use all. A file is first read with
 error skipping off (5% faster); only a file with an unreadable line is read again with it
 on. A truncated gzip file fails its own queries only; its readable lines are then read
 from a plain copy. A file with a whole-file problem (:func:`jsonl.file_problem`) is not
-read; a file that starts with a UTF-8 byte-order mark is read from a copy without it.
+read; a file that starts with a UTF-8 byte-order mark is read from a copy without it (a
+leading mark is accepted, as every reader of mdcr accepts it, not a finding).
 
 Every table row carries ``seq`` (file index << SEQ_SHIFT | record number) and ``reason``
 (NULL unless the record is malformed). Files with malformed lines (and only those) are
@@ -68,11 +69,7 @@ class FileScan:
     @property
     def finding(self) -> str | None:
         """The whole-file finding to report, if any."""
-        if self.problem:
-            return f"{self.path}: {self.problem}"
-        if self.bom:
-            return f"{self.path}: {jsonl.BOM_FINDING}"
-        return None
+        return f"{self.path}: {self.problem}" if self.problem else None
 
 
 @dataclass

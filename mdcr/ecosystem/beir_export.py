@@ -9,6 +9,15 @@
   dropped) and ``top_ranked/<split>.jsonl``, each query's candidates: MDCR ranks only
   those, and MTEB's retrieval tasks rerank exactly such lists.
 
+Text: by default a corpus row is the paper's title and abstract and a query the two joined
+by a space (:func:`paper_text`, MTEB's own join), which is how ``mdcr.evaluate`` feeds an
+MTEB model. With ``encoder`` (``--encoder SPEC``) each corpus row and query carries that
+encoder's own input instead (:func:`encoder_text`): for mdcr's transformer encoders,
+whose default ``input_format`` is ``sep``, ``title + sep_token + abstract`` (``[SEP]``
+for BERT-style tokenizers) in ``text`` with an empty title, so that MTEB tokenizes what
+mdcr tokenized and its numbers equal mdcr's for that encoder. The model's prompts are not
+written: MTEB applies a model's own.
+
 ``mdcr-export.json`` at the top names each folder with what it holds (pool id or field,
 splits, counts) and how mdcr scores it (depth, R@k, whether a query is left out of its own
 ranking), which :mod:`mdcr.mteb` turns into the task's settings.
@@ -18,11 +27,61 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from mdcr.ecosystem.beir_layout import BeirFolder, paper_text, write_folder
 from mdcr.errors import ConfigError
+
+# (title, abstract) -> (corpus title, corpus text, query text)
+TextFormat = Callable[[str, str], tuple[str, str, str]]
+
+
+def _mteb_text(title: str, abstract: str) -> tuple[str, str, str]:
+    return title, abstract, paper_text(title, abstract)
+
+
+def encoder_text(spec: str) -> tuple[TextFormat, dict[str, Any]]:
+    """The text format of encoder ``spec`` (its ``input_format`` and separator) and how the
+    export records it; a one-line error for an encoder with no single input string."""
+    from mdcr.encoders.registry import build_encoder
+
+    enc = build_encoder(spec)
+    fmt = getattr(enc, "input_format", None)
+    tokenizer = getattr(getattr(enc, "runner", None), "tokenizer", None)
+    if fmt not in ("sep", "space") or tokenizer is None:
+        why = "encodes title and abstract as a pair" if fmt == "pair" else "reads no one string"
+        raise ConfigError(
+            f"export --encoder: '{spec}' {why}, which MTEB cannot feed a model; give a "
+            "transformer encoder with input_format sep or space, or leave --encoder out"
+        )
+    sep = str(tokenizer.sep_token) if fmt == "sep" else " "
+
+    def text(title: str, abstract: str) -> tuple[str, str, str]:
+        joined = (title or "") + sep + (abstract or "")
+        return "", joined, joined
+
+    return text, {"encoder": spec, "input_format": fmt, "separator": sep}
+
+
+def _text_format(encoder: str | None) -> tuple[TextFormat, dict[str, Any]]:
+    if not encoder:
+        return _mteb_text, {"encoder": None, "input_format": "space", "separator": " "}
+    return encoder_text(encoder)
+
+
+def _rows(
+    fmt: TextFormat, doc_ids: list[str], docs: Any, query_ids: list[str], queries: Any
+) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
+    """Corpus rows (id, title, text) and query rows (id, text) in the export's format."""
+    corpus = []
+    for i, t, a in zip(doc_ids, docs["title"].fillna(""), docs["abstract"].fillna(""), strict=True):
+        title, text, _ = fmt(str(t), str(a))
+        corpus.append((i, title, text))
+    rows = zip(query_ids, queries["title"].fillna(""), queries["abstract"].fillna(""), strict=True)
+    return corpus, [(q, fmt(str(t), str(a))[2]) for q, t, a in rows]
+
 
 INDEX = "mdcr-export.json"
 _UNSAFE = re.compile(r"[^A-Za-z0-9.\-]+")
@@ -54,7 +113,9 @@ def _write_index(out: Path, payload: dict[str, Any]) -> Path:
     return path
 
 
-def export_pools(pools: Path, out: Path, depth: int, recall_k: int) -> list[Path]:
+def export_pools(
+    pools: Path, out: Path, depth: int, recall_k: int, encoder: str | None = None
+) -> list[Path]:
     """Write every pool of a pools output as a BEIR folder under ``out``; return them."""
     from mdcr.artifacts import PAPERS, POOL_META, POOLS, QRELS
     from mdcr.outputs import input_paths
@@ -68,7 +129,13 @@ def export_pools(pools: Path, out: Path, depth: int, recall_k: int) -> list[Path
     members = POOLS.read_pandas(pools).astype({"pool_id": str, "paper_id": str})
     qrels = QRELS.read_pandas(pools).astype({"pool_id": str, "query_id": str, "paper_id": str})
     names = _unique_names(sorted(meta["pool_id"]))
-    index: dict[str, Any] = {"kind": "pools", "source": str(pools.resolve()), "folders": {}}
+    fmt, text_format = _text_format(encoder)
+    index: dict[str, Any] = {
+        "kind": "pools",
+        "source": str(pools.resolve()),
+        "text": text_format,
+        "folders": {},
+    }
     written = []
     by_pool = dict(tuple(members.groupby("pool_id", sort=True)))
     qrels_by_pool = dict(tuple(qrels.groupby("pool_id", sort=True)))
@@ -80,16 +147,10 @@ def export_pools(pools: Path, out: Path, depth: int, recall_k: int) -> list[Path
             continue
         q = q.sort_values(["query_id", "paper_id"])
         query_ids = sorted(set(q["query_id"]))
-        docs = papers.loc[ids]
-        queries = papers.loc[query_ids]
+        corpus, query_rows = _rows(fmt, ids, papers.loc[ids], query_ids, papers.loc[query_ids])
         data = BeirFolder(
-            corpus=list(
-                zip(ids, docs["title"].fillna(""), docs["abstract"].fillna(""), strict=True)
-            ),
-            queries=[
-                (qid, paper_text(t, a))
-                for qid, t, a in zip(query_ids, queries["title"], queries["abstract"], strict=True)
-            ],
+            corpus=corpus,
+            queries=query_rows,
             qrels={
                 str(row.split): list(
                     zip(q["query_id"], q["paper_id"], q["relevance"].astype(int), strict=True)
@@ -113,7 +174,7 @@ def export_pools(pools: Path, out: Path, depth: int, recall_k: int) -> list[Path
     return written
 
 
-def export_benchmark(benchmark: Path, out: Path) -> list[Path]:
+def export_benchmark(benchmark: Path, out: Path, encoder: str | None = None) -> list[Path]:
     """Write an MDCR benchmark as one BEIR folder per field under ``out``; return them."""
     from mdcr.artifacts import PAPERS
     from mdcr.benchmark.formats import POSITIVE, read_benchmark
@@ -123,14 +184,18 @@ def export_benchmark(benchmark: Path, out: Path) -> list[Path]:
     papers = PAPERS.read_pandas(benchmark, columns=["paper_id", "title", "abstract"])
     papers = papers.astype({"paper_id": str}).set_index("paper_id")
     names = _unique_names(sorted(set(bench["field"])))
-    index: dict[str, Any] = {"kind": "mdcr", "source": str(benchmark.resolve()), "folders": {}}
+    fmt, text_format = _text_format(encoder)
+    index: dict[str, Any] = {
+        "kind": "mdcr",
+        "source": str(benchmark.resolve()),
+        "text": text_format,
+        "folders": {},
+    }
     written = []
     for field_name, b in bench.groupby("field", sort=True):
         b = b.sort_values(["split", "query_id", "paper_id"], kind="stable")
         ids = sorted(set(b["paper_id"]))
         query_ids = sorted(set(b["query_id"]))
-        docs = papers.reindex(ids)
-        queries = papers.reindex(query_ids)
         qrels: dict[str, list[tuple[str, str, int]]] = {}
         top: dict[str, dict[str, list[str]]] = {}
         for split, s in b.groupby("split", sort=True):
@@ -144,19 +209,12 @@ def export_benchmark(benchmark: Path, out: Path) -> list[Path]:
                 str(qid): list(dict.fromkeys(g["paper_id"]))
                 for qid, g in s.groupby("query_id", sort=True)
             }
+        corpus, query_rows = _rows(
+            fmt, ids, papers.reindex(ids), query_ids, papers.reindex(query_ids)
+        )
         data = BeirFolder(
-            corpus=list(
-                zip(ids, docs["title"].fillna(""), docs["abstract"].fillna(""), strict=True)
-            ),
-            queries=[
-                (qid, paper_text(t, a))
-                for qid, t, a in zip(
-                    query_ids,
-                    queries["title"].fillna(""),
-                    queries["abstract"].fillna(""),
-                    strict=True,
-                )
-            ],
+            corpus=corpus,
+            queries=query_rows,
             qrels=qrels,
             top_ranked=top,
         )

@@ -5,7 +5,10 @@ SciFact, ... as BEIR's archives unpack) becomes a pools output, so ``mdcr evalua
 --pools`` scores it with the store's caching, the significance tests and the report:
 
 - one pool per split, ``beir/<split>``: every corpus document (BEIR retrieves from the
-  whole corpus), setup ``dataset``, no field, repetition 0;
+  whole corpus), setup ``dataset``, no field, repetition 0. BEIR's split names map onto
+  mdcr's (:data:`SPLIT_MAP`): ``test`` is test, ``dev`` (or ``val``, ``validation``) is
+  val; other qrels files (``train``: training data, not judged for evaluation) are left
+  out, recorded (``info.skipped``) and logged, and naming one in ``splits`` is an error;
 - queries are not papers in BEIR, but mdcr encodes and searches papers: each query
   becomes a paper ``q:<query id>`` whose title is the query text and whose abstract is
   empty, in the output's own ``papers.parquet`` beside the corpus documents (title and
@@ -15,7 +18,9 @@ SciFact, ... as BEIR's archives unpack) becomes a pools output, so ``mdcr evalua
 - qrels keep every row with its integer score (a query whose rows are all 0 is scored 0,
   as pytrec_eval scores it); a query in the qrels without a text, or a document not in
   the corpus, is refused and counted, as is every malformed line (the manifest's
-  ``info.refused``; the first of each is logged).
+  ``info.refused``; the first of each is logged). A qrels file's first line is its header
+  when its score is not an integer. A (query, document) pair judged twice in one file, or
+  an id holding a tab or newline, is a one-line error naming the file and line.
 
 The output's fingerprint hashes the folder's files (the store's rule for raw inputs) and
 the splits imported.
@@ -34,6 +39,8 @@ from mdcr.stage import StageContext, StageSpec, register
 
 QUERY_PREFIX = "q:"
 POOL_PREFIX = "beir/"
+# BEIR's qrels file names (splits) -> mdcr's splits; any other file is left out.
+SPLIT_MAP = {"test": "test", "dev": "val", "val": "val", "validation": "val"}
 
 
 @dataclass(frozen=True)
@@ -41,23 +48,47 @@ class BeirImportConfig:
     source: str = input_path(
         help="a BEIR folder: corpus.jsonl, queries.jsonl and qrels/<split>.tsv"
     )
-    splits: tuple[str, ...] = param((), help="qrels splits to import; empty = every qrels file")
+    splits: tuple[str, ...] = param(
+        (),
+        help="qrels files to import by BEIR split name (test; dev, imported as mdcr's val); "
+        "empty = every test and dev file",
+    )
 
 
-def _splits(source: Path, cfg: BeirImportConfig) -> list[str]:
+def _splits(source: Path, cfg: BeirImportConfig) -> tuple[dict[str, str], list[str]]:
+    """({BEIR split: mdcr split} to import, BEIR splits left out)."""
     from mdcr.ecosystem.beir_layout import check_beir_folder, qrels_splits
 
     check_beir_folder(source)
     have = qrels_splits(source)
-    if not cfg.splits:
-        return have
+    mappable = ", ".join(f"{b} (as {m})" for b, m in SPLIT_MAP.items())
     missing = [s for s in cfg.splits if s not in have]
     if missing:
         raise ConfigError(
             f"beir-import.splits: '{source}' has no qrels/{missing[0]}.tsv; it has: "
             f"{', '.join(have)}"
         )
-    return sorted(set(cfg.splits))
+    unknown = [s for s in cfg.splits if s not in SPLIT_MAP]
+    if unknown:
+        raise ConfigError(
+            f"beir-import.splits: '{unknown[0]}' is not a split mdcr scores (val, test); "
+            f"import one of: {mappable}"
+        )
+    chosen = sorted(set(cfg.splits)) if cfg.splits else [s for s in have if s in SPLIT_MAP]
+    if not chosen:
+        raise ConfigError(
+            f"'{source}' has qrels for {', '.join(have)} only; mdcr scores val and test: give "
+            f"qrels/<split>.tsv for one of: {mappable}"
+        )
+    mapped = {b: SPLIT_MAP[b] for b in chosen}
+    for target in set(mapped.values()):
+        both = [b for b, m in mapped.items() if m == target]
+        if len(both) > 1:
+            raise ConfigError(
+                f"'{source}': qrels/{both[0]}.tsv and qrels/{both[1]}.tsv are both mdcr's "
+                f"{target} split; pick one with beir-import.splits (--splits)"
+            )
+    return mapped, [s for s in have if s not in mapped]
 
 
 def run_beir_import(cfg: BeirImportConfig, ctx: StageContext) -> None:
@@ -67,7 +98,7 @@ def run_beir_import(cfg: BeirImportConfig, ctx: StageContext) -> None:
     from mdcr.ecosystem.beir_layout import ReadCounts, read_jsonl, read_qrels_tsv
 
     source = ctx.input("source")
-    splits = _splits(source, cfg)
+    split_map, skipped = _splits(source, cfg)
     counts = ReadCounts()
     corpus = read_jsonl(source / "corpus.jsonl", ("title", "text"), counts)
     queries = read_jsonl(source / "queries.jsonl", ("text",), counts)
@@ -82,8 +113,8 @@ def run_beir_import(cfg: BeirImportConfig, ctx: StageContext) -> None:
     known_docs = set(doc_ids)
     qrels_rows = []
     refused: Counter[str] = Counter()
-    for split in splits:
-        for qid, did, score in read_qrels_tsv(source / "qrels" / f"{split}.tsv", counts):
+    for beir_split, split in split_map.items():
+        for qid, did, score in read_qrels_tsv(source / "qrels" / f"{beir_split}.tsv", counts):
             if qid not in query_text:
                 refused["qrels rows of a query not in queries.jsonl"] += 1
             elif did not in known_docs:
@@ -92,7 +123,7 @@ def run_beir_import(cfg: BeirImportConfig, ctx: StageContext) -> None:
                 qrels_rows.append((POOL_PREFIX + split, QUERY_PREFIX + qid, did, score, split))
     qrels = pd.DataFrame(
         qrels_rows, columns=["pool_id", "query_id", "paper_id", "relevance", "split"]
-    ).drop_duplicates(["pool_id", "query_id", "paper_id"], keep="last")
+    )
     if qrels.empty:
         raise InputDataError(
             f"'{source}': no qrels row names a known query and document; check that "
@@ -113,6 +144,7 @@ def run_beir_import(cfg: BeirImportConfig, ctx: StageContext) -> None:
             f"'{source / 'corpus.jsonl'}': document id '{clash}' starts with '{QUERY_PREFIX}', "
             "the prefix mdcr gives query ids; rename it"
         )
+    splits = sorted(set(split_map.values()))
     pool_ids = [POOL_PREFIX + s for s in splits if (qrels["split"] == s).any()]
     pools = pd.DataFrame(
         {
@@ -149,8 +181,12 @@ def run_beir_import(cfg: BeirImportConfig, ctx: StageContext) -> None:
     for name, n in bad.items():
         where = counts.first_bad.get(name, "")
         ctx.log(f"[beir-import] refused {n} {name}" + (f" (first: {where})" if where else ""))
+    for name in skipped:
+        ctx.log(f"[beir-import] left out qrels/{name}.tsv: mdcr scores val and test only")
     ctx.record("source", str(source))
     ctx.record("splits", splits)
+    ctx.record("split_files", {m: f"qrels/{b}.tsv" for b, m in split_map.items()})
+    ctx.record("skipped", [f"qrels/{name}.tsv" for name in skipped])
     ctx.record("read", counts.read)
     ctx.record("refused", bad)
     ctx.record("documents", len(doc_ids))
@@ -159,13 +195,13 @@ def run_beir_import(cfg: BeirImportConfig, ctx: StageContext) -> None:
 
 def identify_beir_import(cfg: BeirImportConfig) -> dict[str, Any]:
     """What the import reads beyond the folder's bytes (hashed as the input): nothing."""
-    return {"query_prefix": QUERY_PREFIX, "pool_prefix": POOL_PREFIX}
+    return {"query_prefix": QUERY_PREFIX, "pool_prefix": POOL_PREFIX, "split_map": SPLIT_MAP}
 
 
 SPEC = register(
     StageSpec(
         name="beir-import",
-        version="1",
+        version="2",
         config=BeirImportConfig,
         run=run_beir_import,
         identity=identify_beir_import,

@@ -151,12 +151,24 @@ class ReadCounts:
         self.first_bad.setdefault(name, f"line {line_no}: {why}")
 
 
+def check_import_id(value: str, path: Path, line_no: int, what: str) -> str:
+    """An id read from a BEIR file, or a one-line error when it holds a tab or newline (which
+    neither a BEIR qrels file nor a TREC file can carry)."""
+    if any(c in value for c in "\t\n\r"):
+        raise InputDataError(
+            f"'{path}' line {line_no}: {what} {value!r} holds a tab or newline, which qrels "
+            "and TREC files cannot carry; give ids without them"
+        )
+    return value
+
+
 def read_jsonl(path: Path, keys: Sequence[str], counts: ReadCounts) -> list[dict[str, str]]:
     """The records of a BEIR JSONL file that have a string ``_id`` and ``keys`` (strings or
-    missing: empty); malformed lines are counted, not kept."""
+    missing: empty); malformed lines are counted, not kept. A leading UTF-8 byte-order mark
+    is read as none; an id holding a tab or newline is a one-line error."""
     out: list[dict[str, str]] = []
     name = path.name
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding="utf-8-sig") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -172,32 +184,56 @@ def read_jsonl(path: Path, keys: Sequence[str], counts: ReadCounts) -> list[dict
             if not all(isinstance(v, str) for v in values.values()):
                 counts.refuse(name, n, f"{', '.join(keys)} must be strings")
                 continue
-            out.append({"_id": str(rec["_id"]), **values})
+            out.append({"_id": check_import_id(str(rec["_id"]), path, n, "_id"), **values})
     counts.read[name] = len(out)
     return out
 
 
+def _is_int(value: str) -> bool:
+    try:
+        int(value)
+    except ValueError:
+        return False
+    return True
+
+
 def read_qrels_tsv(path: Path, counts: ReadCounts) -> list[tuple[str, str, int]]:
-    """A BEIR qrels file (header, then query-id, corpus-id, integer score per line)."""
+    """A BEIR qrels file: query-id, corpus-id, integer score per line. The first line is a
+    header when its score is not an integer (BEIR writes ``query-id corpus-id score``), else
+    the first judgment. A leading UTF-8 byte-order mark is read as none. A (query, document)
+    pair judged twice, or an id holding a tab or newline, is a one-line error naming the
+    line."""
     import csv
 
     name = f"qrels/{path.name}"
     out: list[tuple[str, str, int]] = []
-    with path.open(encoding="utf-8", newline="") as f:
+    first_line: dict[tuple[str, str], int] = {}
+    with path.open(encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_MINIMAL)
-        next(reader, None)  # the header
-        for n, row in enumerate(reader, 2):
-            if not row:
+        seen_row = False
+        for row in reader:
+            n = reader.line_num
+            if not row or not any(c.strip() for c in row):
                 continue
+            if not seen_row:
+                seen_row = True
+                if len(row) >= 3 and not _is_int(row[2]):
+                    continue  # the header
             if len(row) < 3:
                 counts.refuse(name, n, "fewer than 3 columns")
                 continue
-            try:
-                score = int(row[2])
-            except ValueError:
+            if not _is_int(row[2]):
                 counts.refuse(name, n, f"score {row[2]!r} is not an integer")
                 continue
-            out.append((row[0], row[1], score))
+            qid = check_import_id(row[0], path, n, "query-id")
+            did = check_import_id(row[1], path, n, "corpus-id")
+            before = first_line.setdefault((qid, did), n)
+            if before != n:
+                raise InputDataError(
+                    f"'{path}' line {n}: query '{qid}' and document '{did}' are judged again "
+                    f"(first on line {before}); keep one line per pair"
+                )
+            out.append((qid, did, int(row[2])))
     counts.read[name] = len(out)
     return out
 

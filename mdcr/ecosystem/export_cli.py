@@ -24,9 +24,11 @@ def run_export_format(args: argparse.Namespace) -> int:
             )
         kind = stage_of(args.qrels)
         if kind in ("pools", "beir-import"):
-            folders = beir_export.export_pools(args.qrels, args.out, DEPTH, RECALL_K)
+            folders = beir_export.export_pools(
+                args.qrels, args.out, DEPTH, RECALL_K, encoder=args.encoder
+            )
         elif kind in ("benchmark", "benchmark-import"):
-            folders = beir_export.export_benchmark(args.qrels, args.out)
+            folders = beir_export.export_benchmark(args.qrels, args.out, encoder=args.encoder)
         else:
             raise ConfigError(
                 f"export --format beir: '{args.qrels}' is a {kind or 'folder of no stage'}; "
@@ -38,6 +40,8 @@ def run_export_format(args: argparse.Namespace) -> int:
         return 0
     from mdcr.ecosystem.mteb_results import write_results
 
+    if args.encoder:
+        raise MdcrError("export --encoder: only with --format beir")
     if args.run is None or args.qrels is not None:
         raise MdcrError(
             "export --format mteb-results: give --run SCORES (a score or benchmark-score "

@@ -1,10 +1,12 @@
 """Runs and qrels out of mdcr: ranx objects, and TREC files for pyserini, ranx,
 ir_measures and trec_eval.
 
-A pool's query is one TREC topic: its id is ``<pool_id>:<query_id>`` with spaces made
-``_`` (pool ids such as ``field/test/Computer Science/r0`` hold spaces, which TREC files
-cannot). Run lines are ``qid Q0 doc rank score tag`` in mdcr's rank order; qrels lines are
-``qid 0 doc relevance``.
+A pool's query is one TREC topic: its id is ``<pool_id>:<query_id>``. TREC files are
+split on whitespace, so every id written, topic and document alike, has each whitespace
+character made ``_`` (:func:`trec_id`; pool ids such as ``field/test/Computer
+Science/r0`` hold spaces). Two different ids that would be written alike (``a b`` and
+``a_b``), or an empty id, are refused with a one-line error. Run lines are ``qid Q0 doc
+rank score tag`` in mdcr's rank order; qrels lines are ``qid 0 doc relevance``.
 
 Ties. trec_eval, ranx and ir_measures order a run by its scores and break ties their own
 way (trec_eval: doc id descending), while mdcr breaks them by paper_id ascending; and
@@ -15,20 +17,51 @@ float32 steps that do it: a tie of n scores becomes n adjacent float32 values.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from mdcr.errors import InputDataError
 
 if TYPE_CHECKING:
     import pandas as pd
 
+_WHITESPACE = re.compile(r"\s")
+
+
+def trec_id(value: str) -> str:
+    """An id as a TREC file carries it: each whitespace character made ``_``."""
+    return _WHITESPACE.sub("_", value)
+
 
 def topic_id(pool_id: str, query_id: str) -> str:
-    return f"{pool_id}:{query_id}".replace(" ", "_")
+    return trec_id(f"{pool_id}:{query_id}")
+
+
+def trec_ids(ids: Iterable[str], what: str, where: Path | str) -> list[str]:
+    """``ids`` as written (:func:`trec_id`), or a one-line error when one is empty or two
+    different ids would be written alike (a TREC reader would merge them)."""
+    ids = list(ids)
+    written = [trec_id(i) for i in ids]
+    seen: dict[str, str] = {}
+    for raw, out in zip(ids, written, strict=True):
+        if not out:
+            raise InputDataError(
+                f"'{where}' has an empty {what}, which a TREC line cannot carry; give it an id"
+            )
+        first = seen.setdefault(out, raw)
+        if first != raw:
+            a, b = sorted((first, raw))
+            raise InputDataError(
+                f"'{where}': {what}s {a!r} and {b!r} are both written '{out}' in a TREC "
+                "file (whitespace becomes '_'); rename one so that they differ otherwise"
+            )
+    return written
 
 
 def _run_frame(folder: Path, pool_id: str | None) -> pd.DataFrame:
     from mdcr.artifacts import RUNS
-    from mdcr.errors import InputDataError
 
     filters = [("pool_id", "==", pool_id)] if pool_id else None
     df = RUNS.read_pandas(folder, filters=filters)
@@ -60,8 +93,14 @@ def check_same_pools(run: Path, qrels: Path) -> None:
     columns = ["pool_id", "query_id"]
 
     def topics(contract: Contract, folder: Path) -> set[tuple[str, str]]:
-        table = contract.read(folder, columns).group_by(columns).aggregate([])
-        pools, queries = (table[c].cast("string").to_pylist() for c in columns)
+        import pyarrow as pa
+
+        # pool_id may be dictionary-encoded with one dictionary per row group (the pools
+        # stage writes qrels pool by pool): plain strings before grouping.
+        table = contract.read(folder, columns)
+        table = pa.table({c: table[c].cast(pa.string()) for c in columns})
+        table = table.group_by(columns).aggregate([])
+        pools, queries = (table[c].to_pylist() for c in columns)
         return set(zip(pools, queries, strict=True))
 
     ranked, judged = topics(RUNS, run), topics(QRELS, qrels)
@@ -99,6 +138,25 @@ def _topics(df: pd.DataFrame, pool_id: str | None) -> Any:
     return [topic_id(p, q) for p, q in zip(df["pool_id"], df["query_id"], strict=True)]
 
 
+def written_ids(
+    df: pd.DataFrame, folder: Path, group: str = "pool_id"
+) -> tuple[list[str], list[str]]:
+    """The topic (``<group>:<query_id>``) and document ids of ``df`` as a TREC file writes
+    them, checked by :func:`trec_ids`."""
+    import pandas as pd
+
+    pairs = df[[group, "query_id"]].drop_duplicates()
+    keys = list(zip(pairs[group], pairs["query_id"], strict=True))
+    topics = trec_ids((f"{p}:{q}" for p, q in keys), f"topic id ({group}:query_id)", folder)
+    by_pair = dict(zip(keys, topics, strict=True))
+    docs = pd.unique(df["paper_id"])
+    by_doc = dict(zip(docs, trec_ids(docs, "paper id", folder), strict=True))
+    return (
+        [by_pair[k] for k in zip(df[group], df["query_id"], strict=True)],
+        [by_doc[d] for d in df["paper_id"]],
+    )
+
+
 def load_run(folder: Path | str, pool_id: str | None = None) -> Any:
     """A ranx ``Run`` of a search or bm25 output (one pool's, or every pool's as topics
     ``<pool_id>:<query_id>``)."""
@@ -127,10 +185,10 @@ def write_trec_run(folder: Path, path: Path, tag: str = "mdcr") -> int:
 
     df = _run_frame(folder, None).sort_values(["pool_id", "query_id", "rank"], kind="stable")
     df = df.reset_index(drop=True)
-    topics = _topics(df, None)
+    topics, docs = written_ids(df, folder)
     scores = strictly_decreasing(df)
     with atomic_path(path) as tmp, tmp.open("w") as f:
-        for q, doc, rank, score in zip(topics, df["paper_id"], df["rank"], scores, strict=True):
+        for q, doc, rank, score in zip(topics, docs, df["rank"], scores, strict=True):
             f.write(f"{q} Q0 {doc} {int(rank)} {float(score)!r} {tag}\n")
     return len(df)
 
@@ -140,8 +198,8 @@ def write_trec_qrels(folder: Path, path: Path) -> int:
     from mdcr.atomic import atomic_path
 
     df = _qrels_frame(folder, None).sort_values(["pool_id", "query_id", "paper_id"])
-    topics = _topics(df, None)
+    topics, docs = written_ids(df, folder)
     with atomic_path(path) as tmp, tmp.open("w") as f:
-        for q, doc, rel in zip(topics, df["paper_id"], df["relevance"], strict=True):
+        for q, doc, rel in zip(topics, docs, df["relevance"], strict=True):
             f.write(f"{q} 0 {doc} {int(rel)}\n")
     return len(df)

@@ -28,6 +28,19 @@ if TYPE_CHECKING:
     from mdcr.store import Store
 
 
+def default_splits(req: EvaluateRequest) -> list[str]:
+    """The splits searched with BM25 and reported: those asked for, else test, or the pools'
+    own splits when they have no test split (a BEIR dataset with dev qrels only)."""
+    from mdcr.artifacts import POOL_META
+
+    if req.splits:
+        return list(req.splits)
+    if req.pools is None or not POOL_META.exists(req.pools):
+        return ["test"]
+    have = set(POOL_META.read_pandas(req.pools, columns=["split"])["split"].astype(str))
+    return ["test"] if "test" in have or not have else sorted(have)
+
+
 def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[tuple[str, str]]]:
     """The steps that search and score ``req.encoders`` on pools (the report comes after).
 
@@ -52,7 +65,7 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
         corpus = made_from[0]
     if not corpus.exists():
         raise ConfigError(f"--corpus: '{corpus}' does not exist; give the prefilter output")
-    splits = list(req.splits) or ["test"]
+    splits = default_splits(req)
     steps: list[Step] = []
     runs: list[tuple[str, str]] = []
     for i, (name, spec) in enumerate(req.named()):
@@ -139,7 +152,7 @@ def report_pipeline(req: EvaluateRequest, store: Store, scored: Path) -> tuple[P
         later |= info.retrievers
     report = {
         "scores": [*(str(p) for p in reversed(chosen)), str(scored)],
-        "splits": list(req.splits) or ["test"],
+        "splits": default_splits(req),
         "paper_comparison": True,
         "repeated_retrievers": "last",
     }

@@ -169,7 +169,7 @@ def load_excluded(con: duckdb.DuckDBPyConnection, path: Path | None) -> int:
                 f"exclude_ids '{path}' is a folder; give a text file with one paper id per line"
             )
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as exc:
             raise InputDataError(
                 f"cannot read exclude_ids file '{path}' ({exc}); give a UTF-8 text file"

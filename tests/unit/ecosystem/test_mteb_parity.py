@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 import mdcr
+import mdcr.ecosystem.beir_export
 import mdcr.mteb
 from mdcr.cli import main
 from tests.unit.benchmark.helpers import make_corpus, make_pools
@@ -135,3 +136,33 @@ def test_an_mteb_model_with_prompts_scores_as_the_hf_route(tmp_path: Path) -> No
     c = _means(mdcr.evaluate(plain, benchmark=FIXTURE, home=home, name="tiny-plain").summary,
                "tiny-plain")  # fmt: skip
     assert any(abs(c[k] - a[k]) > 1e-9 for k in a)
+
+
+@pytest.mark.slow
+def test_the_export_carries_the_encoders_own_input_format(tmp_path: Path) -> None:
+    """mdcr's built-in MiniLM reads ``title [SEP] abstract`` (its default input_format);
+    exported with ``--encoder minilm``, MTEB's sentence-transformers MiniLM reads the same
+    text and gives mdcr's numbers, where MTEB's own join (title, a space, abstract) gives
+    others."""
+    home = tmp_path / "home"
+    ours = _means(mdcr.evaluate("minilm", benchmark=FIXTURE, home=home).summary, "minilm")
+    assert len(ours) == 9
+    bench = import_fixture(home)
+    out = tmp_path / "x"
+    argv = ["export", "--format", "beir", "--benchmark", str(bench), "--out", str(out)]
+    _cli(*argv, "--encoder", "minilm")
+    index = mdcr.ecosystem.beir_export.read_index(out)
+    assert index["text"] == {"encoder": "minilm", "input_format": "sep", "separator": "[SEP]"}
+    model = minilm_for_mteb()
+    names = {"map": "map_at_1000", "ndcg": "ndcg_at_1000", "recall@5": "recall_at_5"}
+
+    def gaps(folder: Path) -> list[float]:
+        theirs = mteb_scores(model, mdcr.mteb.tasks(folder))
+        return [
+            abs(theirs[f"mdcr.{field.replace(' ', '_')}"]["test"][names[measure]] - value)
+            for (field, measure), value in ours.items()
+        ]
+
+    assert max(gaps(out)) <= TOL
+    _cli(*argv[:-1], str(tmp_path / "plain"))  # MTEB's join: not what MiniLM read in mdcr
+    assert max(gaps(tmp_path / "plain")) > 1e-3
