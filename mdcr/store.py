@@ -100,7 +100,8 @@ class Store:
     ``wait``: a run whose output another process is building waits for it (True) or
     stops at once naming the holder (False, ``--no-wait``). ``source``: how the home was
     found (:class:`mdcr.home.Home`), printed with it (``store: HOME (SOURCE)``) before the
-    first output this store builds.
+    first output this store builds, when the store also notes itself in the user cache's
+    record of stores written recently (:mod:`mdcr.recent`).
     """
 
     home: Path
@@ -222,9 +223,13 @@ class Store:
     def _build(self, planned: Planned, *, quiet: bool, label: str) -> Artifact:
         spec, fp, final = planned.spec, planned.fingerprint, planned.folder
         work = self.work_folder(spec.name, fp)
-        if not quiet and not self._announced:  # once, before this store's first write
-            where = f" ({self.source})" if self.source else ""
-            print(f"store: {self.home}{where}", file=sys.stderr, flush=True)
+        if not self._announced:  # once, before this store's first write
+            if not quiet:
+                where = f" ({self.source})" if self.source else ""
+                print(f"store: {self.home}{where}", file=sys.stderr, flush=True)
+            from mdcr.recent import note
+
+            note(self.home)  # for `mdcr ls`'s hint of the stores written recently
             self._announced = True
         if work.exists() and not spec.resumable:
             shutil.rmtree(work)
