@@ -52,9 +52,7 @@ def read(now: float | None = None, days: int = DAYS) -> dict[str, str]:
     if not isinstance(stores, dict):
         return {}
     kept = {
-        str(k): v
-        for k, v in stores.items()
-        if isinstance(v, str) and _age_days(v, now) <= days
+        str(k): v for k, v in stores.items() if isinstance(v, str) and _age_days(v, now) <= days
     }
     return dict(sorted(kept.items(), key=lambda kv: kv[1], reverse=True))
 
@@ -78,9 +76,7 @@ def others(home: Path, now: float | None = None) -> list[tuple[Path, str]]:
     """The stores other than ``home`` written in the last :data:`DAYS` days that still
     exist, newest first, with when."""
     return [
-        (Path(p), when)
-        for p, when in read(now).items()
-        if Path(p) != home and Path(p).is_dir()
+        (Path(p), when) for p, when in read(now).items() if Path(p) != home and Path(p).is_dir()
     ]
 
 
@@ -88,8 +84,7 @@ def hint_lines(home: Path) -> list[str]:
     """``mdcr ls``'s hint: the other stores written recently (none: no lines)."""
     found = others(home)
     lines = [
-        f"also written recently: {p} ({when[:10]} {when[11:16]} UTC); "
-        f"`mdcr ls --home {p}` lists it"
+        f"also written recently: {p} ({when[:10]} {when[11:16]} UTC); `mdcr ls --home {p}` lists it"
         for p, when in found[:_SHOWN]
     ]
     if len(found) > _SHOWN:

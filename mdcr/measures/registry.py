@@ -175,8 +175,8 @@ def shown_name(name: str) -> str:
     try:
         m, k = parse(name)
     except InputDataError:
-        m = _MEASURES.get(name)  # a config kind: recall's cut-off is unknown here
-        return name if m is None else m.label
+        kind = _MEASURES.get(name)  # a config kind: recall's cut-off is unknown here
+        return name if kind is None else kind.label
     return m.label_at(k)
 
 

@@ -120,7 +120,7 @@ def test_ls_names_the_other_stores_written_recently(
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     other = tmp_path / "other"
-    rc, out, err = _mdcr("synth", "--n-papers", "300", "--n-shards", "1", "--home", str(other))
+    rc, _, err = _mdcr("synth", "--n-papers", "300", "--n-shards", "1", "--home", str(other))
     assert rc == 0 and f"store: {other} (--home)" in err
     record = json.loads((tmp_path / "cache" / "mdcr" / "recent-stores.json").read_text())
     assert list(record["stores"]) == [str(other)]
