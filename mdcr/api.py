@@ -41,6 +41,7 @@ def evaluate(
     home: str | Path | None = None,
     encode_options: dict[str, Any] | None = None,
     quiet: bool = True,
+    progress: bool = True,
     engine: str = "local",
     ray_address: str = "",
     ray_workers: int = 0,
@@ -64,6 +65,11 @@ def evaluate(
     ``cache_key`` stands in for the hash of the model's weights and state: outputs are
     cached under it (and the class's code), so give another key whenever the model changes.
 
+    ``progress``: the stages' progress bars, as the CLI shows them (``tqdm.auto``: a
+    notebook's widget where it applies, else text on stderr); ``progress=False`` hides
+    them. ``quiet`` (default True) hides the status lines (``store: ...``, ``[step]
+    running ...``); ``quiet=False`` shows them as the CLI does.
+
     ``engine="ray"`` runs encoding and search on Ray (``ray_address``, else ``$RAY_ADDRESS``,
     else a local Ray instance with ``ray_workers`` CPUs); results are the same.
     """
@@ -73,6 +79,7 @@ def evaluate(
     from mdcr.errors import ConfigError
     from mdcr.evaluation.request import EvaluateRequest
     from mdcr.home import find_home
+    from mdcr.stage import progress_bars
     from mdcr.store import Store
 
     if isinstance(model, str) and cache_key is not None:
@@ -94,7 +101,8 @@ def evaluate(
     )
     found = find_home(home, holding=pools or benchmark)  # the store of the pools scored on
     store = Store(found.path, source=found.source)
-    done = run_request(req, store, quiet=quiet)
+    with progress_bars(progress):  # bars even when quiet, as the CLI shows them
+        done = run_request(req, store, quiet=quiet)
     return result_of(done)
 
 

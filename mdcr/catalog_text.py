@@ -21,6 +21,9 @@ from mdcr.catalog import (
     users,
 )
 from mdcr.config import canonical_json
+from mdcr.errors import InputDataError
+from mdcr.home import Home
+from mdcr.measures.registry import percent, shown_name, sort_key
 
 _PARAMS_WIDTH = 48
 _NAME_WIDTH = 24
@@ -82,6 +85,14 @@ def main_params(entry: Entry) -> str:
     if entry.stage == "bm25" and "params_from" in entry.info:
         items.append(f"k1={_short(entry.info.get('k1'))} b={_short(entry.info.get('b'))} (tuned)")
     return " ".join(items)
+
+
+def store_line(home: Home, entry: Entry | None = None) -> str:
+    """``store: PATH (how it was found)``, the line every command prints; for ``mdcr
+    show`` of a folder of another store, that store."""
+    if entry is not None and entry.path.parent.parent != home.path:
+        return f"store: {entry.path.parent.parent} (the store holding the folder given)"
+    return f"store: {home.describe()}"
 
 
 def ls_rows(entries: Iterable[Entry]) -> list[dict[str, Any]]:
@@ -276,9 +287,11 @@ def numbers_lines(entry: Entry) -> list[str]:
         return _means_lines(info["means"])
     if entry.stage == "bm25-tune" and isinstance(info.get("chosen"), dict):
         c = info["chosen"]
+        metric = shown_name(str(c.get("metric")))
         return [
-            f"chosen k1 {_short(c.get('k1'))}, b {_short(c.get('b'))}: {c.get('metric')} "
-            f"{c.get('value', float('nan')):.4f} (mean over {c.get('n_pools')} val pools)"
+            f"chosen k1 {_short(c.get('k1'))}, b {_short(c.get('b'))}: {metric} "
+            f"{percent(float(c.get('value', float('nan'))))} x100 "
+            f"(mean over {c.get('n_pools')} val pools)"
         ]
     if entry.stage == "bm25" and "k1" in info:
         return [f"k1 {_short(info['k1'])}, b {_short(info['b'])} on {info.get('n_pools')} pools"]
@@ -287,22 +300,34 @@ def numbers_lines(entry: Entry) -> list[str]:
     return []
 
 
+def _order(item: tuple[str, Any]) -> tuple[int, str, int]:
+    """Measures in table order (MAP, nDCG, R@k); an unknown name last."""
+    try:
+        return sort_key(item[0])
+    except InputDataError:
+        return (1 << 30, item[0], 0)
+
+
 def _macro_lines(macro: dict[str, float]) -> list[str]:
-    """benchmark-score: macro average over fields per retriever and split, x100."""
+    """benchmark-score: macro average over fields per retriever and split, x100 with the
+    report's decimals, under the measures' table labels."""
     table: dict[tuple[str, str], dict[str, float]] = {}
     for key, value in macro.items():
         parts = key.split("|")
         if len(parts) == 4 and parts[2] == "all":
             table.setdefault((parts[0], parts[1]), {})[parts[3]] = float(value)
-    lines = ["macro average over fields, x100:"] if table else []
+    lines = ["macro average over fields, x100 (as in the report):"] if table else []
     for (retriever, split), metrics in sorted(table.items()):
-        cells = "  ".join(f"{m} {v * 100:.2f}" for m, v in sorted(metrics.items()))
+        cells = "  ".join(
+            f"{shown_name(m)} {percent(v)}" for m, v in sorted(metrics.items(), key=_order)
+        )
         lines.append(f"{retriever:<16} {split:<5} {cells}")
     return lines
 
 
 def _means_lines(means: dict[str, float]) -> list[str]:
-    """score: each retriever's mean over the pools of a setup and split."""
+    """score: each retriever's mean over the pools of a setup and split, x100 with the
+    report's decimals, under the measures' table labels."""
     sums: dict[tuple[str, str, str], dict[str, list[float]]] = {}
     for key, value in means.items():
         parts = key.split("|")
@@ -311,9 +336,13 @@ def _means_lines(means: dict[str, float]) -> list[str]:
         retriever, pool_id, metric = parts
         setup, split = [*pool_id.split("/"), "", ""][:2]
         sums.setdefault((retriever, setup, split), {}).setdefault(metric, []).append(float(value))
-    lines = ["mean over pools (all sizes, fields, repetitions):"] if sums else []
+    lines = ["mean over pools (all sizes, fields, repetitions), x100 (as in the report):"]
+    lines = lines if sums else []
     for (retriever, setup, split), metrics in sorted(sums.items()):
-        cells = "  ".join(f"{m} {sum(v) / len(v):.4f}" for m, v in sorted(metrics.items()))
+        cells = "  ".join(
+            f"{shown_name(m)} {percent(sum(v) / len(v))}"
+            for m, v in sorted(metrics.items(), key=_order)
+        )
         n = max(len(v) for v in metrics.values())
         lines.append(f"{retriever:<16} {setup + ' ' + split:<13} {cells}  ({n} pools)")
     return lines

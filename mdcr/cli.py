@@ -600,6 +600,8 @@ def _run_catalog(args: argparse.Namespace) -> int:
     home = find_home(args.home)
     if args.command == "show":
         entry = catalog.find(home.path, args.ref)
+        store = catalog_text.store_line(home, entry)  # on stderr beside JSON
+        print(store, file=sys.stderr if args.json else sys.stdout)
         print(
             catalog_text.manifest_json(entry)
             if args.json
@@ -613,6 +615,10 @@ def _run_catalog(args: argparse.Namespace) -> int:
         print("\n".join(catalog_text.verify_lines(checked)))
         return 1 if any(v.damage is not None for v in checked) else 0
     if args.command == "ls":
+        from mdcr.recent import hint_lines
+
+        for line in hint_lines(home.path):  # where else outputs were written lately
+            print(line)
         entries = catalog.scan(home.path, args.stage)
         chosen = catalog.select(entries, args.retriever)
         fold = args.stage is None and not args.retriever

@@ -11,7 +11,9 @@ from __future__ import annotations
 import importlib
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -158,6 +160,22 @@ def get_stage(name: str) -> StageSpec:
     return all_stages[name]
 
 
+# Progress bars forced on (True) or off (False) whatever a run's ``quiet`` says; None:
+# shown unless quiet. The Python API sets it (``mdcr.evaluate(progress=...)``).
+_BARS: ContextVar[bool | None] = ContextVar("mdcr_progress_bars", default=None)
+
+
+@contextmanager
+def progress_bars(show: bool | None) -> Iterator[None]:
+    """Inside, stage progress bars are shown (True) or hidden (False) whatever ``quiet``
+    says (None: as ``quiet`` says)."""
+    token = _BARS.set(show)
+    try:
+        yield
+    finally:
+        _BARS.reset(token)
+
+
 @dataclass
 class StageContext:
     """What a running stage sees: where to write, its resolved inputs, and reporting helpers.
@@ -209,14 +227,15 @@ class StageContext:
         desc: str | None = None,
         unit: str = "it",
     ) -> Any:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # a notebook's widget where it applies
 
+        forced = _BARS.get()
         return tqdm(
             iterable,
             total=total,
             desc=desc,
             unit=unit,
-            disable=self.quiet,
+            disable=self.quiet if forced is None else not forced,
             dynamic_ncols=True,
             file=sys.stderr,
         )

@@ -103,7 +103,8 @@ class Store:
     ``wait``: a run whose output another process is building waits for it (True) or
     stops at once naming the holder (False, ``--no-wait``). ``source``: how the home was
     found (:class:`mdcr.home.Home`), printed with it (``store: HOME (SOURCE)``) before the
-    first output this store builds.
+    first output this store builds, when the store also notes itself in the user cache's
+    record of stores written recently (:mod:`mdcr.recent`).
     """
 
     home: Path
@@ -251,10 +252,15 @@ class Store:
             return self._build(planned, quiet=quiet, label=label)
 
     def _announce(self, quiet: bool) -> None:
-        """``store: HOME (how it was found)``, once, before this store's first write."""
-        if not quiet and not self._announced:
-            where = f" ({self.source})" if self.source else ""
-            print(f"store: {self.home}{where}", file=sys.stderr, flush=True)
+        """``store: HOME (how it was found)``, once, before this store's first write; the
+        store is noted for `mdcr ls`'s hint of the stores written recently."""
+        if not self._announced:
+            if not quiet:
+                where = f" ({self.source})" if self.source else ""
+                print(f"store: {self.home}{where}", file=sys.stderr, flush=True)
+            from mdcr.recent import note
+
+            note(self.home)
             self._announced = True
 
     def _build(self, planned: Planned, *, quiet: bool, label: str) -> Artifact:

@@ -3,6 +3,8 @@
 A test that gives no store (no ``--home``, no ``home=``) would otherwise use the one the
 repository's ``mdcr.toml`` names, or the user's ``~/.cache/mdcr``; ``$MDCR_HOME`` points
 it to a temporary folder instead. Tests of the store's discovery unset it themselves.
+``$XDG_CACHE_HOME`` too: the record of stores written recently (``mdcr.recent``) lies in
+the user cache folder, never the user's own.
 """
 
 from __future__ import annotations
@@ -16,4 +18,5 @@ import pytest
 def _session_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MDCR_HOME", str(tmp_path_factory.mktemp("mdcr-home")))
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
         yield

@@ -87,7 +87,7 @@ def benchmark_pipeline(req: EvaluateRequest) -> tuple[Pipeline, list[tuple[str, 
             values = {"benchmark": bench, "method": "bm25", "splits": splits, **bm25_values(req)}
         else:
             enc_id = f"encode_{i}_{safe_id(name)}"
-            encode = {"corpus": bench, "targets": [bench], "encoder": spec}
+            encode = {"corpus": bench, "targets": [bench], "encoder": spec, "label": name}
             steps.append(step(enc_id, "encode", {**encode, **encode_options(req, name)}))
             values = {"benchmark": bench, "embeddings": f"@{enc_id}", "splits": splits}
         values["retriever"] = name

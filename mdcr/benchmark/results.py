@@ -6,7 +6,8 @@ the same columns, values in percent (metric × 100, unrounded: the scale of repo
 everything ``mdcr evaluate`` prints):
 
 - ``summary`` (:data:`SUMMARY_COLUMNS`): one row per retriever, setup, split, field, pool
-  size and measure: ``mean`` and ``std`` over the repetitions (sample std, ddof=1; NaN for
+  size and measure (its table label, in both modes: ``MAP``, ``nDCG``, ``R@30`` on pools,
+  ``R@5`` on MDCR): ``mean`` and ``std`` over the repetitions (sample std, ddof=1; NaN for
   one repetition) and ``n``, the values averaged (repetitions; for an ``AVG`` row, the
   fields). On pools these are exactly the numbers of the report's tables: every retriever
   the report holds (the new ones beside those scored earlier on the same pools) and its
@@ -100,7 +101,14 @@ def _set(frame: pd.DataFrame, **values: Any) -> pd.DataFrame:
 
 
 def _tidy(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """The frame's columns in order; measures under their table labels (the stored names
+    ``map@500``, ``recall@30`` on pools and ``map``, ``recall@5`` on MDCR become ``MAP``,
+    ``R@30`` and ``MAP``, ``R@5``: one naming, as report.md and the printouts use)."""
+    from mdcr.measures.registry import shown_name
+
     out = frame.reindex(columns=list(columns)).reset_index(drop=True)
+    if "measure" in out:
+        out["measure"] = out["measure"].map(lambda m: shown_name(str(m)))
     for col in ("pool_size", "rep", "n", "n_queries"):
         if col in out:
             out[col] = out[col].astype("Int64")
@@ -262,8 +270,6 @@ def summary_lines(summary: pd.DataFrame) -> list[str]:
     """The pools summary as text: per split and measure a table, rows the pool sizes
     (dataset-level) and fields (field-level, with AVG), columns the retrievers, cells
     mean ± std over repetitions, × 100 with one decimal (as report.md)."""
-    from mdcr.measures.registry import label as metric_label
-
     lines: list[str] = []
     names = list(dict.fromkeys(summary["retriever"]))
     for (split, measure), block in summary.groupby(["split", "measure"], sort=False):
@@ -272,7 +278,7 @@ def summary_lines(summary: pd.DataFrame) -> list[str]:
             label = _row_label(str(r["setup"]), int(r["pool_size"]), r["field"])
             rows.setdefault(label, {})[str(r["retriever"])] = _cell(r["mean"], r["std"])
         cols = [n for n in names if n in set(block["retriever"])]
-        head = f"{metric_label(str(measure))} × 100, {split} split"
+        head = f"{measure} × 100, {split} split"
         table = [[head, *cols]] + [[lbl, *(c.get(n, "–") for n in cols)] for lbl, c in rows.items()]
         widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
         for row in table:

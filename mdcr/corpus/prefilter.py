@@ -485,6 +485,16 @@ def run_prefilter(cfg: PrefilterConfig, ctx: StageContext) -> None:
     ctx.timings.update(result.timings)
 
 
+def _input_files(source: Path | None, upstream: Mapping[Path, PlanFacts]) -> list[Path]:
+    """The JSONL files of an input folder that is there (none: planned, or missing)."""
+    if source is None or source in upstream or not source.is_dir():
+        return []
+    try:
+        return s2orc.find_shards(source)
+    except InputDataError:
+        return []  # the run itself names the problem
+
+
 def plan_prefilter(
     cfg: PrefilterConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
 ) -> StagePlan:
@@ -497,14 +507,17 @@ def plan_prefilter(
     from mdcr.planning.sizes import PREFILTER_KEEPS
 
     source = next(iter(inputs.get("input") or []), None)
+    counted = ""
     if cfg.format == "s2ag" or (cfg.format == "auto" and source and s2ag.is_release(source)):
         size, records, work = prefilter_s2ag.plan_release(source)  # priced by its bytes
         layout += size
-    else:
-        records = input_records(inputs, upstream)
+    else:  # S2ORC: the records in its shards when they are there, else S2ORC's count
+        files = _input_files(source, upstream)
+        records, how = input_records(inputs, upstream, files)
+        counted = f" ({records:,} records, {how})" if files else ""
         work = Work(rate_key, units=float(records))
     return StagePlan(
-        f"read {layout} from {cfg.input}; keep papers with a year, a title, an abstract "
+        f"read {layout} from {cfg.input}{counted}; keep papers with a year, a title, an abstract "
         f">= {cfg.min_abstract_chars} chars and >= {cfg.min_citations} distinct citations "
         f"({cfg.citation_direction}); write papers.parquet, citations.parquet, funnel.json",
         facts=PlanFacts(papers=round(records * PREFILTER_KEEPS), records=records),

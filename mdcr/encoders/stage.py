@@ -77,6 +77,11 @@ class EncodeConfig(EngineSettings, RuntimeOptions, ModelOptions):
         help="copy vectors of papers (same id, title and abstract) from finished encode "
         "outputs of the same encoder in this store instead of encoding them again",
     )
+    label: str = setting(
+        "",
+        help="the name shown for the encoder in status lines and the progress bar (a label, "
+        "never hashed; mdcr evaluate sets the retriever's name) [default: the encoder's own]",
+    )
 
     def validate(self) -> None:
         from mdcr.encoders.registry import check_options, lookup
@@ -93,6 +98,10 @@ class EncodeConfig(EngineSettings, RuntimeOptions, ModelOptions):
     def options(self) -> EncoderOptions:
         """The options the encoder is built with."""
         return options_of(self)
+
+    def shown(self, encoder: Any) -> str:
+        """What status lines and the bar call the encoder: ``label``, else its name."""
+        return self.label or str(encoder.name)
 
 
 def identify_encode(cfg: EncodeConfig) -> dict[str, Any]:
@@ -272,7 +281,7 @@ def _encode_shards(
     texts_file = pq.ParquetFile(job.texts)
     sizes = [texts_file.metadata.row_group(i).num_rows for i in range(texts_file.num_row_groups)]
     counts = {"encoded": 0, "reused": 0, "resumed": 0}
-    desc = f"encode {encoder.name}" + (f" ({_ROLE_PLURAL[job.role]})" if job.role else "")
+    desc = f"encode {cfg.shown(encoder)}" + (f" ({_ROLE_PLURAL[job.role]})" if job.role else "")
     bar = ctx.progress(total=sum(sizes), desc=desc, unit="paper")
     todo = []
     check = VectorCheck()
@@ -386,7 +395,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
             storage=cfg.storage,
         )
         _encode_role(cfg, ctx, corpus, engine, job, encoder, tally)
-    ctx.log(encode_end_line(encoder.name, tally.counts))
+    ctx.log(encode_end_line(cfg.shown(encoder), tally.counts))
     _write_encoder_json(cfg, ctx, encoder, identity, tally)
     _remove_work_files(ctx)
     if cfg.encoder.startswith("py:"):
@@ -447,11 +456,12 @@ def _encode_role(
     tally.role_papers[role] = n_papers
     what = f" as {_ROLE_PLURAL[role]}" if job.role else ""
     n_shards = texts_file.num_row_groups
-    ctx.log(f"[encode] {encoder.name}: {n_papers} papers{what} in {n_shards} shard(s)")
+    ctx.log(f"[encode] {cfg.shown(encoder)}: {n_papers} papers{what} in {n_shards} shard(s)")
     with ctx.timed(f"encode_{role}"):
         role_counts, seconds, written, check = _encode_shards(cfg, ctx, engine, job, encoder)
     # Degenerate vectors: a one-line error before anything marks the output finished.
-    warning = check.verdict(cfg.encoder, encoder.metric, role)
+    spec = f"{cfg.label} ({cfg.encoder})" if cfg.label else cfg.encoder
+    warning = check.verdict(spec, encoder.metric, role)
     if warning:
         ctx.log(f"[encode] warning: {warning}")
     tally.degenerate[role] = check.summary()

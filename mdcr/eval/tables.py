@@ -20,6 +20,8 @@ from typing import Any
 
 import pandas as pd
 
+from mdcr.measures.registry import DIGITS, PERCENT
+
 DASH = "–"
 Labeler = Mapping[Any, str] | Callable[[Any], str] | None
 
@@ -44,8 +46,8 @@ class Table:
     cells: dict[tuple[str, tuple[str, str]], Cell]
     notes: list[str] = field(default_factory=list)
     rule_before: set[str] = field(default_factory=set)  # rows preceded by a rule
-    scale: float = 100.0
-    digits: int = 1
+    scale: float = PERCENT
+    digits: int = DIGITS
     std_in_text: bool = True  # False: std only in the CSV (wide tables)
     files: bool = True  # False: shown in report.md only, not written under tables/
 

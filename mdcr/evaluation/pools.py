@@ -75,7 +75,12 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
             steps.append(step(run_id, "bm25", {**values, **bm25_values(req)}))
         else:
             enc_id = f"encode_{i}_{safe_id(name)}"
-            encode = {"corpus": str(corpus), "targets": [str(pools)], "encoder": spec}
+            encode = {
+                "corpus": str(corpus),
+                "targets": [str(pools)],
+                "encoder": spec,
+                "label": name,
+            }
             steps.append(step(enc_id, "encode", {**encode, **encode_options(req, name)}))
             search: dict[str, Any] = {"pools": str(pools), "embeddings": f"@{enc_id}"}
             if req.device:

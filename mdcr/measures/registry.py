@@ -108,6 +108,16 @@ class Measure:
 
 _MEASURES: dict[str, Measure] = {}
 
+# How every value is shown (report.md, `mdcr evaluate`, `mdcr show`): metric x 100 with one
+# decimal, under its table label (``MAP``, ``nDCG``, ``R@30``; ``R@5`` on MDCR).
+PERCENT = 100.0
+DIGITS = 1
+
+
+def percent(value: float) -> str:
+    """``value`` as shown: x 100 with :data:`DIGITS` decimals (``0.2756`` -> ``27.6``)."""
+    return f"{value * PERCENT:.{DIGITS}f}"
+
 
 def register(measure: Measure) -> Measure:
     """Add ``measure``; a kind registered before, or a malformed one, is refused."""
@@ -156,6 +166,17 @@ def parse(name: str) -> tuple[Measure, int | None]:
 def label(name: str) -> str:
     """The paper's column label of a stored name: ``MAP``, ``nDCG``, ``R@30``."""
     m, k = parse(name)
+    return m.label_at(k)
+
+
+def shown_name(name: str) -> str:
+    """What a stored or config name is printed as: its table label (``map@500`` and
+    ``map`` -> ``MAP``, ``recall@30`` -> ``R@30``); a name no measure has is kept."""
+    try:
+        m, k = parse(name)
+    except InputDataError:
+        kind = _MEASURES.get(name)  # a config kind: recall's cut-off is unknown here
+        return name if kind is None else kind.label
     return m.label_at(k)
 
 

@@ -13,9 +13,12 @@ their assumptions are in :mod:`mdcr.planning.timing`.
 
 - ``MDCR_PLAN_CORPUS_PAPERS`` (default 16,000,000): prefiltered papers when the corpus is
   neither built nor planned from a planned input (the paper's ~16M).
-- ``MDCR_PLAN_INPUT_RECORDS`` (default 81,100,000): records the prefilter reads when its
-  input is not a planned synthetic corpus (S2ORC's 81.1M, paper section 3); the prefilter
-  keeps 16M / 81.1M of them (the paper's own figures).
+- Records the prefilter reads: a planned synthetic corpus's; else, when the input's
+  S2ORC shards are there (``S2ORC_DIR``), those in the files: a file of at most 16 MiB
+  is counted whole, of larger ones the first MiB of up to 16 files is read and the records
+  per byte on disk price the rest (gzipped or not); else ``MDCR_PLAN_INPUT_RECORDS``
+  (default 81,100,000: S2ORC's 81.1M, paper section 3). The prefilter keeps 16M / 81.1M
+  of them (the paper's own figures).
 - An S2AG release (``prefilter`` with ``format = "s2ag"``, or "auto" on a release folder)
   is priced by the gzipped bytes of its three datasets: their file sizes when the folder
   is there (a plain ``.jsonl`` file counts as its size / 7.9, the synthetic release's
@@ -46,6 +49,9 @@ S2AG_CITATION_ROWS = 2_500_000_000
 S2AG_GZ_PER_PAPER = 249.3  # papers + abstracts files, per paper record (the benchmark's)
 S2AG_GZ_PER_CITATION = 7.84  # citations files, per row
 S2AG_PLAIN_PER_GZ = 7.9  # uncompressed / gzipped bytes of the benchmark's release
+WHOLE_BYTES = 16 << 20  # a JSONL input file up to this size on disk is counted whole
+SAMPLE_BYTES = 1 << 20  # of a larger one, the first MiB is read
+SAMPLED_FILES = 16  # input files sampled at most
 
 
 def _env_int(name: str, default: int) -> int:
@@ -59,12 +65,89 @@ def default_corpus_papers() -> int:
     return _env_int("MDCR_PLAN_CORPUS_PAPERS", CORPUS_PAPERS)
 
 
-def input_records(inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]) -> int:
-    """Records the prefilter reads: a planned synthetic corpus's, else the stated count."""
+def input_records(
+    inputs: dict[str, list[Path]],
+    upstream: Mapping[Path, PlanFacts],
+    files: Sequence[Path] | None = None,
+) -> tuple[int, str]:
+    """(records the prefilter reads, how known): a planned synthetic corpus's; else those
+    in the input's JSONL ``files`` when they are there (:func:`count_records`); else the
+    stated count (S2ORC's 81.1M, ``MDCR_PLAN_INPUT_RECORDS``)."""
     source = _first(inputs, "input")
     if source is not None and source in upstream and upstream[source].records:
-        return upstream[source].records
-    return _env_int("MDCR_PLAN_INPUT_RECORDS", INPUT_RECORDS)
+        return upstream[source].records, "the planned corpus's"
+    counted = count_records(files or [])
+    if counted is not None:
+        return counted
+    records = _env_int("MDCR_PLAN_INPUT_RECORDS", INPUT_RECORDS)
+    return records, "assumed: full S2ORC; MDCR_PLAN_INPUT_RECORDS"
+
+
+def _scan(path: Path, limit: int) -> tuple[int, int, bool] | None:
+    """(records, bytes on disk read, whole file?) of the first ``limit`` bytes of a JSONL
+    file, gzipped or not (records: its newlines, plus a last line without one); None when
+    it cannot be read."""
+    import zlib
+
+    gz = path.name.endswith(".gz")
+    dec = zlib.decompressobj(wbits=47) if gz else None  # a gzip header
+    records = done = 0
+    last = b"\n"
+    try:
+        with path.open("rb") as fh:
+            while done < limit:
+                chunk = fh.read(min(1 << 20, limit - done))
+                if not chunk:
+                    break
+                done += len(chunk)
+                data = dec.decompress(chunk) if dec is not None else chunk
+                records += data.count(b"\n")
+                last = data[-1:] or last
+            whole = not fh.read(1)
+    except (OSError, zlib.error):
+        return None
+    return records + (whole and last != b"\n"), done, whole
+
+
+def count_records(files: Sequence[Path]) -> tuple[int, str] | None:
+    """(records in these JSONL files, how known), or None when none can be read.
+
+    A file of at most :data:`WHOLE_BYTES` on disk is counted whole; of a larger one the
+    first :data:`SAMPLE_BYTES` are read (at most :data:`SAMPLED_FILES` files, spread over
+    the list), and the records per byte on disk of those samples price the rest."""
+    sized = []
+    for f in files:
+        try:
+            sized.append((f, f.stat().st_size))
+        except OSError:
+            continue
+    if not sized:
+        return None
+    small = [(f, n) for f, n in sized if n <= WHOLE_BYTES]
+    large = [(f, n) for f, n in sized if n > WHOLE_BYTES]
+    exact = 0
+    for f, n in small:
+        got = _scan(f, n + 1)
+        if got is None:
+            return None
+        exact += got[0]
+    if not large:
+        return exact, f"counted in {len(small)} file(s)"
+    estimate, sampled = exact, 0
+    for gz in (False, True):  # records per byte differ between gzipped and plain files
+        group = [(f, n) for f, n in large if f.name.endswith(".gz") == gz]
+        if not group:
+            continue
+        step = max(1, len(group) // SAMPLED_FILES)
+        samples = [_scan(f, SAMPLE_BYTES) for f, _ in group[::step][:SAMPLED_FILES]]
+        seen = [x for x in samples if x is not None and x[1] > 0]
+        if not seen:
+            return None
+        per_byte = sum(x[0] for x in seen) / sum(x[1] for x in seen)
+        estimate += round(per_byte * sum(n for _, n in group))
+        sampled += len(seen)
+    how = f"estimated from {len(sized)} file(s)' sizes and a sample of {sampled}"
+    return estimate, how
 
 
 def s2ag_release_size(
@@ -136,25 +219,32 @@ def pools_estimate(
     total = 0
     queries = 0
     per_split_papers = per_split_pairs = 0
+    # No pool, and no query set, is larger than the corpus (a small input folder).
+    sizes = [min(s, n_corpus) for s in cfg.dataset_sizes]
+    field_size = min(cfg.field_pool_size, n_corpus)
+    n_queries, field_queries_each = (
+        min(cfg.n_queries_dataset, n_corpus),
+        min(cfg.field_queries, n_corpus),
+    )
     if "dataset" in cfg.setups:
-        n_dataset = n_splits * len(cfg.dataset_sizes) * cfg.repetitions
-        cited = cfg.n_queries_dataset * CITED_PER_QUERY
+        n_dataset = n_splits * len(sizes) * cfg.repetitions
+        cited = n_queries * CITED_PER_QUERY
         for _ in range(n_splits * cfg.repetitions):
-            fills += [max(0, s - cited) for s in cfg.dataset_sizes]
-        total += n_splits * cfg.repetitions * sum(cfg.dataset_sizes)
-        queries += n_splits * cfg.n_queries_dataset
-        per_split_papers += cfg.repetitions * sum(cfg.dataset_sizes)
-        per_split_pairs += cfg.repetitions * sum(cfg.dataset_sizes) * cfg.n_queries_dataset
+            fills += [max(0, s - cited) for s in sizes]
+        total += n_splits * cfg.repetitions * sum(sizes)
+        queries += n_splits * n_queries
+        per_split_papers += cfg.repetitions * sum(sizes)
+        per_split_pairs += cfg.repetitions * sum(sizes) * n_queries
     field_queries = 0
     if "field" in cfg.setups:
         n_field = n_splits * len(cfg.fields) * cfg.repetitions
-        fills += [cfg.field_pool_size] * n_field
-        total += n_field * cfg.field_pool_size
-        field_queries = n_splits * len(cfg.fields) * cfg.field_queries
+        fills += [field_size] * n_field
+        total += n_field * field_size
+        field_queries = n_splits * len(cfg.fields) * field_queries_each
         queries += field_queries
         field_pools = len(cfg.fields) * cfg.repetitions
-        per_split_papers += field_pools * cfg.field_pool_size
-        per_split_pairs += field_pools * cfg.field_pool_size * cfg.field_queries
+        per_split_papers += field_pools * field_size
+        per_split_pairs += field_pools * field_size * field_queries_each
     papers_max = min(total + queries, n_corpus)
     papers = min(papers_max, _union(n_corpus, fills) + queries)
     facts = PlanFacts(
@@ -166,8 +256,8 @@ def pools_estimate(
         pool_pairs={split: per_split_pairs for split in cfg.splits},
         pool_count={split: (n_dataset + n_field) // max(n_splits, 1) for split in cfg.splits},
         pool_max_pairs=max(
-            [s * cfg.n_queries_dataset for s in cfg.dataset_sizes if "dataset" in cfg.setups]
-            + [cfg.field_pool_size * cfg.field_queries if "field" in cfg.setups else 0]
+            [s * n_queries for s in sizes if "dataset" in cfg.setups]
+            + [field_size * field_queries_each if "field" in cfg.setups else 0]
         ),
     )
     source = (
@@ -198,7 +288,11 @@ def benchmark_estimate(
         queries = upstream[pools].field_queries_per_split * len(cfg.splits)
     if queries is None:
         return "benchmark size: unknown until pools are planned", None
-    papers = queries * per
+    corpus = _first(inputs, "corpus")
+    n_corpus = corpus_papers(corpus, upstream)[0] if corpus is not None else None
+    if n_corpus is not None:  # a small corpus: no more queries or papers than it holds
+        queries = min(queries, n_corpus)
+    papers = queries * per if n_corpus is None else min(queries * per, n_corpus)
     text = f"{queries} queries x {per} papers = at most {papers:,} benchmark papers"
     return text, PlanFacts(papers=papers, papers_max=papers, queries=queries)
 

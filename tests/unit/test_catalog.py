@@ -75,8 +75,9 @@ def test_every_stage_command_ends_with_its_output_folder(built: dict[str, Any]) 
 
 
 def _rows(out: str) -> list[str]:
-    """The table lines of `mdcr ls` (after the store line and the header)."""
-    lines = out.strip().splitlines()
+    """The table lines of `mdcr ls` (after the store line, the hints of other stores
+    written recently, and the header)."""
+    lines = [ln for ln in out.strip().splitlines() if not ln.startswith("also written")]
     assert lines[0].startswith("store: ") and lines[1].split()[:2] == ["STAGE", "FINGERPRINT"]
     return lines[2:]
 
@@ -108,6 +109,34 @@ def test_ls_lists_every_output_with_its_facts(built: dict[str, Any]) -> None:
     assert table.set_index("fingerprint").loc[folders["search"].name, "name"] == "random"
 
 
+def test_ls_names_the_other_stores_written_recently(
+    built: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outputs written to another store (evaluate writes to the store holding its pools)
+    are pointed to by `mdcr ls` of the store it reads; a store written long ago is not."""
+    import time
+
+    from mdcr import recent
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    other = tmp_path / "other"
+    rc, _, err = _mdcr("synth", "--n-papers", "300", "--n-shards", "1", "--home", str(other))
+    assert rc == 0 and f"store: {other} (--home)" in err
+    record = json.loads((tmp_path / "cache" / "mdcr" / "recent-stores.json").read_text())
+    assert list(record["stores"]) == [str(other)]
+    home = built["home"]
+    lines = _mdcr("ls", "--home", str(home))[1].splitlines()
+    assert lines[0] == f"store: {home} (--home)"
+    assert lines[1].startswith(f"also written recently: {other} (")
+    assert lines[1].endswith(f"`mdcr ls --home {other}` lists it")
+    lines = _mdcr("ls", "--home", str(other))[1].splitlines()  # itself: no hint
+    assert not any(ln.startswith("also written") for ln in lines)
+    recent.note(home, now=time.time() - (recent.DAYS + 1) * 86_400)  # long ago: dropped
+    assert list(recent.read()) == [str(other)]
+    recent.note(home)
+    assert list(recent.read()) == [str(home), str(other)]  # newest first
+
+
 def test_ls_of_a_stage_or_a_retriever(built: dict[str, Any]) -> None:
     home, folders = built["home"], built["folders"]
     rows = _rows(_mdcr("ls", "encode", "--home", str(home))[1])
@@ -125,7 +154,8 @@ def test_show_says_what_an_output_is_made_of_and_who_uses_it(built: dict[str, An
     rc, out, _ = _mdcr("show", f["prefilter"].name[:6], "--home", str(home))
     assert rc == 0
     lines = out.splitlines()
-    assert lines[0] == f"prefilter/{f['prefilter'].name}  complete"
+    assert lines[0] == f"store: {home} (--home)"  # which store it read, as ls and gc say
+    assert lines[1] == f"prefilter/{f['prefilter'].name}  complete"
     assert f"  inputs:    input = synth/{f['synth'].name}  {f['synth']}" in lines
     used = " ".join(ln for ln in lines if ln.startswith(("  used by:", " " * 13)))
     for key in ("pools", "encode", "unused"):
@@ -136,8 +166,10 @@ def test_show_says_what_an_output_is_made_of_and_who_uses_it(built: dict[str, An
     shown = mdcr.show(f["unused"], home=home)  # a folder works too
     assert shown["stage"] == "encode" and shown["used_by"] == []
     assert "no other output (`mdcr gc --dry-run` lists it)" in shown["text"]
-    manifest = json.loads(_mdcr("show", str(f["score"]), "--json")[1])
+    rc, out, err = _mdcr("show", str(f["score"]), "--json")  # a folder of another store
+    manifest = json.loads(out)
     assert manifest == json.loads((f["score"] / "manifest.json").read_text())
+    assert err.splitlines() == [f"store: {home} (the store holding the folder given)"]
 
 
 def test_show_gives_a_score_output_s_main_numbers(built: dict[str, Any]) -> None:
@@ -150,8 +182,10 @@ def test_show_gives_a_score_output_s_main_numbers(built: dict[str, Any]) -> None
             & (per_pool["metric"] == "map@500") & (per_pool["retriever"] == "random")
         ]  # fmt: skip
         line = next(n for n in shown["numbers"] if n.startswith("random") and f"{setup} test" in n)
-        assert f"map@500 {sel['value'].mean():.4f}" in line
-        assert line.endswith(f"({len(sel)} pools)")
+        # x100 with the report's one decimal, under the report's labels
+        assert f"MAP {sel['value'].mean() * 100:.1f}  nDCG " in line and "  R@30 " in line
+        assert line.endswith(f"({len(sel)} pools)") and "map@500" not in line
+    assert "x100" in shown["numbers"][0]
 
 
 def test_show_errors_are_one_line(built: dict[str, Any], tmp_path: Path) -> None:

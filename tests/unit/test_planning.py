@@ -120,3 +120,48 @@ def test_s2ag_prefilter_is_priced_by_the_release_size(tmp_path: Path) -> None:
     assert s2orc.work is not None and (s2orc.work.rate, s2orc.work.units) == ("prefilter", 81.1e6)
     rate = load_rates()["prefilter-s2ag"]  # about 7 minutes for a full release on 16 cores
     assert 360 < estimate(missing.work, Machine(16, 1), {"prefilter-s2ag": rate}).seconds < 480
+
+
+SAMPLE = REPO / "tests" / "data" / "s2orc_sample"
+
+
+def test_an_s2orc_folder_that_is_there_is_priced_by_its_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`S2ORC_DIR` naming a 1,000-paper folder plans 1,000 records, not S2ORC's 81.1M: a
+    small file is counted, large ones (gzipped or not) estimated from their sizes and a
+    sample of their lines."""
+    import gzip
+
+    from mdcr.corpus.prefilter import PrefilterConfig, plan_prefilter
+    from mdcr.planning import sizes
+    from mdcr.planning.sizes import PREFILTER_KEEPS, count_records
+
+    monkeypatch.setenv("S2ORC_DIR", str(SAMPLE))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    works = planned_work(load_pipeline(REPO / "pipelines" / "paper.toml", []), Store(tmp_path))
+    assert (works["prefilter"].rate, works["prefilter"].units) == ("prefilter", 1000)
+    # no pool larger than the ~197 papers it keeps: minutes, not the full paper's hours
+    assert works["search_scibert"].units <= 2 * 69 * 1000 * PREFILTER_KEEPS
+    rates = load_rates()
+    total = sum(estimate(w, Machine(16, 1), rates).seconds for w in works.values())
+    assert total < 15 * 60
+    plan = plan_prefilter(PrefilterConfig(input=str(SAMPLE)), {"input": [SAMPLE]}, {})
+    assert "(1,000 records, counted in 1 file(s))" in plan.text
+    assert plan.facts is not None and plan.facts.papers == round(1000 * PREFILTER_KEEPS)
+
+    # Files past the size counted whole (made smaller here: 1 MiB, samples of 256 KiB).
+    monkeypatch.setattr(sizes, "WHOLE_BYTES", 1 << 20)
+    monkeypatch.setattr(sizes, "SAMPLE_BYTES", 1 << 18)
+    lines = (SAMPLE / "metadata_sample.jsonl").read_bytes()
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "metadata_0.jsonl").write_bytes(lines * 2)
+    with gzip.open(big / "metadata_1.jsonl.gz", "wb") as fh:
+        for _ in range(6):
+            fh.write(lines)
+    assert min(f.stat().st_size for f in big.iterdir()) > sizes.WHOLE_BYTES
+    records, how = count_records(sorted(big.iterdir())) or (0, "")
+    assert how == "estimated from 2 file(s)' sizes and a sample of 2"
+    assert records == pytest.approx(1000 * 8, rel=0.1)
+    assert count_records([tmp_path / "nothing.jsonl"]) is None

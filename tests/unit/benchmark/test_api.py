@@ -45,7 +45,10 @@ def test_the_api_returns_the_cli_numbers(tmp_path: Path) -> None:
     rows = summary[(summary["retriever"] == "random") & (summary["split"] == "test")]
     assert set(rows["field"]) == set(printed) and set(rows["setup"]) == {"mdcr"}
     assert rows["std"].isna().all() and rows["pool_size"].isna().all()
-    names = {"map": "map", "ndcg": "ndcg", "recall@5": "recall_5"}
+    # the report's labels, as on pools (stored: map, ndcg, recall@5); the printout keeps
+    # the original scorer's keys
+    assert set(summary["measure"]) == set(result.per_pool["measure"]) == {"MAP", "nDCG", "R@5"}
+    names = {"MAP": "map", "nDCG": "ndcg", "R@5": "recall_5"}
     for r in rows.itertuples(index=False):
         want = printed[r.field][names[r.measure]]
         if r.field == "AVG":
@@ -246,3 +249,17 @@ def test_a_model_whose_encode_returns_a_string_or_raises_is_one_line(tmp_path: P
         "shard 0; fix its encode (--debug shows the traceback)"
     )
     assert isinstance(later.value.__cause__, ValueError)
+
+
+def test_the_api_shows_the_clis_progress_bars_unless_told_not_to(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A notebook's four-minute encode is never silent: `mdcr.evaluate` shows the encode
+    bar (quiet still hides the status lines); `progress=False` hides the bars too."""
+    mdcr.evaluate("random", benchmark=FIXTURE, home=tmp_path / "a")
+    err = capsys.readouterr().err
+    assert "encode random: 100%" in err and "104/104" in err and "paper/s" in err
+    assert "[encode" not in err and "store: " not in err  # quiet: no status lines
+    mdcr.evaluate("random", benchmark=FIXTURE, home=tmp_path / "b", progress=False)
+    assert "encode random" not in capsys.readouterr().err
+    assert _encode_outputs(tmp_path / "b") == 1

@@ -137,3 +137,27 @@ def test_the_api_name_labels_the_retriever_and_never_reencodes(tmp_path: Path) -
     third = mdcr.evaluate(Bag(), benchmark=FIXTURE, home=home)
     (name,) = set(third.summary["retriever"])
     assert name.startswith("Bag-") and len(name) == len("Bag-") + 6
+
+
+def test_status_lines_and_the_bar_show_the_users_name_not_the_folder(
+    tmp_path: Path, capsys
+) -> None:
+    """`--encoder mini=hf:/some/folder`: every status line and the encode bar say `mini`,
+    never the folder; the name is a label, so another name reuses the encoding."""
+    from mdcr.encoders.hf import minilm_path
+
+    folder = str(minilm_path())
+    home = tmp_path / "home"
+    argv = ["evaluate", "--benchmark", str(FIXTURE), "--home", str(home)]
+    assert main([*argv, "--encoder", f"mini=hf:{folder}"]) == 0
+    err = capsys.readouterr().err
+    assert "encode mini: " in err  # the bar
+    assert "[encode] mini: 104 papers in 1 shard(s)" in err
+    assert "[encode] mini: encoded 104 papers" in err
+    assert folder not in err
+    assert main([*argv, "--encoder", f"other=hf:{folder}"]) == 0  # renamed: not re-encoded
+    err = capsys.readouterr().err
+    assert "up to date" in err and "encode other" not in err and folder not in err
+    assert len(_encode_params(home)) == 1
+    (params,) = _encode_params(home)
+    assert "label" not in params  # a setting: never hashed

@@ -85,3 +85,13 @@ def test_bm25_tune_metric_names() -> None:
     assert str(err.value) == (
         "bm25-tune.metric: 'p@5' is not valid; valid: map, ndcg, recall (or kind@N)"
     )
+
+
+def test_printed_names_are_the_table_labels_in_both_modes() -> None:
+    from mdcr.measures.registry import percent, shown_name
+
+    pools = [shown_name(n) for n in ("map@500", "ndcg@500", "recall@30")]
+    mdcr_names = [shown_name(n) for n in ("map", "ndcg", "recall@5")]
+    assert pools == ["MAP", "nDCG", "R@30"] and mdcr_names == ["MAP", "nDCG", "R@5"]
+    assert shown_name("map") == "MAP" and shown_name("not-a-measure") == "not-a-measure"
+    assert percent(0.2756) == "27.6"
