@@ -323,20 +323,18 @@ def _worker_options(cfg: EncodeConfig, ctx: StageContext, options: Any, gpus: fl
 
 
 def _name_unhashed_code(spec: str, ctx: StageContext, since: set[str]) -> None:
-    """Record, and say in one line, which user files a ``py:`` encoder loaded (while being
-    imported, built or run in this process) that its fingerprint did not hash."""
+    """Record, and warn of (now and on every run that reuses this output), the user files
+    a ``py:`` encoder loaded while it encoded that its fingerprint does not hash: code on a
+    path the probe papers did not take (:mod:`mdcr.encoders.probe`)."""
     from mdcr.encoders.identity import unhashed_user_files
 
     missed = unhashed_user_files(spec.removeprefix("py:"), since)
     ctx.record("unhashed_user_files", missed)
     if missed:
-        print(
-            f"warning: encoder '{spec}' loaded user code that is not hashed into its "
-            f"fingerprint ({', '.join(missed)}), so edits to it are not seen: import it by "
-            "name at the top of the module or keep it in the module's folder, or declare a "
-            "version and change it with the code",
-            file=sys.stderr,
-            flush=True,
+        ctx.warn(
+            f"encoder '{spec}' loaded user code that is not hashed into its fingerprint "
+            f"({', '.join(missed)}), so edits to it are not seen: import it by name at the "
+            "top of the module, or declare a version and change it with the code"
         )
 
 
