@@ -417,35 +417,68 @@ def _module_of(path: Path) -> str:
     return resolved.stem
 
 
+def _files_of_imports(calls: set[tuple[Any, Any]]) -> set[str]:
+    """The files of the modules that ``importlib.import_module(name, package)`` calls
+    returned."""
+    import sys
+
+    out = set()
+    for name, package in calls:
+        if not isinstance(name, str):
+            continue
+        try:
+            full = importlib.util.resolve_name(name, package) if name.startswith(".") else name
+        except (ImportError, ValueError):
+            continue
+        file = getattr(sys.modules.get(full), "__file__", None)
+        if isinstance(file, str):
+            out.add(file)
+    return out
+
+
 @contextlib.contextmanager
-def watch_code(module_name: str) -> Iterator[None]:
-    """Note which user source files run inside the block (in this thread and in threads
-    started in it), as code of the ``py:`` encoder of ``module_name``: what it imports by
-    a computed name, keeps in a dict, a closure or an attribute, or imports inside
-    ``encode`` is then hashed with it (:func:`encoder_source_files`)."""
+def watch_code(module_name: str, *, hash_them: bool = True) -> Iterator[set[Path]]:
+    """The user source files whose code runs inside the block (in this thread and in the
+    threads started in it), filled in when the block ends.
+
+    With ``hash_them`` (while the ``py:`` encoder of ``module_name`` is imported, built and
+    probed), they count as its code from then on in this process: what it imports by a
+    computed name, keeps in a dict, a closure or an attribute, or imports inside
+    ``encode`` is hashed with it (:func:`encoder_source_files`), and reloaded when edited.
+    """
     import sys
     import threading
 
     ran: set[str] = set()
+    imported: set[tuple[Any, Any]] = set()  # import_module's (name, package) calls
+    user: set[Path] = set()
     previous, previous_threads = sys.getprofile(), threading.getprofile()
+    import_code = importlib.import_module.__code__
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         if event == "call":
-            ran.add(frame.f_code.co_filename)
+            code = frame.f_code
+            ran.add(code.co_filename)
+            if code is import_code:  # a module already loaded runs no code of its own
+                imported.add((frame.f_locals.get("name"), frame.f_locals.get("package")))
         if previous is not None:
             previous(frame, event, arg)
 
     sys.setprofile(profile)
     threading.setprofile(profile)
     try:
-        yield
+        yield user
     finally:
         sys.setprofile(previous)
         threading.setprofile(previous_threads)  # type: ignore[arg-type]
         libraries = _library_dirs()
+        ran.update(_files_of_imports(imported))
         files = {Path(f).resolve() for f in ran if f.endswith(".py") and Path(f).is_file()}
-        user = {f for f in files if _is_user_file(f, libraries)}
-        _LOADED_BY.setdefault(module_name, set()).update(user)
+        user.update(f for f in files if _is_user_file(f, libraries))
+        if hash_them:
+            _LOADED_BY.setdefault(module_name, set()).update(user)
+            for path in user:  # what ran is what is on disk now; an edit later is reloaded
+                _LOADED.setdefault(path, file_sha256(path))
 
 
 def _user_files_loaded(names: set[str]) -> set[Path]:
@@ -498,16 +531,17 @@ def _import_fresh(module_name: str) -> Any:
     return module
 
 
-def unhashed_user_files(arg: str, since: set[str]) -> list[str]:
-    """User source files that the ``py:<arg>`` encoder's module loaded (on its first import
-    in this process, and since ``since``, the module names loaded before it was built)
-    and that :func:`encoder_source_files` does not hash."""
+def unhashed_user_files(arg: str, since: set[str], ran: set[Path]) -> list[str]:
+    """User source files that the ``py:<arg>`` encoder loaded while it encoded (the module
+    names loaded since ``since``) or whose code ran then (``ran``, from
+    :func:`watch_code`), and that its fingerprint does not hash: code on a path the probe
+    papers did not take."""
     import sys
 
     module_name, attr = arg.split(":")
     obj = getattr(sys.modules.get(module_name), attr, None)
     hashed = {p.resolve() for p in encoder_source_files(module_name, obj).values()}
-    loaded = _LOADED_BY.get(module_name, set()) | _user_files_loaded(set(sys.modules) - since)
+    loaded = ran | _user_files_loaded(set(sys.modules) - since)
     return sorted(str(p) for p in loaded - hashed)
 
 
