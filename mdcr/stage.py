@@ -176,6 +176,11 @@ def progress_bars(show: bool | None) -> Iterator[None]:
         _BARS.reset(token)
 
 
+# The manifest key (in ``info``) of the warnings a stage run gave, said again whenever its
+# output is reused.
+REUSE_WARNINGS = "warnings"
+
+
 @dataclass
 class StageContext:
     """What a running stage sees: where to write, its resolved inputs, and reporting helpers.
@@ -214,6 +219,12 @@ class StageContext:
     def record(self, key: str, value: Any) -> None:
         """Store a JSON-able fact (a funnel, a summary, a model revision) in the manifest."""
         self.info[key] = value
+
+    def warn(self, msg: str) -> None:
+        """Say ``msg`` as a warning now, and again on every later run that finds this
+        output up to date (recorded in the manifest's ``info.warnings``)."""
+        self.info.setdefault(REUSE_WARNINGS, []).append(msg)
+        print(f"warning: {msg}", file=sys.stderr, flush=True)
 
     def log(self, msg: str) -> None:
         if not self.quiet:

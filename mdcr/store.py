@@ -60,7 +60,7 @@ from mdcr.manifests import (
     read_manifest,
     write_manifest,
 )
-from mdcr.stage import StageContext, StageSpec
+from mdcr.stage import REUSE_WARNINGS, StageContext, StageSpec
 
 
 def default_home() -> Path:
@@ -228,16 +228,12 @@ class Store:
     def _run(self, planned: Planned, *, quiet: bool, label: str) -> Artifact:
         spec, fp, final = planned.spec, planned.fingerprint, planned.folder
         if self.is_done(final, fp):
-            if not quiet:
-                print(f"[{label}] up to date: {final}", file=sys.stderr, flush=True)
-            return Artifact(final, fp, up_to_date=True)
+            return self._reused(final, fp, quiet=quiet, label=label)
         with exclusive(
             self.lock_file(spec.name, fp), what=str(final), wait=self.wait, label=label, quiet=quiet
         ):
             if self.is_done(final, fp):  # finished by the process we waited for
-                if not quiet:
-                    print(f"[{label}] up to date: {final}", file=sys.stderr, flush=True)
-                return Artifact(final, fp, up_to_date=True)
+                return self._reused(final, fp, quiet=quiet, label=label)
             broken = self.damage(final, fp)
             if broken is not None:  # not what its manifest says: never used, built again
                 self._announce(quiet)
@@ -250,6 +246,16 @@ class Store:
                 )
                 shutil.rmtree(final)
             return self._build(planned, quiet=quiet, label=label)
+
+    def _reused(self, final: Path, fp: str, *, quiet: bool, label: str) -> Artifact:
+        """A finished output, found up to date: said, with the warnings its run gave (a
+        ``py:`` encoder's unhashed code), which hold for every run that uses it."""
+        if not quiet:
+            print(f"[{label}] up to date: {final}", file=sys.stderr, flush=True)
+        manifest = read_manifest(final) or {}
+        for warning in (manifest.get("info") or {}).get(REUSE_WARNINGS, []):
+            print(f"[{label}] warning: {warning}", file=sys.stderr, flush=True)
+        return Artifact(final, fp, up_to_date=True)
 
     def _announce(self, quiet: bool) -> None:
         """``store: HOME (how it was found)``, once, before this store's first write; the

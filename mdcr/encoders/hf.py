@@ -151,6 +151,10 @@ def load_pretrained(
 class TransformerRunner:
     """A loaded transformer plus the fast batched forward pass shared by all HF encoders."""
 
+    # What it derives from the device: settings, left out of a state digest
+    # (mdcr.encoders.state_digest), as the device itself is.
+    state_settings = ("torch_device", "pad_multiple", "prefetch", "chunk_docs")
+
     def __init__(
         self,
         source: str,

@@ -35,12 +35,14 @@ Library versions (torch, transformers) are recorded in every manifest but not ha
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import os
 import re
 import sysconfig
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -265,7 +267,10 @@ def user_source_files(module_name: str, file: Path | None = None) -> dict[str, P
             continue
         found[name] = file
         package = name if file.name == "__init__.py" else name.rpartition(".")[0]
-        tree = ast.parse(file.read_bytes(), filename=str(file))
+        try:
+            tree = ast.parse(file.read_bytes(), filename=str(file))
+        except (SyntaxError, ValueError):  # hashed; its imports cannot be followed
+            tree = ast.Module(body=[], type_ignores=[])
         parents = name.split(".")[:-1]  # their __init__.py run first on import
         todo += [".".join(parents[: i + 1]) for i in range(len(parents))]
         todo += [n for n in _imported_names(tree, package or None) if n not in found]
@@ -304,24 +309,6 @@ def _files_identity(files: dict[str, Path]) -> dict[str, Any]:
     for name in sorted(files):
         h.update(f"{name}\0{file_sha256(files[name])}\0".encode())
     return {"code": "sha256:" + h.hexdigest()[:32], "files": sorted(files)}
-
-
-# An encoder module's folder is hashed whole (its .py files, not its subfolders) when it
-# holds at most this many; a larger folder (a home directory) is left to the other rules.
-FOLDER_LIMIT = 100
-
-
-def _folder_files(name: str, file: Path) -> dict[str, Path]:
-    """The .py files beside module ``name``'s file, named as modules of its package."""
-    siblings = sorted(p for p in file.parent.glob("*.py") if p.is_file())
-    if len(siblings) > FOLDER_LIMIT:
-        return {}
-    package = name if file.name == "__init__.py" else name.rpartition(".")[0]
-    out: dict[str, Path] = {}
-    for p in siblings:
-        label = package if p.name == "__init__.py" else ".".join(filter(None, (package, p.stem)))
-        out[label or p.stem] = p
-    return out
 
 
 def _code_places(value: Any) -> tuple[str, Path, dict[str, Any]] | None:
@@ -366,10 +353,6 @@ def encoder_source_files(module_name: str, obj: Any = None) -> dict[str, Path]:
 
     for name in names:
         add(user_source_files(name))
-        file = _spec_file(name)
-        if file is not None and _is_user_file(file, libraries):
-            for label, path in _folder_files(name, file).items():
-                add(user_source_files(label, path))
     spaces = [vars(sys.modules[n]) for n in names if n in sys.modules]
     scanned: set[int] = set()
     while spaces:
@@ -385,6 +368,9 @@ def encoder_source_files(module_name: str, obj: Any = None) -> dict[str, Path]:
             if path.resolve() not in found:
                 add(user_source_files(label, path))
             spaces.append(namespace)
+    for path in sorted(_LOADED_BY.get(module_name, ())):  # loaded or run (watch_code)
+        if path.resolve() not in found:
+            add(user_source_files(_module_of(path), path))
     files: dict[str, Path] = {}
     for path, label in sorted(found.items(), key=lambda item: item[1]):
         files[label if label not in files else str(path)] = path
@@ -392,7 +378,9 @@ def encoder_source_files(module_name: str, obj: Any = None) -> dict[str, Path]:
 
 
 def python_identity(module_name: str, obj: Any) -> dict[str, Any]:
-    """Identity of a ``py:`` encoder: its user source files' hash and declared version."""
+    """The code part of a ``py:`` encoder's identity: the hash of the user source files it
+    runs (:func:`encoder_source_files`, which takes in the files :func:`watch_code` saw
+    run while it was imported, built and probed) and its declared version."""
     out = _files_identity(encoder_source_files(module_name, obj))
     version = getattr(obj, "version", None)
     if version is not None:
@@ -403,8 +391,94 @@ def python_identity(module_name: str, obj: Any) -> dict[str, Any]:
 # sha256 of each user source file when mdcr last (re)loaded code from it, so that an edited
 # module is reloaded before its encoder runs again in the same process (a notebook).
 _LOADED: dict[Path, str] = {}
-# module name -> the user files that its first import in this process loaded
+# module name -> the user files its encoder loaded or ran in this process: on its first
+# import, and while it was imported, built and probed (kept, so that every later plan in
+# the process hashes the same files)
 _LOADED_BY: dict[str, set[Path]] = {}
+
+
+def _module_of(path: Path) -> str:
+    """A name for the user file ``path`` that does not depend on where the project lies:
+    the loaded module whose file it is, else its dotted name under the first entry of
+    ``sys.path`` that holds it (a file loaded by path), else its stem."""
+    import sys
+
+    resolved = path.resolve()
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and Path(file).resolve() == resolved:
+            return name
+    for entry in sys.path:
+        root = Path(entry or ".").resolve()
+        if resolved.is_relative_to(root):
+            parts = resolved.relative_to(root).with_suffix("").parts
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            return ".".join(parts)
+    return resolved.stem
+
+
+def _files_of_imports(calls: set[tuple[Any, Any]]) -> set[str]:
+    """The files of the modules that ``importlib.import_module(name, package)`` calls
+    returned."""
+    import sys
+
+    out = set()
+    for name, package in calls:
+        if not isinstance(name, str):
+            continue
+        try:
+            full = importlib.util.resolve_name(name, package) if name.startswith(".") else name
+        except (ImportError, ValueError):
+            continue
+        file = getattr(sys.modules.get(full), "__file__", None)
+        if isinstance(file, str):
+            out.add(file)
+    return out
+
+
+@contextlib.contextmanager
+def watch_code(module_name: str, *, hash_them: bool = True) -> Iterator[set[Path]]:
+    """The user source files whose code runs inside the block (in this thread and in the
+    threads started in it), filled in when the block ends.
+
+    With ``hash_them`` (while the ``py:`` encoder of ``module_name`` is imported, built and
+    probed), they count as its code from then on in this process: what it imports by a
+    computed name, keeps in a dict, a closure or an attribute, or imports inside
+    ``encode`` is hashed with it (:func:`encoder_source_files`), and reloaded when edited.
+    """
+    import sys
+    import threading
+
+    ran: set[str] = set()
+    imported: set[tuple[Any, Any]] = set()  # import_module's (name, package) calls
+    user: set[Path] = set()
+    previous, previous_threads = sys.getprofile(), threading.getprofile()
+    import_code = importlib.import_module.__code__
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            ran.add(code.co_filename)
+            if code is import_code:  # a module already loaded runs no code of its own
+                imported.add((frame.f_locals.get("name"), frame.f_locals.get("package")))
+        if previous is not None:
+            previous(frame, event, arg)
+
+    sys.setprofile(profile)
+    threading.setprofile(profile)
+    try:
+        yield user
+    finally:
+        sys.setprofile(previous)
+        threading.setprofile(previous_threads)  # type: ignore[arg-type]
+        libraries = _library_dirs()
+        ran.update(_files_of_imports(imported))
+        files = {Path(f).resolve() for f in ran if f.endswith(".py") and Path(f).is_file()}
+        user.update(f for f in files if _is_user_file(f, libraries))
+        if hash_them:
+            _LOADED_BY.setdefault(module_name, set()).update(user)
+            for path in user:  # what ran is what is on disk now; an edit later is reloaded
+                _LOADED.setdefault(path, file_sha256(path))
 
 
 def _user_files_loaded(names: set[str]) -> set[Path]:
@@ -429,7 +503,9 @@ def _import_fresh(module_name: str) -> Any:
     before = set(sys.modules)
     module = importlib.import_module(module_name)
     if module_name not in before:
-        _LOADED_BY[module_name] = _user_files_loaded(set(sys.modules) - before)
+        _LOADED_BY.setdefault(module_name, set()).update(
+            _user_files_loaded(set(sys.modules) - before)
+        )
     files = encoder_source_files(module_name)
     digests = {path.resolve(): file_sha256(path) for path in files.values()}
     imported = {p.resolve(): n for n, p in user_source_files(module_name).items()}
@@ -455,16 +531,17 @@ def _import_fresh(module_name: str) -> Any:
     return module
 
 
-def unhashed_user_files(arg: str, since: set[str]) -> list[str]:
-    """User source files that the ``py:<arg>`` encoder's module loaded (on its first import
-    in this process, and since ``since``, the module names loaded before it was built)
-    and that :func:`encoder_source_files` does not hash."""
+def unhashed_user_files(arg: str, since: set[str], ran: set[Path]) -> list[str]:
+    """User source files that the ``py:<arg>`` encoder loaded while it encoded (the module
+    names loaded since ``since``) or whose code ran then (``ran``, from
+    :func:`watch_code`), and that its fingerprint does not hash: code on a path the probe
+    papers did not take."""
     import sys
 
     module_name, attr = arg.split(":")
     obj = getattr(sys.modules.get(module_name), attr, None)
     hashed = {p.resolve() for p in encoder_source_files(module_name, obj).values()}
-    loaded = _LOADED_BY.get(module_name, set()) | _user_files_loaded(set(sys.modules) - since)
+    loaded = ran | _user_files_loaded(set(sys.modules) - since)
     return sorted(str(p) for p in loaded - hashed)
 
 

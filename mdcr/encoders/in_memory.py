@@ -79,10 +79,19 @@ def _st_config(model: Any) -> dict[str, Any]:
     }
 
 
-def model_identity(model: Any, cache_key: str | None = None) -> dict[str, Any]:
+_CACHE_KEY_FIX = (
+    "pass cache_key='<a name for this exact model state>' to mdcr.evaluate (and change it "
+    "whenever the model changes)"
+)
+
+
+def model_identity(
+    model: Any, cache_key: str | None = None, *, fix: str = _CACHE_KEY_FIX
+) -> dict[str, Any]:
     """The identity the fingerprint hashes: the model's class and code, its weights and
     config (a torch module), and the digest of its whole state (:mod:`.state_digest`);
-    with ``cache_key``, the key given in place of the weights and state."""
+    with ``cache_key``, the key given in place of the weights and state. ``fix``: what the
+    one-line error for a state that cannot be hashed tells the user to do."""
     from mdcr.encoders.identity import code_identity, is_user_module
 
     cls = type(model)
@@ -105,8 +114,7 @@ def model_identity(model: Any, cache_key: str | None = None) -> dict[str, Any]:
         except UnhashableState as exc:
             raise ConfigError(
                 f"cannot hash {exc.path} ({exc.what}), so a change to the model could not be "
-                "told from its cached results; pass cache_key='<a name for this exact model "
-                "state>' to mdcr.evaluate (and change it whenever the model changes)"
+                f"told from its cached results; {fix}"
             ) from None
         out["state"] = "sha256:" + state[:32]
         modules += sorted(seen - set(modules))
@@ -222,8 +230,11 @@ def register_model(
             f"{type(model).__name__} has no encode method; pass a SentenceTransformer, an "
             "object with encode(list of str), or an mdcr Encoder"
         )
+    from mdcr.encoders.probe import probe_digest
+
     identity = model_identity(model, cache_key)
     identity["metric"] = encoder.metric
+    identity["probe"] = probe_digest(name or type(model).__name__, encoder)
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode())
     if name:
         label = name

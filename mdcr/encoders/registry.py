@@ -294,11 +294,34 @@ def _hf_any_identity(arg: str, o: EncoderOptions) -> dict[str, Any]:
     return model_source_identity(arg, o.revision)
 
 
-def _py_identity(arg: str, o: EncoderOptions) -> dict[str, Any]:
-    from mdcr.encoders.identity import import_attr, python_identity
+# py: encoders built to be identified, by (arg, options): the run that follows the plan in
+# this process takes the very object whose state and probe vectors the fingerprint hashed.
+_BUILT: dict[tuple[str, str], AnyEncoder] = {}
 
-    module_name, obj = import_attr(f"{PY_PREFIX}{arg}", arg)
-    return python_identity(module_name, obj)
+
+def _py_identity(arg: str, o: EncoderOptions) -> dict[str, Any]:
+    """A ``py:`` encoder's identity: its code (:func:`~mdcr.encoders.identity.python_identity`),
+    and, built, its state (:func:`~mdcr.encoders.in_memory.model_identity`) and its vectors
+    for the probe papers (:mod:`mdcr.encoders.probe`)."""
+    from mdcr.encoders.identity import import_attr, python_identity, watch_code
+    from mdcr.encoders.in_memory import model_identity
+    from mdcr.encoders.probe import probe_digest
+
+    spec = f"{PY_PREFIX}{arg}"
+    module_name = arg.split(":")[0]
+    with watch_code(module_name):
+        _, obj = import_attr(spec, arg)
+        encoder = _build_py(arg, o, obj)
+        probe = probe_digest(spec, encoder)
+    cache_key = getattr(encoder, "cache_key", None)
+    state = model_identity(
+        encoder,
+        None if cache_key is None else str(cache_key),
+        fix=f"declare cache_key = '<a name for this exact state>' on encoder '{spec}' "
+        "(and change it whenever what it loads changes)",
+    )
+    _BUILT[(arg, repr(o))] = encoder
+    return {**python_identity(module_name, obj), "state": state, "probe": probe}
 
 
 # -- the families' factories (from a record) ----------------------------------------------
@@ -487,9 +510,18 @@ def _py(arg: str, o: EncoderOptions) -> AnyEncoder:
     """
     from mdcr.encoders.identity import import_attr
 
+    built = _BUILT.pop((arg, repr(o)), None)
+    if built is not None:  # built (and probed) by the plan of this run
+        return built
     if o.given():
         _check_py_options(arg, o)
     _, obj = import_attr(f"{PY_PREFIX}{arg}", arg)
+    return _build_py(arg, o, obj)
+
+
+def _build_py(arg: str, o: EncoderOptions, obj: Any) -> AnyEncoder:
+    """The encoder ``py:<arg>`` names: ``obj`` itself, or what the class or factory
+    ``obj`` returns, checked against the :class:`Encoder` protocol."""
     if inspect.isclass(obj) or (callable(obj) and not hasattr(obj, "encode")):
         params = inspect.signature(obj).parameters
         required = [

@@ -331,21 +331,19 @@ def _worker_options(cfg: EncodeConfig, ctx: StageContext, options: Any, gpus: fl
     return dataclasses.replace(options, precision=precision, device=device)
 
 
-def _name_unhashed_code(spec: str, ctx: StageContext, since: set[str]) -> None:
-    """Record, and say in one line, which user files a ``py:`` encoder loaded (while being
-    imported, built or run in this process) that its fingerprint did not hash."""
+def _name_unhashed_code(spec: str, ctx: StageContext, since: set[str], ran: set[Path]) -> None:
+    """Record, and warn of (now and on every run that reuses this output), the user files
+    a ``py:`` encoder loaded while it encoded that its fingerprint does not hash: code on a
+    path the probe papers did not take (:mod:`mdcr.encoders.probe`)."""
     from mdcr.encoders.identity import unhashed_user_files
 
-    missed = unhashed_user_files(spec.removeprefix("py:"), since)
+    missed = unhashed_user_files(spec.removeprefix("py:"), since, ran)
     ctx.record("unhashed_user_files", missed)
     if missed:
-        print(
-            f"warning: encoder '{spec}' loaded user code that is not hashed into its "
-            f"fingerprint ({', '.join(missed)}), so edits to it are not seen: import it by "
-            "name at the top of the module or keep it in the module's folder, or declare a "
-            "version and change it with the code",
-            file=sys.stderr,
-            flush=True,
+        ctx.warn(
+            f"encoder '{spec}' loaded user code that is not hashed into its fingerprint "
+            f"({', '.join(missed)}), so edits to it are not seen: import it by name at the "
+            "top of the module, or declare a version and change it with the code"
         )
 
 
@@ -369,7 +367,7 @@ class EncodeTally:
 
 def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     from mdcr.artifacts import PAPERS
-    from mdcr.encoders.base import encoder_identity, is_asymmetric, is_multi_vector
+    from mdcr.encoders.base import encoder_identity
     from mdcr.engine import open_engine
 
     corpus = PAPERS.require(ctx.input("corpus"))
@@ -381,8 +379,43 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     engine = open_engine(cfg, ctx, reads=[r.folder for r in reuse])
     if not engine.in_process:
         options = _worker_options(cfg, ctx, options, engine.worker_gpus(cfg.device))
-    asymmetric = is_asymmetric(encoder)
     tally = EncodeTally()
+    with _watched(cfg.encoder) as ran:
+        _encode_roles(cfg, ctx, corpus, engine, options, reuse, encoder, tally)
+    ctx.log(encode_end_line(cfg.shown(encoder), tally.counts))
+    _write_encoder_json(cfg, ctx, encoder, identity, tally)
+    _remove_work_files(ctx)
+    if cfg.encoder.startswith("py:"):
+        _name_unhashed_code(cfg.encoder, ctx, modules_before, ran)
+    _record_encode(ctx, encoder, identity, key, reuse, tally)
+
+
+def _watched(spec: str) -> Any:
+    """For a ``py:`` encoder, the user files whose code runs while it encodes (to name what
+    its fingerprint did not hash); for any other, nothing is watched."""
+    import contextlib
+
+    from mdcr.encoders.identity import watch_code
+
+    if not spec.startswith("py:"):
+        return contextlib.nullcontext(set())
+    return watch_code(spec.removeprefix("py:").split(":")[0], hash_them=False)
+
+
+def _encode_roles(
+    cfg: EncodeConfig,
+    ctx: StageContext,
+    corpus: Path,
+    engine: Any,
+    options: EncoderOptions,
+    reuse: list[Any],
+    encoder: Any,
+    tally: EncodeTally,
+) -> None:
+    """Encode every role of the encoder (documents, and queries for an asymmetric one)."""
+    from mdcr.encoders.base import is_asymmetric, is_multi_vector
+
+    asymmetric = is_asymmetric(encoder)
     for role in ["document", "query"] if asymmetric else ["document"]:
         job = ShardJob(
             spec=cfg.encoder,
@@ -395,12 +428,6 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
             storage=cfg.storage,
         )
         _encode_role(cfg, ctx, corpus, engine, job, encoder, tally)
-    ctx.log(encode_end_line(cfg.shown(encoder), tally.counts))
-    _write_encoder_json(cfg, ctx, encoder, identity, tally)
-    _remove_work_files(ctx)
-    if cfg.encoder.startswith("py:"):
-        _name_unhashed_code(cfg.encoder, ctx, modules_before)
-    _record_encode(ctx, encoder, identity, key, reuse, tally)
 
 
 def _load_encoder(cfg: EncodeConfig, ctx: StageContext) -> tuple[Any, EncoderOptions]:

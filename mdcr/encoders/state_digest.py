@@ -83,13 +83,32 @@ _DESCRIPTORS = (
     types.GetSetDescriptorType,
     types.MemberDescriptorType,
 )
-# Attributes that say where a model runs, a setting (as the device of a tensor is).
+# Attributes that say where and how a model runs, settings (as the device of a tensor
+# is): the device, and the encode options that are settings (the precision is hashed by
+# what it resolves to, beside the state). A class adds its own in ``state_settings``.
 _SETTINGS = frozenset(
-    ("device", "_device", "device_map", "_device_map", "hf_device_map", "_target_device")
+    (
+        "device",
+        "_device",
+        "device_map",
+        "_device_map",
+        "hf_device_map",
+        "_target_device",
+        "precision",
+        "batch_tokens",
+        "workers",
+    )
 )
 # Class attributes that are no code: Python's own, and pickle's cache of slot names.
 _CLASS_NOISE = ("__dict__", "__weakref__", "__doc__", "__module__", "__qualname__", "__slotnames__")
 _NEWOBJ = (copyreg.__newobj__, copyreg.__newobj_ex__, copyreg._reconstructor)  # type: ignore[attr-defined]
+
+
+def _settings_of(obj: Any) -> frozenset[str]:
+    """The attribute names of ``obj`` that are settings: the common ones, and those its
+    class declares in ``state_settings`` (what it derives from the device)."""
+    declared = getattr(type(obj), "state_settings", ())
+    return _SETTINGS | frozenset(declared) if declared else _SETTINGS
 
 
 def _qualname(obj: Any) -> str:
@@ -285,7 +304,7 @@ class _Walker:
             return False
         extra = getattr(obj, "__dict__", None)  # a subclass's own attributes
         if extra:
-            self._attributes(extra, path, depth)
+            self._attributes(extra, path, depth, _settings_of(obj))
         return True
 
     def _apart(self, obj: Any, path: str, depth: int) -> str:
@@ -296,14 +315,16 @@ class _Walker:
         self.user_modules |= sub.user_modules
         return sub.h.hexdigest()
 
-    def _attributes(self, attrs: Any, path: str, depth: int) -> None:
+    def _attributes(
+        self, attrs: Any, path: str, depth: int, settings: frozenset[str] = _SETTINGS
+    ) -> None:
         if not isinstance(attrs, dict):
             self.walk(attrs, path, depth)
             return
         self.put("attrs", str(len(attrs)))
         for k, v in list(attrs.items()):
             self.walk(k, path, depth)
-            if k in _SETTINGS:
+            if k in settings:
                 self.put("setting")
             else:
                 self.walk(v, f"{path}.{k}", depth)
@@ -420,11 +441,12 @@ class _Walker:
             self.walk(func, path, depth)
             self.walk(args, f"{path}.<args>", depth)
         state, items, pairs = rest
+        settings = _settings_of(obj)
         if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
-            self._attributes(state[0], path, depth)  # (__dict__, slots)
-            self._attributes(state[1], path, depth)
+            self._attributes(state[0], path, depth, settings)  # (__dict__, slots)
+            self._attributes(state[1], path, depth, settings)
         else:
-            self._attributes(state, path, depth)
+            self._attributes(state, path, depth, settings)
         if items is not None:
             self.walk(list(items), path, depth)
         if pairs is not None:
