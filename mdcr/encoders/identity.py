@@ -462,7 +462,7 @@ def watch_code(module_name: str, *, hash_them: bool = True) -> Iterator[set[Path
             if code is import_code:  # a module already loaded runs no code of its own
                 imported.add((frame.f_locals.get("name"), frame.f_locals.get("package")))
         if previous is not None:
-            previous(frame, event, arg)
+            previous(frame, event, arg)  # type: ignore[arg-type]
 
     sys.setprofile(profile)
     threading.setprofile(profile)

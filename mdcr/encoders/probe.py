@@ -46,9 +46,10 @@ def probe_roles(encoder: Any) -> list[str | None]:
 
 
 def probe_digest(spec: str, encoder: Any) -> str:
-    """sha256 of the encoder's vectors (and offsets, multi-vector) for the probe papers in
-    each of its roles, as float16 (the store's default form); an encoder that raises or
-    returns vectors the store would refuse is a one-line error naming it."""
+    """sha256 of the encoder's vectors for the probe papers (a paper per call; a
+    multi-vector encoder's vectors of one paper by their count too) in each of its roles,
+    as float16 (the store's default form); an encoder that raises or returns vectors the
+    store would refuse is a one-line error naming it."""
     from mdcr.encoders.store import checked_vectors
 
     papers = list(probe_papers())
@@ -63,7 +64,7 @@ def probe_digest(spec: str, encoder: Any) -> str:
                 raise
             except Exception as exc:  # the encoder's own code may raise anything
                 raise encoder_failed(spec, exc, f"probe paper {paper.paper_id}") from exc
-            vectors, offsets = checked_vectors(spec, result, one, encoder.dim, multi, "float32")
+            vectors, _ = checked_vectors(spec, result, one, encoder.dim, multi, "float32")
             with np.errstate(over="ignore"):
                 stored = np.ascontiguousarray(vectors.astype(np.float16))
             h.update(f"{role}\0{stored.shape}\0".encode())

@@ -456,7 +456,8 @@ def test_files_the_encoder_does_not_load_are_neither_hashed_nor_imported(
     re-encodes nothing, and the second does not block the encoder."""
     mods = tmp_path / "mods"
     mods.mkdir()
-    (mods / "side_mod.py").write_text(DYNAMIC_MODULE.format(load="import types\nhelper = types.SimpleNamespace(SCALE=4)"))
+    load = "import types\nhelper = types.SimpleNamespace(SCALE=4)"
+    (mods / "side_mod.py").write_text(DYNAMIC_MODULE.format(load=load))
     (mods / "notes.py").write_text("# scratch\n")
     (mods / "broken_draft.py").write_text("def oops(:\n")
     monkeypatch.syspath_prepend(str(mods))
