@@ -7,7 +7,9 @@ those pools (found with ``Store.find``; for a retriever scored twice the newest 
 
 from __future__ import annotations
 
+
 import dataclasses
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,10 +104,15 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
     return Pipeline("evaluate", Path("evaluate"), None, tuple(steps)), runs
 
 
-def check_names(store: Store, pools: Path, runs: list[tuple[str, Path]]) -> None:
-    """A name scored earlier on these pools by another retriever (another setup,
-    :mod:`mdcr.retriever_setups`) is a one-line error, raised before anything is scored;
-    the same setup again is the same retriever, whose newest scores the report takes."""
+def check_names(store: Store, pools: Path, runs: list[tuple[str, Path]]) -> list[str]:
+    """Names scored earlier on these pools by another setup (:mod:`mdcr.retriever_setups`),
+    checked before anything is scored.
+
+    The same spec in another setup (a ``py:`` encoder edited, a folder's weights retrained,
+    other encode options) is the same retriever scored again: its newest scores replace the
+    older ones in the report, and the returned line says so. Another spec under an old
+    name is a one-line error. The same setup again is the same retriever, said nothing of.
+    """
     from mdcr.fingerprints import artifact_fingerprint
     from mdcr.outputs import scores_on_pools
     from mdcr.retriever_setups import run_setup
@@ -115,6 +122,7 @@ def check_names(store: Store, pools: Path, runs: list[tuple[str, Path]]) -> None
         for name, p in runs
     }
     setups = {name: run_setup(r) for name, r in new.items()}
+    replaced: dict[str, str] = {}
     for _, folder, info in scores_on_pools(store, artifact_fingerprint(pools)):
         for r in info.runs:
             name = str(r.get("retriever"))
@@ -123,12 +131,21 @@ def check_names(store: Store, pools: Path, runs: list[tuple[str, Path]]) -> None
             now, before = setups[name], run_setup(r)
             if "?" in (now["spec"], before["spec"]) or now["key"] == before["key"]:
                 continue  # the same retriever (or one that cannot be told apart)
+            if now["spec"] == before["spec"]:
+                replaced[name] = (
+                    f"evaluate --pools: '{name}' ({now['spec']}) changed since it was scored "
+                    f"on these pools ({before['detail'] or 'defaults'}, now "
+                    f"{now['detail'] or 'defaults'}); its new scores replace the older ones "
+                    "in the report"
+                )
+                continue
             raise ConfigError(
                 f"evaluate --pools: '{name}' already names another retriever on these pools "
                 f"({before['spec']}: {before['detail'] or 'defaults'}, in '{folder}') than the "
                 f"one scored now ({now['spec']}: {now['detail'] or 'defaults'}); give this one "
                 f"another name with --encoder NAME=SPEC"
             )
+    return list(replaced.values())
 
 
 def report_pipeline(req: EvaluateRequest, store: Store, scored: Path) -> tuple[Pipeline, int]:
@@ -176,7 +193,8 @@ def evaluate_pools(req: EvaluateRequest, store: Store, *, quiet: bool = False) -
     pipeline = set_engine(pipeline, req.engine)
     searched = dataclasses.replace(pipeline, steps=pipeline.steps[:-1])  # all but score
     made = run_pipeline(searched, store, quiet=quiet)
-    check_names(store, req.pools, [(name, made[step_id].path) for name, step_id in runs])
+    for line in check_names(store, req.pools, [(n, made[step_id].path) for n, step_id in runs]):
+        print(line, file=sys.stderr, flush=True)
     # The score step alone, on the runs just made (each step is planned and printed once).
     score = pipeline.steps[-1]
     ran = tuple(str(made[step_id].path) for _, step_id in runs)

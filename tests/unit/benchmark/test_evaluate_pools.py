@@ -89,21 +89,28 @@ def test_inputs_are_found_again_in_the_store_holding_an_output(
 
 
 def test_one_name_for_two_retrievers_on_pools_is_an_error(tmp_path: Path, capsys) -> None:
-    """Scoring another retriever under a name already scored on the pools is a one-line
-    error naming both setups; the same retriever scored again is reported once, newest
-    first; the report lists each retriever's setup."""
+    """Scoring another encoder under a name already scored on the pools is a one-line
+    error naming both setups; the same encoder changed (other options, an edited ``py:``
+    module) replaces the older result of its name, said in one line; the same retriever
+    scored again is reported once, newest first; the report lists each retriever's setup."""
     home = tmp_path / "home"
     pools = make_pools(home, make_corpus(tmp_path / "corpus"), field_pool_size=400)
     base = ["evaluate", "--pools", str(pools), "--home", str(home), "-q"]
     assert main([*base, "--encoder", "random", "--encode-set", "dim=8"]) == 0
     capsys.readouterr()
-    assert (
-        main([*base, "--encoder", "random", "--encode-set", "dim=8", "--encode-set", "seed=3"]) == 2
-    )
+    other = "random=py:tests.integration.fake_encoders:Specter"
+    assert main([*base, "--encoder", other]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert "'random' already names another retriever" in err and "seed=3" in err
+    assert "'random' already names another retriever" in err and "fake_encoders" in err
     assert "--encoder NAME=SPEC" in err
+    changed = ["--encoder", "random", "--encode-set", "dim=8", "--encode-set", "seed=3"]
+    assert main([*base, *changed]) == 0
+    out = capsys.readouterr()
+    said = [line for line in out.err.splitlines() if "changed since it was scored" in line]
+    assert len(said) == 1 and "'random'" in said[0] and "seed=3" in said[0]
+    report = Path(out.out.strip().splitlines()[-1].split("report: ")[1])
+    assert "| `random` | `random` | dim=8, seed=3 |" in report.read_text()
     # the same random again beside a renamed variant: one random, newest; two setups listed
     argv = [*base, "--encoder", "random", "--encoder", "r3=random", "--encode-set", "dim=8"]
     assert main([*argv, "--encode-set", "r3.seed=3"]) == 0
@@ -113,3 +120,38 @@ def test_one_name_for_two_retrievers_on_pools_is_an_error(tmp_path: Path, capsys
     text = report.read_text()
     assert "| `random` | `random` | dim=8 |" in text
     assert "| `r3` | `random` | dim=8, seed=3 |" in text
+
+
+EDITED_ENCODER = """
+import numpy as np
+
+class Enc:
+    name, dim, metric = "edited", 4, "ip"
+
+    def encode(self, texts):
+        rng = np.random.default_rng({seed})
+        return rng.standard_normal((len(texts), 4)).astype(np.float32)
+"""
+
+
+def test_an_edited_py_encoder_rescored_under_its_name_replaces_its_older_result(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The edit-and-rescore loop: the same ``py:`` spec, edited, is scored again under the
+    same name; one line says its new scores replace the older ones, and the report has
+    the new numbers."""
+    (tmp_path / "mods").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    home = tmp_path / "home"
+    pools = make_pools(home, make_corpus(tmp_path / "corpus"), field_pool_size=400)
+    argv = ["evaluate", "--pools", str(pools), "--home", str(home), "-q"]
+    argv += ["--encoder", "mine=py:edited_enc:Enc"]
+    reports = []
+    for seed in (1, 2):
+        (tmp_path / "mods" / "edited_enc.py").write_text(EDITED_ENCODER.format(seed=seed))
+        assert main(argv) == 0
+        out = capsys.readouterr()
+        said = [line for line in out.err.splitlines() if "changed since it was scored" in line]
+        assert len(said) == (seed - 1)
+        reports.append(Path(out.out.strip().splitlines()[-1].split("report: ")[1]).read_text())
+    assert reports[0] != reports[1] and reports[1].count("| `mine` |") == 1
