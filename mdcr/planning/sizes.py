@@ -70,12 +70,17 @@ def input_records(
     upstream: Mapping[Path, PlanFacts],
     files: Sequence[Path] | None = None,
 ) -> tuple[int, str]:
-    """(records the prefilter reads, how known): a planned synthetic corpus's; else those
-    in the input's JSONL ``files`` when they are there (:func:`count_records`); else the
-    stated count (S2ORC's 81.1M, ``MDCR_PLAN_INPUT_RECORDS``)."""
+    """(records the prefilter reads, how known): a planned synthetic corpus's; else the
+    count stated in ``MDCR_PLAN_INPUT_RECORDS`` (to price a full release from a sample);
+    else those in the input's JSONL ``files`` when they are there (:func:`count_records`);
+    else S2ORC's 81.1M."""
+    import os
+
     source = _first(inputs, "input")
     if source is not None and source in upstream and upstream[source].records:
         return upstream[source].records, "the planned corpus's"
+    if os.environ.get("MDCR_PLAN_INPUT_RECORDS"):
+        return _env_int("MDCR_PLAN_INPUT_RECORDS", INPUT_RECORDS), "MDCR_PLAN_INPUT_RECORDS"
     counted = count_records(files or [])
     if counted is not None:
         return counted

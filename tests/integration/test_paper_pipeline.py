@@ -81,7 +81,10 @@ def _run(home: Path, *extra: str) -> tuple[int, str]:
 
 
 @pytest.mark.integration
-def test_dry_run_prints_the_paper_scale_plan(env: dict) -> None:
+def test_dry_run_prints_the_paper_scale_plan(env: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan of a full S2ORC release, priced from the small folder at hand by the
+    stated record count (the folder's own count is tested in tests/unit/test_planning.py)."""
+    monkeypatch.setenv("MDCR_PLAN_INPUT_RECORDS", "81100000")
     rc, out = _run(env["home"] / "dry", "--dry-run")
     assert rc == 0
     # 4 sizes x 3 repetitions x 2 splits; 19 fields x 3 repetitions x 2 splits.
