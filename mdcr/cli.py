@@ -617,15 +617,13 @@ def _run_catalog(args: argparse.Namespace) -> int:
     if args.command == "ls":
         from mdcr.recent import hint_lines
 
-        for line in hint_lines(home.path):  # where else outputs were written lately
-            print(line)
         entries = catalog.scan(home.path, args.stage)
         chosen = catalog.select(entries, args.retriever)
         fold = args.stage is None and not args.retriever
         lines = catalog_text.ls_lines(
             chosen, fold_indexes=fold, stage=args.stage, retriever=args.retriever or ""
         )
-        print("\n".join(lines))
+        print("\n".join([*lines, *hint_lines(home.path)]))  # then where else was written
         return 0
     items = catalog.garbage(catalog.scan(home.path), args.stages)
     for line in catalog_text.gc_lines(items, removing=args.yes):

@@ -75,9 +75,10 @@ def note(home: Path, now: float | None = None) -> None:
 def others(home: Path, now: float | None = None) -> list[tuple[Path, str]]:
     """The stores other than ``home`` written in the last :data:`DAYS` days that still
     exist, newest first, with when."""
-    return [
+    found = [
         (Path(p), when) for p, when in read(now).items() if Path(p) != home and Path(p).is_dir()
     ]
+    return sorted(found, key=lambda item: item[1], reverse=True)
 
 
 def hint_lines(home: Path) -> list[str]:

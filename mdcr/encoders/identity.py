@@ -8,26 +8,29 @@ a changed encoder never returns a cached vector:
   then loaded at exactly that commit;
 - a local folder (``hf:/path``, ``minilm``'s packaged weights): the sha256 of every file
   in it (weights, config, tokenizer, sentence-transformers modules);
-- ``py:<module>:<attr>``: the sha256 of the user source files it runs (the standard
-  library, installed packages and mdcr itself are left out), plus the encoder's
-  ``version`` string if it declares one (:func:`encoder_source_files`):
+- ``py:<module>:<attr>``: the code part of its identity (the built state and the probe
+  vectors are added by :mod:`mdcr.encoders.registry` and :mod:`mdcr.encoders.probe`): the
+  sha256 of the user source files it runs (the standard library, installed packages and
+  mdcr itself are left out), plus the encoder's ``version`` string if it declares one
+  (:func:`encoder_source_files`):
 
   1. the module (and the module defining the attribute), its packages' ``__init__.py``,
      and every user module they import, followed recursively: ``import`` and ``from ...
      import`` statements and ``importlib.import_module("name")`` / ``__import__("name")``
      calls with a literal name, wherever they are in the file;
-  2. every ``.py`` file in the module's own folder (not its subfolders), if it holds at
-     most :data:`FOLDER_LIMIT` (100) of them: a helper there loaded by a computed name or
-     by path (``spec_from_file_location``) is covered;
-  3. the user modules, functions and classes the module's globals point to after it is
+  2. the user modules, functions and classes the module's globals point to after it is
      imported, however they were loaded (a file elsewhere loaded by path), followed
-     through their own imports and globals.
+     through their own imports and globals;
+  3. every user file whose code ran, or that ``importlib.import_module`` returned, while
+     the encoder was imported, built and probed (:func:`watch_code`): a helper loaded by a
+     computed name and kept in a dict, a closure or an attribute, or imported inside
+     ``encode``. A file it never loads is neither hashed nor imported.
 
-  Code loaded only while the encoder is built or encodes, by a computed name or path
-  outside the folder, cannot be seen before the run: the encode stage records such files
-  in the manifest (``unhashed_user_files``) and warns in one line. Data files a ``py:``
-  encoder reads are not seen either: declare ``version``. A hashed file edited in a
-  running process (a notebook) is reloaded before the encoder runs again.
+  Code loaded only while it encodes, on a path the probe papers do not take, cannot be
+  seen before the run: the encode stage records such files in the manifest
+  (``unhashed_user_files``) and warns in one line, again on every run that reuses the
+  output; declare ``version`` for it. A hashed file edited in a running process (a
+  notebook) is reloaded before the encoder runs again.
 
 Library versions (torch, transformers) are recorded in every manifest but not hashed.
 """

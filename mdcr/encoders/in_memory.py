@@ -13,7 +13,9 @@ encoder. The digest is its identity for the fingerprint:
 - for every model, the digest of its whole state (:mod:`mdcr.encoders.state_digest`):
   arrays, tensors, modules, tokenizers and the user's code at any depth, so a wrapper
   class that keeps a transformers model in an attribute, or numpy weights in a dict, gets
-  a new fingerprint when a weight changes.
+  a new fingerprint when a weight changes;
+- its vectors for the probe papers (:mod:`mdcr.encoders.probe`), so a change of behaviour
+  from outside its state (an environment variable it reads) is a new fingerprint too.
 
 A model whose state cannot be hashed (it holds a lock, an open file, a generator) is
 refused with a one-line error naming the attribute; ``cache_key=`` then names its state

@@ -26,9 +26,11 @@ from typing import Any
 import numpy as np
 
 from mdcr.encoders.base import PaperText, encoder_failed, is_asymmetric, is_multi_vector
-from mdcr.errors import MdcrError
+from mdcr.errors import InputDataError, MdcrError
 
 PROBE_FILE = "probe_papers.json"
+# Said with an error met on a probe paper, which the user never gave.
+WHY = "mdcr encodes 32 fixed papers to identify an encoder by what it computes"
 
 
 @functools.cache
@@ -63,8 +65,12 @@ def probe_digest(spec: str, encoder: Any) -> str:
             except MdcrError:
                 raise
             except Exception as exc:  # the encoder's own code may raise anything
-                raise encoder_failed(spec, exc, f"probe paper {paper.paper_id}") from exc
-            vectors, _ = checked_vectors(spec, result, one, encoder.dim, multi, "float32")
+                what = f"probe paper {paper.paper_id} ({WHY})"
+                raise encoder_failed(spec, exc, what) from exc
+            try:
+                vectors, _ = checked_vectors(spec, result, one, encoder.dim, multi, "float32")
+            except InputDataError as exc:
+                raise InputDataError(f"{exc} [on probe paper {paper.paper_id}: {WHY}]") from None
             with np.errstate(over="ignore"):
                 stored = np.ascontiguousarray(vectors.astype(np.float16))
             h.update(f"{role}\0{stored.shape}\0".encode())

@@ -7,7 +7,6 @@ those pools (found with ``Store.find``; for a retriever scored twice the newest 
 
 from __future__ import annotations
 
-
 import dataclasses
 import sys
 from pathlib import Path

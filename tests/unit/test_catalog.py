@@ -75,9 +75,10 @@ def test_every_stage_command_ends_with_its_output_folder(built: dict[str, Any]) 
 
 
 def _rows(out: str) -> list[str]:
-    """The table lines of `mdcr ls` (after the store line, the hints of other stores
-    written recently, and the header)."""
-    lines = [ln for ln in out.strip().splitlines() if not ln.startswith("also written")]
+    """The table lines of `mdcr ls` (after the store line and the header, before the
+    hints of other stores written recently)."""
+    hints = ("also written recently: ", "... and ")
+    lines = [ln for ln in out.strip().splitlines() if not ln.startswith(hints)]
     assert lines[0].startswith("store: ") and lines[1].split()[:2] == ["STAGE", "FINGERPRINT"]
     return lines[2:]
 
@@ -127,8 +128,8 @@ def test_ls_names_the_other_stores_written_recently(
     home = built["home"]
     lines = _mdcr("ls", "--home", str(home))[1].splitlines()
     assert lines[0] == f"store: {home} (--home)"
-    assert lines[1].startswith(f"also written recently: {other} (")
-    assert lines[1].endswith(f"`mdcr ls --home {other}` lists it")
+    assert lines[-1].startswith(f"also written recently: {other} (")  # under the table
+    assert lines[-1].endswith(f"`mdcr ls --home {other}` lists it")
     lines = _mdcr("ls", "--home", str(other))[1].splitlines()  # itself: no hint
     assert not any(ln.startswith("also written") for ln in lines)
     recent.note(home, now=time.time() - (recent.DAYS + 1) * 86_400)  # long ago: dropped

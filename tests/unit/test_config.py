@@ -135,6 +135,7 @@ SETTING_NAMES = {
     "executor",
     "ray_address",
     "ray_workers",
+    "label",  # what status lines call an encoder (the retriever's name); a label, never hashed
 }
 
 

@@ -198,10 +198,13 @@ def test_a_model_whose_state_cannot_be_hashed_asks_for_a_cache_key(tmp_path: Pat
     plain = mdcr.evaluate(NumpyModel(0), benchmark=FIXTURE, home=tmp_path).summary
     assert keyed["mean"].equals(plain["mean"])
     assert _encode_outputs(tmp_path) == 2  # the key, not the state, names the output
-    model.layers["proj"][4, 0] += 8.0  # the caller's word: the same key, the cached output
     assert mdcr.evaluate(model, benchmark=FIXTURE, home=tmp_path, cache_key="v1").summary.equals(
         keyed
     )
+    assert _encode_outputs(tmp_path) == 2  # the same key and behaviour: the cached output
+    model.layers["proj"][4, 0] += 8.0  # the key stands in for the state, not the behaviour:
+    moved = mdcr.evaluate(model, benchmark=FIXTURE, home=tmp_path, cache_key="v1").summary
+    assert _encode_outputs(tmp_path) == 3 and not moved["mean"].equals(keyed["mean"])
     with pytest.raises(ConfigError, match="cache_key applies to a model object"):
         mdcr.evaluate("random", benchmark=FIXTURE, home=tmp_path, cache_key="v1")
 

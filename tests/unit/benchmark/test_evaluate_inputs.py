@@ -3,6 +3,7 @@ naming the problem and the fix, raised before any output is written where it can
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -86,6 +87,11 @@ def test_an_embedding_store_with_a_non_bool_flag_is_refused(tmp_path: Path, caps
     meta = json.loads((copy / ENCODER_JSON).read_text())
     meta["asymmetric"] = "no"  # bool("no") is True
     (copy / ENCODER_JSON).write_text(json.dumps(meta))
+    manifest = json.loads((copy / "manifest.json").read_text())  # what the manifest says too
+    recorded = manifest["outputs"][ENCODER_JSON]
+    recorded["bytes"] = (copy / ENCODER_JSON).stat().st_size
+    recorded["sha256"] = hashlib.sha256((copy / ENCODER_JSON).read_bytes()).hexdigest()
+    (copy / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(InputDataError, match="asymmetric is 'no', not true or false"):
         EmbeddingStore(copy)
 

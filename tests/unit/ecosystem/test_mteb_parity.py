@@ -48,7 +48,7 @@ def test_mdcr_fixture_mteb_equals_mdcr_and_results_load(tmp_path: Path) -> None:
     theirs = mteb_scores(model, mdcr.mteb.tasks(tmp_path / "x"))
     fields = {f for f, _ in ours}
     assert len(fields) == 3 and len(theirs) == 3
-    names = {"map": "map_at_1000", "ndcg": "ndcg_at_1000", "recall@5": "recall_at_5"}
+    names = {"MAP": "map_at_1000", "nDCG": "ndcg_at_1000", "R@5": "recall_at_5"}
     for (field, measure), value in ours.items():
         got = theirs[f"mdcr.{field.replace(' ', '_')}"]["test"][names[measure]]
         assert abs(got - value) <= TOL, (field, measure, got, value)
@@ -83,7 +83,7 @@ def test_a_pool_mteb_equals_mdcr_at_mdcr_cutoffs(tmp_path: Path) -> None:
     tasks = mdcr.mteb.tasks(tmp_path / "x")
     assert tasks and all(t.ignore_identical_ids for t in tasks)
     theirs = mteb_scores(model, tasks)
-    names = {"map@500": "map_at_500", "ndcg@500": "ndcg_at_500", "recall@30": "recall_at_30"}
+    names = {"MAP": "map_at_500", "nDCG": "ndcg_at_500", "R@30": "recall_at_30"}
     checked = 0
     for r in per_pool.itertuples(index=False):
         got = theirs[f"mdcr.{r.pool_id.replace('/', '_').replace(' ', '_')}"]["test"]
@@ -154,7 +154,7 @@ def test_the_export_carries_the_encoders_own_input_format(tmp_path: Path) -> Non
     index = mdcr.ecosystem.beir_export.read_index(out)
     assert index["text"] == {"encoder": "minilm", "input_format": "sep", "separator": "[SEP]"}
     model = minilm_for_mteb()
-    names = {"map": "map_at_1000", "ndcg": "ndcg_at_1000", "recall@5": "recall_at_5"}
+    names = {"MAP": "map_at_1000", "nDCG": "ndcg_at_1000", "R@5": "recall_at_5"}
 
     def gaps(folder: Path) -> list[float]:
         theirs = mteb_scores(model, mdcr.mteb.tasks(folder))

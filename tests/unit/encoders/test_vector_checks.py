@@ -64,6 +64,13 @@ class Exploding:
 
     def encode(self, texts):
         out = np.ones((len(texts), 2), dtype=np.float32)
+        if texts[-1].paper_id.startswith("p"):  # the corpus's papers, not the probe's
+            out[-1, 0] = np.nan
+        return out
+
+class ExplodingAlways(Exploding):
+    def encode(self, texts):
+        out = np.ones((len(texts), 2), dtype=np.float32)
         out[-1, 0] = np.nan
         return out
 
@@ -81,7 +88,9 @@ class FailsInEncode:
     metric = "ip"
 
     def encode(self, texts):
-        raise RuntimeError("the GPU fell off the bus\\nsecond line of the message")
+        if texts[0].paper_id.startswith("p"):  # the corpus's papers, not the probe's
+            raise RuntimeError("the GPU fell off the bus\\nsecond line of the message")
+        return np.ones((len(texts), 2), dtype=np.float32)
 """
 
 
@@ -96,6 +105,12 @@ def test_the_encode_stage_refuses_bad_vectors_and_keeps_nothing(
     with pytest.raises(InputDataError, match=r"NaN or inf for 1 vector.*'p0005'"):
         Store(home).execute(SPEC, cfg, resolve_inputs(cfg), quiet=True)
     assert not [p for p in (home / "encode").iterdir() if not p.name.startswith(".")]
+    # met on the probe papers while the fingerprint is computed: said so, in one line
+    always = EncodeConfig(
+        corpus=str(tmp_path / "corpus"), encoder="py:bad_vectors_mod:ExplodingAlways"
+    )
+    with pytest.raises(InputDataError, match=r"NaN or inf.*on probe paper \d+: mdcr encodes"):
+        Store(home).execute(SPEC, always, resolve_inputs(always), quiet=True)
     for attr, message in (
         ("NeedsArgs", "needs argument\\(s\\) path to be built"),
         ("Raises", "building it failed \\(ValueError: no weights here\\)"),
@@ -179,8 +194,8 @@ class Base:
     metric = "cos"
 
     def encode(self, texts):
-        if os.environ.get("MDCR_TEST_NO_ENCODE"):
-            raise RuntimeError("encode was called")
+        if os.environ.get("MDCR_TEST_NO_ENCODE") and texts[0].paper_id.startswith("p"):
+            raise RuntimeError("encode was called")  # on the corpus (the probe is allowed)
         return self.vectors(texts)
 
 
@@ -230,6 +245,8 @@ def _encode(home: Path, corpus: Path, encoder: str, **kw: object) -> Path:
 
 
 def _finished(home: Path) -> list[Path]:
+    if not (home / "encode").exists():  # stopped while planned (on the probe papers)
+        return []
     return [p for p in (home / "encode").iterdir() if not p.name.startswith(".")]
 
 
