@@ -623,7 +623,8 @@ def _run_catalog(args: argparse.Namespace) -> int:
         lines = catalog_text.ls_lines(
             chosen, fold_indexes=fold, stage=args.stage, retriever=args.retriever or ""
         )
-        print("\n".join([*lines, *hint_lines(home.path)]))  # then where else was written
+        hints = hint_lines(home.path) if fold else []  # the whole store: where else written
+        print("\n".join([*lines, *hints]))
         return 0
     items = catalog.garbage(catalog.scan(home.path), args.stages)
     for line in catalog_text.gc_lines(items, removing=args.yes):
