@@ -109,8 +109,9 @@ def check_names(store: Store, pools: Path, runs: list[tuple[str, Path]]) -> list
 
     The same spec in another setup (a ``py:`` encoder edited, a folder's weights retrained,
     other encode options) is the same retriever scored again: its newest scores replace the
-    older ones in the report, and the returned line says so. Another spec under an old
-    name is a one-line error. The same setup again is the same retriever, said nothing of.
+    older ones in the report, and the returned line says so, unless the newest earlier
+    score of that name already has this setup. Another spec under an old name is a one-line
+    error. The same setup again is the same retriever, said nothing of.
     """
     from mdcr.fingerprints import artifact_fingerprint
     from mdcr.outputs import scores_on_pools
@@ -122,15 +123,19 @@ def check_names(store: Store, pools: Path, runs: list[tuple[str, Path]]) -> list
     }
     setups = {name: run_setup(r) for name, r in new.items()}
     replaced: dict[str, str] = {}
-    for _, folder, info in scores_on_pools(store, artifact_fingerprint(pools)):
+    for _, folder, info in scores_on_pools(store, artifact_fingerprint(pools)):  # oldest first
         for r in info.runs:
             name = str(r.get("retriever"))
-            if name not in new or r.get("fingerprint") == new[name].get("fingerprint"):
+            if name not in new:
+                continue
+            if r.get("fingerprint") == new[name].get("fingerprint"):
+                replaced.pop(name, None)  # scored so since: nothing changed
                 continue
             now, before = setups[name], run_setup(r)
             if "?" in (now["spec"], before["spec"]) or now["key"] == before["key"]:
-                continue  # the same retriever (or one that cannot be told apart)
-            if now["spec"] == before["spec"]:
+                replaced.pop(name, None)  # the same retriever (or one not told apart)
+                continue
+            if _same_encoder(now["spec"], before["spec"]):
                 replaced[name] = (
                     f"evaluate --pools: '{name}' ({now['spec']}) changed since it was scored "
                     f"on these pools ({before['detail'] or 'defaults'}, now "
@@ -145,6 +150,13 @@ def check_names(store: Store, pools: Path, runs: list[tuple[str, Path]]) -> list
                 f"another name with --encoder NAME=SPEC"
             )
     return list(replaced.values())
+
+
+def _same_encoder(now: str, before: str) -> bool:
+    """Whether two encoder specs name one encoder, changed or not: the same spec, or two
+    model objects handed to ``mdcr.evaluate`` (``mem:`` specs carry the object's digest,
+    which changes with it)."""
+    return now == before or (now.startswith("mem:") and before.startswith("mem:"))
 
 
 def report_pipeline(req: EvaluateRequest, store: Store, scored: Path) -> tuple[Pipeline, int]:

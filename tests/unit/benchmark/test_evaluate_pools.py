@@ -155,3 +155,37 @@ def test_an_edited_py_encoder_rescored_under_its_name_replaces_its_older_result(
         assert len(said) == (seed - 1)
         reports.append(Path(out.out.strip().splitlines()[-1].split("report: ")[1]).read_text())
     assert reports[0] != reports[1] and reports[1].count("| `mine` |") == 1
+    assert main(argv) == 0  # nothing changed since: nothing to say
+    assert "changed since it was scored" not in capsys.readouterr().err
+
+
+class EnvironmentModel:
+    """A model object whose output depends on an environment variable, not on its state."""
+
+    def encode(self, sentences: list[str]) -> object:
+        import os
+
+        import numpy as np
+
+        scale = float(os.environ.get("MDCR_TEST_MODEL_SCALE", "1"))
+        rows = [[len(s), scale * (sum(map(ord, s)) % 97), 1.0] for s in sentences]
+        return np.array(rows, dtype=np.float32)
+
+
+def test_a_model_object_whose_behaviour_changed_is_scored_again_under_its_name(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mdcr.evaluate(model): an environment variable the model reads changes its probe
+    vectors, so its fingerprint; the new scores replace the older ones of its name."""
+    import mdcr
+
+    home = tmp_path / "home"
+    pools = make_pools(home, make_corpus(tmp_path / "corpus"), field_pool_size=400)
+    means = []
+    for scale in ("1", "-3"):
+        monkeypatch.setenv("MDCR_TEST_MODEL_SCALE", scale)
+        result = mdcr.evaluate(EnvironmentModel(), pools=pools, name="envm", progress=False)
+        means.append(result.summary.query("retriever == 'envm'")["mean"].tolist())
+    assert means[0] != means[1]
+    said = [ln for ln in capsys.readouterr().err.splitlines() if "changed since" in ln]
+    assert len(said) == 1 and "'envm'" in said[0]
