@@ -168,6 +168,19 @@ class FaissBackend:
         return scores.astype(np.float32, copy=False), rows.astype(np.int64, copy=False)
 
 
+def _chunk_max_norm(part: Any, squared: Any) -> float:
+    """The largest L2 norm of a chunk of a torch backend's rows: on the CPU as
+    :func:`mdcr.index.exact.max_norm` computes it (numpy's float32 row sums, so a CPU run's
+    bound is the same number as before); on a GPU from the squared norms there (float32
+    sums in another order: the bound keeps its 2x margin over such rounding)."""
+    if not len(part):
+        return 0.0
+    if part.device.type == "cpu":
+        return _max_norm32(part.float().numpy())
+    sq = squared if squared is not None else part.float().pow(2).sum(dim=1)
+    return float(sq.max().sqrt().item())
+
+
 def _max_norm32(rows: np.ndarray) -> float:
     """The largest L2 norm of float32 ``rows`` (row sums as numpy's pairwise sum)."""
     return float(np.sqrt((rows * rows).sum(axis=1).max())) if len(rows) else 0.0
@@ -230,11 +243,15 @@ class TorchBackend:
         self.dtype = torch.float16 if half else torch.float32
         rows = chunk_rows or (262_144 if self.cuda else 65_536)
         self.chunks: list[tuple[int, Any, Any]] = []  # (start row, vectors, squared norms)
+        # The largest L2 norm, for the exact re-ranking's error bound (FaissBackend's
+        # too): taken while the rows are built, where they are, never by a second pass.
+        self.max_norm = 0.0
         for c, start in enumerate(range(0, self.n, rows)):
             dev = devices[c % len(devices)]
             part = torch.from_numpy(np.ascontiguousarray(vectors[start : start + rows]))
             part = part.to(dev).to(self.dtype)
             norms = part.float().pow(2).sum(dim=1) if metric == "l2" else None
+            self.max_norm = max(self.max_norm, _chunk_max_norm(part, norms))
             self.chunks.append((start, part, norms))
         self.name = f"torch({device})"
         self._out_dtype_ok = self.cuda

@@ -238,7 +238,7 @@ def _search_block(
     """Exact top-k of the queries among the papers at ``db_rows`` (rows within the block)."""
     from mdcr.encoders.store import unit_vectors16
     from mdcr.index.backends import make_backend
-    from mdcr.index.exact import exact_topk, exact_topk_multi, max_norm
+    from mdcr.index.exact import built_max_norm, exact_topk, exact_topk_multi
 
     t0 = time.perf_counter()
     search_metric = "ip" if metric in ("ip", "cos") else "l2"
@@ -253,7 +253,7 @@ def _search_block(
     index = make_backend(backend, db, search_metric, device)  # type: ignore[arg-type]
     timings["load_s"] += t1 - t0
     timings["build_s"] += time.perf_counter() - t1
-    norm = getattr(index, "max_norm", None) or max_norm(db)
+    norm = built_max_norm(index, db)
     if store.multi_vector:
         ranked = exact_topk_multi(
             index,

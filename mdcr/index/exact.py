@@ -93,6 +93,14 @@ def max_norm(vectors: np.ndarray, block: int = 1 << 16) -> float:
     return best
 
 
+def built_max_norm(backend: Backend, db: np.ndarray) -> float:
+    """The largest L2 norm of ``db``: the one its backend took while building its rows
+    (``backend.max_norm``, where they are: no second pass over the pool), else
+    :func:`max_norm`."""
+    norm = getattr(backend, "max_norm", None)
+    return float(norm) if norm is not None and (norm > 0 or len(db) == 0) else max_norm(db)
+
+
 def error_bound(q_norms: np.ndarray, max_norm: float, dim: int, metric: SearchMetric) -> np.ndarray:
     """Upper bound on |float32 score - exact score| for each query (with a 2x safety margin).
 
@@ -331,7 +339,7 @@ def exact_topk(
     if n == 0 or nq == 0 or k <= 0:
         return results
     q64 = np.asarray(queries, dtype=np.float64)
-    norm = max_norm(db) if db_max_norm is None else db_max_norm
+    norm = built_max_norm(backend, db) if db_max_norm is None else db_max_norm
     q_norms = np.linalg.norm(q64, axis=1)
     ranking = _Ranking(
         src=_Rows(db, getattr(backend, "vectors32", None)),
@@ -399,7 +407,7 @@ def exact_topk_multi(
     if n_sent == 0 or nq == 0 or k <= 0:
         return results
     q64 = np.asarray(query_sentences, dtype=np.float64)
-    norm = max_norm(sentences) if db_max_norm is None else db_max_norm
+    norm = built_max_norm(backend, sentences) if db_max_norm is None else db_max_norm
     eps = error_bound(np.linalg.norm(q64, axis=1), norm, sentences.shape[1], metric)
     db_sq = squared_norms(sentences) if metric == "l2" else None
     window = min(n_sent, k + 1 + margin)
