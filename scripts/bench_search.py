@@ -12,6 +12,12 @@ rankings and prints the peak resident memory (RSS) of the process.
 ``S`` sentence vectors each, queries of ``S`` sentences, best sentence pair per paper.
 ``--no-raw`` leaves the raw index out (for the memory of a 2M pool without a second copy).
 
+With the torch backend (``--backends torch``, on ``--device cuda`` or the CPU) it also
+measures the floor: the pool uploaded to the device once (timed apart), then only a raw
+``torch.mm`` and ``torch.topk`` per query batch. It prints the backend's CPU time beside
+its wall time, and a line ending ``N.NNx the floor`` for mdcr's build + search against
+floor + upload.
+
     python scripts/bench_search.py --pool 200000 --dim 768 --queries 1000
     python scripts/bench_search.py --pool 2000000 --no-raw --backends faiss
     python scripts/bench_search.py --pool 200000 --sentences 9 --queries 200
@@ -64,7 +70,7 @@ def main() -> None:
 
     from mdcr.device import resolve_device
     from mdcr.index.backends import make_backend
-    from mdcr.index.exact import SearchStats, exact_topk, exact_topk_multi, max_norm
+    from mdcr.index.exact import SearchStats, built_max_norm, exact_topk, exact_topk_multi
 
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
@@ -99,6 +105,7 @@ def main() -> None:
     raw_times: list[float] = []
     build: dict[str, list[float]] = {name: [] for name in names}
     times: dict[str, list[float]] = {name: [] for name in names}
+    cpu_times: dict[str, list[float]] = {name: [] for name in names}
     for _rep in range(args.repeat):
         # Each repetition builds every index anew and searches it: end to end is what a
         # user with the vectors in memory compares (add + search against build + search).
@@ -118,9 +125,10 @@ def main() -> None:
             t0 = time.perf_counter()
             backend = backends[name] = make_backend(name, db, args.metric, device)  # type: ignore[arg-type]
             t1 = time.perf_counter()
+            c1 = time.process_time()
             build[name].append(t1 - t0)
             stats = SearchStats()
-            norm = getattr(backend, "max_norm", None) or max_norm(db)  # as the search stage
+            norm = built_max_norm(backend, db)  # as the search stage
             if per == 1:
                 runs[name] = exact_topk(
                     backend,
@@ -150,6 +158,7 @@ def main() -> None:
                     stats=stats,
                 )
             times[name].append(time.perf_counter() - t1)
+            cpu_times[name].append(time.process_time() - c1)
             results[name] = {"widened": stats.widened}
     raw = min(raw_times) if raw_times else None
     raw_e2e = min(b + s for b, s in zip(raw_build, raw_times, strict=True)) if raw_times else None
@@ -161,6 +170,14 @@ def main() -> None:
         print(
             f"{label}: add   {min(raw_build):6.2f}s  search {raw:7.2f}s  end to end "
             f"{raw_e2e:6.2f}s (IndexFlatIP add of float32 + search, best of {args.repeat})"
+        )
+    floor = torch_floor(db, queries, args, device) if "torch" in names and per == 1 else None
+    if floor is not None:
+        results["torch_floor"] = floor
+        print(
+            f"{'torch floor':>16}: upload {floor['upload_s']:6.2f}s  search "
+            f"{floor['floor_s']:7.2f}s (raw torch matmul + top-k per {args.query_batch} "
+            f"queries over the pool already on {device}, best of {args.repeat})"
         )
     for name, backend in backends.items():
         wall = min(times[name])
@@ -182,6 +199,14 @@ def main() -> None:
             f"widened {results[name]['widened']}{ratio})"
         )
         print(f"{backend.name:>16}: end to end {e2e:6.2f}s (build + search{e2e_ratio})")
+        if name == "torch" and floor is not None:
+            base = floor["upload_s"] + floor["floor_s"]
+            cpu = min(cpu_times[name])
+            results[name].update(floor_ratio=round(e2e / base, 3), cpu_s=round(cpu, 3))
+            print(
+                f"{backend.name:>16}: CPU time {cpu:.2f}s of its search {wall:.2f}s wall; "
+                f"build + search against floor + upload: {e2e / base:.2f}x the floor"
+            )
     if args.store is not None:
         results["store"] = time_store(args, db, queries, q_docs, per, device)
         if runs:
@@ -210,6 +235,41 @@ def main() -> None:
     print(f"peak RSS {peak:,.0f} MiB (float16 pool {db.nbytes / 2**20:,.0f} MiB)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def torch_floor(db: np.ndarray, queries: np.ndarray, args: Any, device: Any) -> dict[str, float]:
+    """The floor of an exact top-k with torch: the pool uploaded once (timed apart), then
+    only the matmul and ``torch.topk`` per ``--query-batch`` queries, in the torch backend's
+    dtype (float16 with float32 output on CUDA, float32 on the CPU). Best of ``--repeat``."""
+    import torch
+
+    dev = torch.device(device.torch_device)
+    half = dev.type == "cuda"
+    k = min(args.k, len(db))
+
+    def sync() -> None:
+        if half:
+            torch.cuda.synchronize(dev)
+
+    uploads, floors = [], []
+    for _ in range(args.repeat):
+        sync()
+        t0 = time.perf_counter()
+        pool = torch.from_numpy(db).to(dev)
+        pool = pool if half else pool.float()
+        q = torch.from_numpy(queries).to(dev)
+        q = q if half else q.float()
+        sync()
+        t1 = time.perf_counter()
+        for s in range(0, len(q), args.query_batch):
+            part = q[s : s + args.query_batch]
+            scores = torch.mm(part, pool.T, out_dtype=torch.float32) if half else part @ pool.T
+            torch.topk(scores, k, dim=1)
+        sync()
+        floors.append(time.perf_counter() - t1)
+        uploads.append(t1 - t0)
+        del pool, q
+    return {"upload_s": round(min(uploads), 3), "floor_s": round(min(floors), 3)}
 
 
 def time_store(
