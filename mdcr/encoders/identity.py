@@ -456,6 +456,9 @@ def watch_code(module_name: str, *, hash_them: bool = True) -> Iterator[set[Path
     imported: set[tuple[Any, Any]] = set()  # import_module's (name, package) calls
     user: set[Path] = set()
     previous, previous_threads = sys.getprofile(), threading.getprofile()
+    if previous is not None and not callable(previous):  # a C profiler (cProfile) is on:
+        yield user  # left in place, nothing watched (the probe still sees behaviour)
+        return
     import_code = importlib.import_module.__code__
 
     def profile(frame: Any, event: str, arg: Any) -> None:

@@ -489,3 +489,25 @@ def test_each_encoder_of_one_command_names_the_unhashed_code_it_ran(
         manifest = json.loads((done.path / "manifest.json").read_text())
         assert manifest["info"]["unhashed_user_files"] == [far], name
         assert "twin_far_helper" in capsys.readouterr().err
+
+
+def test_a_profiler_in_place_stays_and_the_encoder_is_still_identified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under cProfile (a C profile hook mdcr cannot chain), identifying a py: encoder leaves
+    the profiler in place; its code and probe vectors are still hashed."""
+    import cProfile
+
+    (tmp_path / "mods").mkdir()
+    load = "import types\nhelper = types.SimpleNamespace(SCALE=2)"
+    (tmp_path / "mods" / "prof_mod.py").write_text(DYNAMIC_MODULE.format(load=load))
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    plain = identify_encoder("py:prof_mod:Enc")
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        profiled = identify_encoder("py:prof_mod:Enc")
+        assert sys.getprofile() is profiler
+    finally:
+        profiler.disable()
+    assert profiled == plain
