@@ -65,6 +65,13 @@ def encoder_text(spec: str) -> tuple[TextFormat, dict[str, Any]]:
     return text, {"encoder": spec, "input_format": fmt, "separator": sep}
 
 
+def _export_index(kind: str, source: Path, encoder: str | None) -> tuple[Any, dict[str, Any]]:
+    """The text format an export writes (:func:`_text_format`) and the start of its
+    ``mdcr-export.json``: kind, source, text, and the folders to come."""
+    fmt, text_format = _text_format(encoder)
+    return fmt, {"kind": kind, "source": str(source.resolve()), "text": text_format, "folders": {}}
+
+
 def _text_format(encoder: str | None) -> tuple[TextFormat, dict[str, Any]]:
     if not encoder:
         return _mteb_text, {"encoder": None, "input_format": "space", "separator": " "}
@@ -129,13 +136,7 @@ def export_pools(
     members = POOLS.read_pandas(pools).astype({"pool_id": str, "paper_id": str})
     qrels = QRELS.read_pandas(pools).astype({"pool_id": str, "query_id": str, "paper_id": str})
     names = _unique_names(sorted(meta["pool_id"]))
-    fmt, text_format = _text_format(encoder)
-    index: dict[str, Any] = {
-        "kind": "pools",
-        "source": str(pools.resolve()),
-        "text": text_format,
-        "folders": {},
-    }
+    fmt, index = _export_index("pools", pools, encoder)
     written = []
     by_pool = dict(tuple(members.groupby("pool_id", sort=True)))
     qrels_by_pool = dict(tuple(qrels.groupby("pool_id", sort=True)))
@@ -184,13 +185,7 @@ def export_benchmark(benchmark: Path, out: Path, encoder: str | None = None) -> 
     papers = PAPERS.read_pandas(benchmark, columns=["paper_id", "title", "abstract"])
     papers = papers.astype({"paper_id": str}).set_index("paper_id")
     names = _unique_names(sorted(set(bench["field"])))
-    fmt, text_format = _text_format(encoder)
-    index: dict[str, Any] = {
-        "kind": "mdcr",
-        "source": str(benchmark.resolve()),
-        "text": text_format,
-        "folders": {},
-    }
+    fmt, index = _export_index("mdcr", benchmark, encoder)
     written = []
     for field_name, b in bench.groupby("field", sort=True):
         b = b.sort_values(["split", "query_id", "paper_id"], kind="stable")

@@ -61,7 +61,6 @@ def _cli(*args: str) -> str:
 
 @pytest.mark.slow
 def test_imported_beir_pools_score_as_pytrec_eval(tmp_path: Path) -> None:
-    import pytrec_eval
 
     src = tmp_path / "beir"
     write_beir_folder(src)
@@ -76,24 +75,34 @@ def test_imported_beir_pools_score_as_pytrec_eval(tmp_path: Path) -> None:
     }
     out = _cli("evaluate", "--pools", str(pools), "--encoder", "random", "--home", str(home), "-q")
     assert "report: " in out
+    per_query = _agrees_with_pytrec_eval(home, src / "qrels" / "test.tsv")
+    assert per_query.loc[per_query["query_id"] == "q:7", "value"].eq(0).all()
+
+
+def _agrees_with_pytrec_eval(home: Path, qrels_file: Path) -> pd.DataFrame:
+    """The store's only search run, scored by pytrec_eval on the BEIR qrels file: every
+    query of the qrels is ranked, and equals the score output's per-query values (8
+    queries x 3 measures). Returns the per-query values."""
+    import pytrec_eval
+
     run = pd.read_parquet(next((home / "search").glob("[0-9a-f]*")) / "runs.parquet")
     per_query = pd.read_parquet(next((home / "score").glob("[0-9a-f]*")) / "per_query.parquet")
     qrels: dict[str, dict[str, int]] = {}
-    for line in (src / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+    for line in qrels_file.read_text().splitlines()[1:]:
         q, d, r = line.split("\t")
         if d != "not-a-doc":
             qrels.setdefault(f"q:{q}", {})[d] = int(r)
     trec_run: dict[str, dict[str, float]] = {}
     for r in run.itertuples(index=False):  # scores made strictly decreasing in rank order
         trec_run.setdefault(str(r.query_id), {})[str(r.paper_id)] = -float(r.rank)
-    assert set(trec_run) == set(qrels)  # every query, the one judged 0 only included
+    assert set(trec_run) == set(qrels)  # every query, one judged 0 only included
     measures = pytrec_eval.RelevanceEvaluator(qrels, {"map_cut.500", "ndcg_cut.500", "recall.30"})
     want = measures.evaluate(trec_run)
     names = {"map@500": "map_cut_500", "ndcg@500": "ndcg_cut_500", "recall@30": "recall_30"}
     assert len(per_query) == 3 * 8
     for r in per_query.itertuples(index=False):
         assert r.value == pytest.approx(want[r.query_id][names[r.metric]], abs=1e-9)
-    assert per_query.loc[per_query["query_id"] == "q:7", "value"].eq(0).all()
+    return per_query
 
 
 def _import(src: Path, home: Path) -> Path:
@@ -164,7 +173,6 @@ def test_a_tab_inside_an_id_is_refused_at_import(
 def test_a_dev_only_dataset_is_scored_as_mdcr_val(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import pytrec_eval
 
     src, home = tmp_path / "beir", tmp_path / "home"
     write_beir_folder(src)
@@ -178,22 +186,7 @@ def test_a_dev_only_dataset_is_scored_as_mdcr_val(
     assert meta[["pool_id", "split"]].values.tolist() == [["beir/val", "val"]]
     out = _cli("evaluate", "--pools", str(pools), "--encoder", "random", "--home", str(home), "-q")
     assert "val split" in out and "report: " in out
-    run = pd.read_parquet(next((home / "search").glob("[0-9a-f]*")) / "runs.parquet")
-    per_query = pd.read_parquet(next((home / "score").glob("[0-9a-f]*")) / "per_query.parquet")
-    qrels: dict[str, dict[str, int]] = {}
-    for line in (src / "qrels" / "dev.tsv").read_text().splitlines()[1:]:
-        q, d, r = line.split("\t")
-        if d != "not-a-doc":
-            qrels.setdefault(f"q:{q}", {})[d] = int(r)
-    trec_run: dict[str, dict[str, float]] = {}
-    for r in run.itertuples(index=False):
-        trec_run.setdefault(str(r.query_id), {})[str(r.paper_id)] = -float(r.rank)
-    measures = pytrec_eval.RelevanceEvaluator(qrels, {"map_cut.500", "ndcg_cut.500", "recall.30"})
-    want = measures.evaluate(trec_run)
-    names = {"map@500": "map_cut_500", "ndcg@500": "ndcg_cut_500", "recall@30": "recall_30"}
-    assert len(per_query) == 3 * 8
-    for r in per_query.itertuples(index=False):
-        assert r.value == pytest.approx(want[r.query_id][names[r.metric]], abs=1e-9)
+    _agrees_with_pytrec_eval(home, src / "qrels" / "dev.tsv")
     # Naming a split mdcr does not score is a one-line error.
     argv = ["import", "beir", "--source", str(src), "--splits", "train", "--home", str(home), "-q"]
     assert _error(argv, capsys) == (
