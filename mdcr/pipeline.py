@@ -278,8 +278,8 @@ def _print_time_table(timed: list[tuple[Step, float]]) -> None:
     on_ray = any(getattr(step.cfg, "executor", "local") == "ray" for step, _ in timed)
     print(
         f"Estimated wall time on one machine with {Machine.target().describe()} "
-        "(MDCR_PLAN_CORES, MDCR_PLAN_GPUS; rates measured in the paper's rehearsals, "
-        "mdcr/planning/timing.py)"
+        "(MDCR_PLAN_CORES, MDCR_PLAN_GPUS; rates measured in the paper's rehearsals and, "
+        "for GPU work, on the card mdcr/data/gpu_rates.json names: mdcr/planning/timing.py)"
         + ("; steps marked 'on Ray' on the Ray workers their plan names:" if on_ray else ":")
     )
     for step, seconds in timed:

@@ -13,11 +13,11 @@ The target machine is one GPU machine unless stated otherwise:
 - a stage that uses every core (:data:`PARALLEL`) runs ``cores / 2 x
   MDCR_PLAN_CORE_EFFICIENCY`` (default 0.75) times faster than on the 2 measured cores;
   the others run as fast as measured;
-- a model encoder on a GPU encodes ``MDCR_PLAN_PAPERS_PER_S`` (default 3,000) BERT-base
-  papers per second per GPU (titles + abstracts, ~250 tokens, bf16). Not measured here (no
-  GPU was lent): BERT-base costs about 46 GFLOP per 256-token paper (2 x 85M weights per
-  token plus attention), so an H100's 989 TFLOP/s bf16 dense peak (NVIDIA H100 datasheet)
-  bounds it at about 21,000 papers/s; 3,000 papers/s assumes 14% of that peak. An encoder
+- on a GPU, a model encoder and the dense search run at the rates measured on the card
+  that ``mdcr/data/gpu_rates.json`` names (``scripts/bench_encode.py`` and
+  ``scripts/bench_search.py``, which ``scripts/gpu_check.sh`` runs on a lent GPU machine),
+  per GPU: BERT-base papers per second (``MDCR_PLAN_PAPERS_PER_S`` states another rate),
+  and the search's upload, build and exact top-k per row and per pair. An encoder
   ``cost`` times BERT-base's (MiniLM 0.2) is priced in BERT-base papers;
 - without a GPU, a model encoder runs at the CPU rate measured for MiniLM in the
   rehearsal, counted in BERT-base papers.
@@ -37,8 +37,8 @@ REFERENCE_CORES = 2
 CORES = 16
 GPUS = 1
 CORE_EFFICIENCY = 0.75
-PAPERS_PER_S = 3000.0
 RATES_FILE = "stage_rates.json"
+GPU_RATES_FILE = "gpu_rates.json"
 # Rate keys of the work that spreads over every core (DuckDB, Faiss, Lucene's searcher
 # threads, the sweep's threads, ranx's numba loops, torch's CPU kernels).
 PARALLEL = frozenset(
@@ -55,6 +55,8 @@ PARALLEL = frozenset(
     }
 )
 MODEL_ENCODE = "encode-model"
+# Rate keys of the work a GPU does when the machine has one (priced by gpu_rates.json).
+GPU_WORK = frozenset({"search", "search-multi-vector"})
 
 
 def _env(name: str, default: float) -> float:
@@ -72,7 +74,7 @@ class Machine:
     cores: int
     gpus: int
     efficiency: float = CORE_EFFICIENCY
-    papers_per_s: float = PAPERS_PER_S
+    papers_per_s: float | None = None  # per GPU; None: the measured rate (gpu_rates.json)
 
     @classmethod
     def target(cls) -> Machine:
@@ -81,7 +83,7 @@ class Machine:
             cores=max(1, int(_env("MDCR_PLAN_CORES", CORES))),
             gpus=int(_env("MDCR_PLAN_GPUS", GPUS)),
             efficiency=_env("MDCR_PLAN_CORE_EFFICIENCY", CORE_EFFICIENCY),
-            papers_per_s=_env("MDCR_PLAN_PAPERS_PER_S", PAPERS_PER_S) or PAPERS_PER_S,
+            papers_per_s=_env("MDCR_PLAN_PAPERS_PER_S", 0.0) or None,
         )
 
     def describe(self) -> str:
@@ -107,6 +109,26 @@ class Rate:
         return self.fixed_s + self.unit_s * units + self.pair_s * pairs
 
 
+@dataclass(frozen=True)
+class GpuRates:
+    """The GPU rates the dry run prices with, and the card they were measured on."""
+
+    card: str
+    papers_per_s: float
+    rates: dict[str, Rate]
+
+
+def load_gpu_rates() -> GpuRates:
+    """The GPU rates shipped with mdcr (``mdcr/data/gpu_rates.json``)."""
+    text = resources.files("mdcr").joinpath(f"data/{GPU_RATES_FILE}").read_text("utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return GpuRates(
+        card=str(data["card"]),
+        papers_per_s=float(data["encode_papers_per_s"]),
+        rates={key: Rate(**value) for key, value in data["rates"].items()},
+    )
+
+
 def load_rates() -> dict[str, Rate]:
     """The measured rates shipped with mdcr (``mdcr/data/stage_rates.json``): those fitted
     to the rehearsals, and those a benchmark measured (``benchmark_rates``)."""
@@ -124,14 +146,28 @@ class Estimate:
     basis: str
 
 
-def estimate(work: Work, machine: Machine, rates: dict[str, Rate] | None = None) -> Estimate:
+def estimate(
+    work: Work,
+    machine: Machine,
+    rates: dict[str, Rate] | None = None,
+    gpu: GpuRates | None = None,
+) -> Estimate:
     """Price ``work`` on ``machine`` with the measured rates (see the module docstring)."""
     rates = load_rates() if rates is None else rates
-    if work.rate == MODEL_ENCODE and machine.gpus > 0:
-        seconds = work.units / (machine.papers_per_s * machine.gpus)
-        return Estimate(
-            seconds, f"{machine.papers_per_s:,.0f} BERT-base papers/s per GPU (stated rate)"
+    if machine.gpus > 0 and (work.rate == MODEL_ENCODE or work.rate in GPU_WORK):
+        gpu = load_gpu_rates() if gpu is None else gpu
+        if work.rate == MODEL_ENCODE:
+            if machine.papers_per_s is not None:
+                per_s, how = machine.papers_per_s, "stated rate"
+            else:
+                per_s, how = gpu.papers_per_s, f"measured on an {gpu.card}"
+            seconds = work.units / (per_s * machine.gpus)
+            return Estimate(seconds, f"{per_s:,.0f} BERT-base papers/s per GPU ({how})")
+        on_gpu = gpu.rates[work.rate]
+        seconds = on_gpu.fixed_s + (on_gpu.seconds(work.units, work.pairs) - on_gpu.fixed_s) / (
+            machine.gpus
         )
+        return Estimate(seconds, f"rate '{work.rate}' measured on an {gpu.card}, per GPU")
     rate = rates.get(work.rate)
     if rate is None:
         return Estimate(0.0, f"no measured rate for '{work.rate}'")

@@ -102,7 +102,8 @@ def test_dry_run_prints_the_paper_scale_plan(env: dict, monkeypatch: pytest.Monk
     rows = [line.split()[0] for line in table.splitlines()[1:] if line.startswith("  ")]
     assert rows == [*steps, "total"]
     assert plan.count("    time: ~") == 30
-    assert plan.count("3,000 BERT-base papers/s per GPU (stated rate)") == 10
+    assert plan.count("4,114 BERT-base papers/s per GPU (measured on an NVIDIA H200)") == 10
+    assert plan.count("rate 'search' measured on an NVIDIA H200, per GPU") == 3
     assert "no measured rate" not in out
 
 

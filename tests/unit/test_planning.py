@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from mdcr.pipeline import load_pipeline, planned_work
-from mdcr.planning.timing import Machine, Rate, duration_text, estimate, load_rates
+from mdcr.planning.timing import (
+    GpuRates,
+    Machine,
+    Rate,
+    duration_text,
+    estimate,
+    load_gpu_rates,
+    load_rates,
+)
 from mdcr.stage import Work
 from mdcr.store import Store
 
@@ -55,19 +63,40 @@ def test_machine_model_is_as_stated() -> None:
     assert estimate(work, Machine(2, 0), rates).seconds == 3.0 + 4.0 + 4.0
     assert estimate(work, Machine(16, 0), rates).seconds == 3.0 + 8.0 / 6.0  # all cores
     assert estimate(Work("pools", units=3.0), Machine(16, 0), rates).seconds == 7.0  # one core
-    gpu = estimate(Work("encode-model", units=6000.0), Machine(16, 2), rates)
+    stated = Machine(16, 2, papers_per_s=3000.0)
+    gpu = estimate(Work("encode-model", units=6000.0), stated, rates)
     assert gpu.seconds == 1.0 and "stated rate" in gpu.basis  # 3,000 papers/s per GPU
     missing = estimate(Work("nothing"), Machine(16, 1), rates)
     assert missing.seconds == 0.0 and "no measured rate" in missing.basis
     assert [duration_text(s) for s in (42, 600, 36_000)] == ["42 s", "10 min", "10.0 h"]
 
 
+def test_gpu_work_is_priced_by_the_rates_measured_on_the_named_card() -> None:
+    measured = load_gpu_rates()
+    assert measured.card.startswith("NVIDIA ") and measured.papers_per_s > 0
+    gpu = GpuRates("NVIDIA X", 2000.0, {"search": Rate(1.0, 0.5, 0.25)})
+    encode = estimate(Work("encode-model", units=8000.0), Machine(16, 2), {}, gpu)
+    assert encode.seconds == 2.0 and encode.basis == (
+        "2,000 BERT-base papers/s per GPU (measured on an NVIDIA X)"
+    )
+    search = estimate(Work("search", units=4.0, pairs=8.0), Machine(16, 2), {}, gpu)
+    assert search.seconds == 1.0 + (2.0 + 2.0) / 2  # shared by the GPUs
+    assert "measured on an NVIDIA X" in search.basis
+    # Without a GPU the same work takes the CPU rate.
+    cpu = {"search": Rate(3.0, 1.0, 0.5)}
+    assert estimate(Work("search", units=4.0, pairs=8.0), Machine(16, 0), cpu, gpu).seconds == (
+        3.0 + 8.0 / 6.0
+    )
+
+
 def test_target_machine_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert Machine.target() == Machine(cores=16, gpus=1)
     monkeypatch.setenv("MDCR_PLAN_CORES", "64")
     monkeypatch.setenv("MDCR_PLAN_GPUS", "0")
-    monkeypatch.setenv("MDCR_PLAN_PAPERS_PER_S", "oops")  # not a number: the stated default
+    monkeypatch.setenv("MDCR_PLAN_PAPERS_PER_S", "oops")  # not a number: the measured rate
     assert Machine.target() == Machine(cores=64, gpus=0)
+    monkeypatch.setenv("MDCR_PLAN_PAPERS_PER_S", "2500")
+    assert Machine.target().papers_per_s == 2500.0
 
 
 def test_rates_reproduce_the_measured_rehearsal(
