@@ -197,8 +197,8 @@ def _store(
 
 def _run_evaluate(args: argparse.Namespace) -> int:
     from mdcr.api import run_request
-    from mdcr.benchmark.results import print_results, write_scores_out
     from mdcr.evaluation.request import EvaluateRequest
+    from mdcr.evaluation.result import print_results, write_scores_out
 
     req = EvaluateRequest(
         encoders=tuple(args.encoder),
@@ -361,7 +361,7 @@ def _add_evaluate_parser(sub: Any) -> None:
 
 
 def _add_export_parser(sub: Any) -> None:
-    """``mdcr export``: runs and qrels as TREC files (:mod:`mdcr.eval.trec`)."""
+    """``mdcr export``: runs and qrels as TREC files (:mod:`mdcr.scoring.trec`)."""
     p = sub.add_parser(
         "export",
         help="write runs and qrels as TREC files (for pyserini, ranx, ir_measures, trec_eval)",
@@ -494,14 +494,14 @@ def _run_export(args: argparse.Namespace) -> int:
                 f"({stage_of(args.qrels) or 'no stage'})"
             )
         if not mdcr_run:
-            from mdcr.eval.trec import check_same_pools
+            from mdcr.scoring.trec import check_same_pools
 
             check_same_pools(args.run, args.qrels)
     if mdcr_run or mdcr_qrels:
         return _export_mdcr(args, mdcr_run, mdcr_qrels)
     if args.split is not None:
         raise MdcrError("export --split: only for MDCR (a benchmark-rank or benchmark output)")
-    from mdcr.eval.trec import write_trec_qrels, write_trec_run
+    from mdcr.scoring.trec import write_trec_qrels, write_trec_run
 
     if args.run is not None:
         n = write_trec_run(args.run, args.out / "run.trec", tag=f"mdcr-{args.run.name}")

@@ -14,7 +14,7 @@ def run_export_format(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise ConfigError(f"export --out '{args.out}' is a file; give a folder")
     if args.format == "beir":
-        from mdcr.ecosystem import beir_export
+        from mdcr.ecosystem.beir import export as beir_export
         from mdcr.paper import DEPTH, RECALL_K
 
         if args.qrels is None or args.run is not None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mdcr.ecosystem.beir_export import folder_name
+from mdcr.ecosystem.beir.export import folder_name
 from mdcr.errors import ConfigError, require
 
 TASK_PREFIX = "mdcr."

@@ -1,2 +1,2 @@
 """``mdcr evaluate``: the request (request.py) and the pools-mode pipelines (pools.py);
-the benchmark-mode pipelines are :mod:`mdcr.benchmark.evaluate`."""
+the benchmark-mode pipelines are :mod:`mdcr.evaluation.benchmark`."""

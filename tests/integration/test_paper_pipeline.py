@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 import mdcr.encoders.stage
-import mdcr.index.bm25
+import mdcr.index.bm25.stages
 import mdcr.index.dense  # noqa: F401  (registers encode, search, bm25 if STAGE_MODULES lacks them)
 from mdcr.cli import main
 from mdcr.manifests import read_manifest
@@ -56,7 +56,7 @@ for _step, _cls in ENCODERS.items():
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from mdcr.corpus.synth import SPEC, SynthConfig
+    from mdcr.corpus.synth.stage import SPEC, SynthConfig
     from mdcr.store import Store
 
     home = tmp_path_factory.mktemp("paper")

@@ -142,21 +142,24 @@ def test_index_and_eval_do_not_import_each_other() -> None:
     """Retrieval (index) and evaluation (eval) meet only in the measures, a core package:
     BM25 tuning scores through mdcr.measures, and eval reads runs through artifacts."""
     graph = import_graph()
-    assert _imports_between(graph, "mdcr.index", "mdcr.eval") == []
-    assert _imports_between(graph, "mdcr.eval", "mdcr.index") == []
+    assert _imports_between(graph, "mdcr.index", "mdcr.scoring") == []
+    assert _imports_between(graph, "mdcr.scoring", "mdcr.index") == []
 
 
 def test_measures_use_only_core_modules() -> None:
     """mdcr.measures sits below every stage package, so each of them may use it."""
     graph = import_graph()
-    for package in ("corpus", "pools", "encoders", "index", "eval", "benchmark", "planning"):
+    for package in ("corpus", "pools", "encoders", "index", "scoring", "benchmark", "planning"):
         assert _imports_between(graph, "mdcr.measures", f"mdcr.{package}") == []
 
 
 def test_the_layout_checker_finds_an_import_between_packages() -> None:
-    graph = {"mdcr.index.bm25": {"mdcr.eval.metrics", "mdcr.paper"}, "mdcr.eval": set()}
-    assert _imports_between(graph, "mdcr.index", "mdcr.eval") == [
-        "mdcr.index.bm25 -> mdcr.eval.metrics"
+    graph = {
+        "mdcr.index.bm25.stages": {"mdcr.scoring.metrics", "mdcr.paper"},
+        "mdcr.scoring": set(),
+    }
+    assert _imports_between(graph, "mdcr.index", "mdcr.scoring") == [
+        "mdcr.index.bm25.stages -> mdcr.scoring.metrics"
     ]
 
 
@@ -164,7 +167,7 @@ def test_eval_never_imports_the_encoders() -> None:
     """Scoring and reporting read labels, paper names and built-in identities from the
     low modules (mdcr.builtin_encoders, mdcr.retriever_identity), never from mdcr.encoders,
     so that they work without the encoders' code (and its torch) loaded."""
-    assert _imports_between(import_graph(), "mdcr.eval", "mdcr.encoders") == []
+    assert _imports_between(import_graph(), "mdcr.scoring", "mdcr.encoders") == []
 
 
 def test_the_builtin_records_are_data_only() -> None:

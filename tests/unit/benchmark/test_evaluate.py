@@ -245,7 +245,7 @@ def test_encode_set_passes_parameters_and_settings(tmp_path: Path, capsys) -> No
 def test_hf_minilm_folder_scores_exactly_like_minilm(tmp_path: Path, capsys) -> None:
     """The offline all-MiniLM-L6-v2 through ``hf:`` (its sentence-transformers config:
     mean pooling, Normalize, 256 tokens) prints the same numbers as the built-in ``minilm``."""
-    from mdcr.encoders.hf import minilm_path
+    from mdcr.encoders.models.hf import minilm_path
 
     spec = f"hf:{minilm_path()}"
     argv = ["evaluate", "--encoder", "minilm", "--encoder", spec, "--benchmark", str(FIXTURE)]

@@ -57,7 +57,7 @@ def test_two_retrievers_under_one_name_are_a_one_line_error(tmp_path: Path, caps
 
 
 def test_default_names_are_readable_and_never_equal(tmp_path: Path) -> None:
-    from mdcr.encoders.hf import minilm_path
+    from mdcr.encoders.models.hf import minilm_path
 
     assert name_retrievers(["minilm", "bm25", "hf:org/model-x"]) == [
         ("minilm", "minilm"),
@@ -144,7 +144,7 @@ def test_status_lines_and_the_bar_show_the_users_name_not_the_folder(
 ) -> None:
     """`--encoder mini=hf:/some/folder`: every status line and the encode bar say `mini`,
     never the folder; the name is a label, so another name reuses the encoding."""
-    from mdcr.encoders.hf import minilm_path
+    from mdcr.encoders.models.hf import minilm_path
 
     folder = str(minilm_path())
     home = tmp_path / "home"

@@ -12,10 +12,10 @@ import pytest
 import mdcr.encoders.stage
 import mdcr.index.dense  # noqa: F401  (registers encode and search if STAGE_MODULES lacks them)
 from mdcr.cli import main
-from mdcr.eval.score import SPEC as SCORE
-from mdcr.eval.score import ScoreConfig
 from mdcr.inputs import resolve_inputs
 from mdcr.manifests import read_manifest
+from mdcr.scoring.score import SPEC as SCORE
+from mdcr.scoring.score import ScoreConfig
 from mdcr.store import Store
 from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
 

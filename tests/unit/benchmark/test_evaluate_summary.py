@@ -17,13 +17,13 @@ import mdcr
 # the encode and search stages register themselves on import
 import mdcr.encoders.stage
 import mdcr.index.dense
-from mdcr.benchmark.results import PER_POOL_COLUMNS, SUMMARY_COLUMNS
 from mdcr.cli import main
-from mdcr.eval.document import read_report
-from mdcr.eval.score import SPEC as SCORE
-from mdcr.eval.score import ScoreConfig
+from mdcr.evaluation.result import PER_POOL_COLUMNS, SUMMARY_COLUMNS
 from mdcr.inputs import resolve_inputs
 from mdcr.paper import field_abbreviation, size_label
+from mdcr.scoring.document import read_report
+from mdcr.scoring.score import SPEC as SCORE
+from mdcr.scoring.score import ScoreConfig
 from mdcr.store import Store
 from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
 

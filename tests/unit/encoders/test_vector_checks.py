@@ -336,7 +336,7 @@ class _NaNModel:
     ],
 )
 def test_in_memory_models_are_checked_too(tmp_path: Path, model: object, message: str) -> None:
-    from mdcr.encoders.in_memory import register_model
+    from mdcr.encoders.models.in_memory import register_model
 
     write_corpus(tmp_path / "corpus", 5)
     home = tmp_path / "home"

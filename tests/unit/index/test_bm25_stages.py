@@ -15,7 +15,7 @@ import pytest
 
 from mdcr.artifacts import RUNS
 from mdcr.errors import ConfigError, InputDataError
-from mdcr.index import bm25
+from mdcr.index.bm25 import stages as bm25
 from mdcr.index.runs import rank_candidates
 from mdcr.inputs import resolve_inputs
 from mdcr.store import Store
@@ -81,7 +81,7 @@ def real(tmp_path: Path, s2orc_papers: list) -> dict[str, Any]:  # type: ignore[
 def test_bm25_stage_writes_runs_by_the_contract(
     lucene_jvm: object, tmp_path: Path, real: dict[str, Any], index_dir: Path
 ) -> None:
-    from mdcr.index.lucene import Doc, build_index, open_index
+    from mdcr.index.lucene.indexes import Doc, build_index, open_index
 
     cfg = bm25.BM25Config(corpus=str(real["corpus"]), pools=str(real["pools"]), k=50)
     art = _execute(tmp_path / "home", bm25.SPEC, cfg)
@@ -133,7 +133,7 @@ def test_bm25_stage_writes_runs_by_the_contract(
 def test_bm25_stage_resumes_after_a_crash(
     lucene_jvm: object, tmp_path: Path, real: dict[str, Any], index_dir: Path, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]
-    from mdcr.index import lucene
+    from mdcr.index.lucene import indexes as lucene
 
     cfg = bm25.BM25Config(corpus=str(real["corpus"]), pools=str(real["pools"]), k=20)
     calls = {"n": 0, "fail_at": 1}
@@ -291,7 +291,7 @@ def test_inputs_without_val_pools_or_text_are_clear_errors(
 def test_prefetched_texts_equal_the_corpus_reads(real: dict[str, Any], tmp_path: Path) -> None:
     """One scan for the pools asked for gives the same texts and queries as reading the
     corpus per pool; a pool not asked for is still read from the corpus."""
-    from mdcr.index.bm25_data import PoolData
+    from mdcr.index.bm25.data import PoolData
 
     pool_ids = ["dataset/test/300/r0", "field/test/Medicine/r0", "dataset/val/300/r0"]
     plain = PoolData(real["corpus"], real["pools"], 1)
@@ -319,7 +319,7 @@ def test_a_worker_process_reads_each_pool_in_one_scan_of_its_own(
     starts, into a spill folder of its own; the texts equal the corpus reads."""
     import os
 
-    from mdcr.index.bm25_data import PoolData, PoolJob, open_pool_worker
+    from mdcr.index.bm25.data import PoolData, PoolJob, open_pool_worker
 
     job = PoolJob(
         corpus=real["corpus"], pools=real["pools"], out=tmp_path / "out",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mdcr.errors import MissingDependencyError
-from mdcr.index import java
+from mdcr.index.lucene import java
 
 
 def _fake_home(tmp_path: Path, version: str | None, libjvm: bool = True) -> Path:
