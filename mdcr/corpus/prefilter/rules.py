@@ -27,7 +27,7 @@ class PrefilterConfig:
     )
     format: str = param(
         "auto",
-        help="input layout: a registered input format (s2orc, s2ag: mdcr.corpus.formats), or "
+        help="input layout: a registered input format (s2orc, s2ag), or "
         "auto (s2ag when the input holds papers/, abstracts/ or citations/, else s2orc)",
     )
     field_sources: tuple[Literal["external", "s2-fos-model"], ...] = param(
