@@ -24,9 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mdcr.evaluation.request import Evaluated, EvaluateRequest
     from mdcr.evaluation.result import EvaluationResult
-    from mdcr.store import Store
 
 
 def evaluate(
@@ -77,7 +75,7 @@ def evaluate(
     from mdcr.engine import engine_values
     from mdcr.errors import ConfigError
     from mdcr.evaluation.request import EvaluateRequest
-    from mdcr.evaluation.result import result_of
+    from mdcr.evaluation.run import run_request
     from mdcr.home import find_home
     from mdcr.stage import progress_bars
     from mdcr.store import Store
@@ -102,20 +100,7 @@ def evaluate(
     found = find_home(home, holding=pools or benchmark)  # the store of the pools scored on
     store = Store(found.path, source=found.source)
     with progress_bars(progress):  # bars even when quiet, as the CLI shows them
-        done = run_request(req, store, quiet=quiet)
-    return result_of(done)
-
-
-def run_request(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Evaluated:
-    """Run an evaluation request (``mdcr evaluate`` and :func:`evaluate`): on pools
-    (:mod:`mdcr.evaluation.pools`) or on a benchmark (:mod:`mdcr.evaluation.benchmark`)."""
-    if req.pools is not None:
-        from mdcr.evaluation.pools import evaluate_pools
-
-        return evaluate_pools(req, store, quiet=quiet)
-    from mdcr.evaluation.benchmark import evaluate_benchmark
-
-    return evaluate_benchmark(req, store, quiet=quiet)
+        return run_request(req, store, quiet=quiet)
 
 
 def load_run(folder: str | Path, pool_id: str | None = None) -> Any:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,7 +36,7 @@ from mdcr.errors import ConfigError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mdcr.evaluation.request import Evaluated
+    from mdcr.facts import BenchmarkOrigin
     from mdcr.scoring.report import ReportConfig
 
 SUMMARY_COLUMNS = (
@@ -78,11 +78,15 @@ class Finished(Protocol):
     def pools(self) -> Path | None: ...  # pools mode: the pools scored on
     @property
     def earlier_scores(self) -> int: ...  # pools mode: earlier score outputs in the report
+    @property
+    def origin(self) -> BenchmarkOrigin | None: ...  # benchmark mode: where its files come from
 
 
 @dataclass(frozen=True)
 class EvaluationResult:
-    """What :func:`mdcr.evaluate` returns, in both modes (see the module docstring)."""
+    """What an evaluation found, in both modes (see the module docstring): what
+    :func:`mdcr.evaluate` returns and what ``mdcr evaluate`` prints (``str(result)``) and
+    writes (``--scores-out``: :meth:`save`), built once by :func:`result_of`."""
 
     summary: pd.DataFrame
     per_pool: pd.DataFrame
@@ -90,6 +94,29 @@ class EvaluationResult:
     retrievers: tuple[str, ...] = ()  # the retrievers this evaluation scored
     # (encoder spec, its search or bm25 run, or benchmark-rank output), for mdcr.load_run
     runs: tuple[tuple[str, Path], ...] = ()
+    text: str = field(default="", repr=False)  # what mdcr evaluate prints
+    mode: str = "benchmark"  # "pools" or "benchmark"
+
+    def __str__(self) -> str:
+        return self.text
+
+    def to_frame(self, which: str = "summary") -> pd.DataFrame:
+        """A copy of the ``summary`` (default) or ``per_pool`` frame."""
+        if which not in ("summary", "per_pool"):
+            raise ConfigError(f"to_frame('{which}'): give 'summary' or 'per_pool'")
+        frame: pd.DataFrame = getattr(self, which)
+        return frame.copy()
+
+    def save(self, template: str | Path) -> list[Path]:
+        """Each benchmark-rank output's scores for the original MDCR scorer, copied to the
+        path ``template`` names (``{encoder}`` and ``{split}`` in it when there are several);
+        returns the paths written. Only on a benchmark."""
+        if self.mode != "benchmark":
+            raise ConfigError(
+                "--scores-out: the original scorer's files exist for a benchmark only; "
+                "drop it with --pools"
+            )
+        return write_scores_out(Path(template), self.runs)
 
 
 def _set(frame: pd.DataFrame, **values: Any) -> pd.DataFrame:
@@ -137,9 +164,8 @@ def pools_frames(report: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(per_pool, summary)`` of a report output, from its score inputs, as it aggregates."""
     import pandas as pd
 
-    from mdcr.scoring.aggregate import macro_over, over_reps
+    from mdcr.scoring.aggregate import CHANCE_ROW, field_average, over_reps
     from mdcr.scoring.report import load_scores
-    from mdcr.scoring.report_sections import CHANCE_ROW
 
     cfg = _report_config(report)
     scores = load_scores([Path(p) for p in cfg.scores], cfg.repeated_retrievers)
@@ -151,29 +177,20 @@ def pools_frames(report: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     if cfg.chance_rows and not chance.empty:  # an expectation: no std, as in the report
         chance_agg = _set(over_reps(chance.assign(retriever=CHANCE_ROW)), std=math.nan)
         frames.append(chance_agg)
-    # Field AVG: per table (split, pool size, measure) as the report makes it; a retriever
-    # missing a field of the table gets none.
+    # Field AVG: per table (split, pool size, measure), the report's own (field_average).
     fld = agg[agg["setup"] == "field"]
     for (split, size, metric), cell in fld.groupby(["split", "size", "metric"], sort=True):
         table = cell[["retriever", "field", "mean", "std"]]
-        avg = macro_over(table, "field", ["retriever"])
-        avg.loc[~avg["complete"], "mean"] = math.nan
-        rows = [avg[["retriever", "mean", "n"]].rename(columns={"n": "n_reps"})]
-        if not chance_agg.empty:
-            ch = chance_agg[
-                (chance_agg["setup"] == "field")
-                & (chance_agg["split"] == split)
-                & (chance_agg["size"] == size)
-                & (chance_agg["metric"] == metric)
-            ]
-            if not ch.empty:
-                n_fields = table["field"].nunique()
-                mean = ch["mean"].mean() if len(ch) == n_fields else math.nan
-                rows.append(
-                    pd.DataFrame({"retriever": [CHANCE_ROW], "mean": [mean], "n_reps": [len(ch)]})
-                )
+        ch = chance_agg[
+            (chance_agg["setup"] == "field")
+            & (chance_agg["split"] == split)
+            & (chance_agg["size"] == size)
+            & (chance_agg["metric"] == metric)
+        ]
+        avg = field_average(table, table["field"].nunique(), ch)
+        avg = avg[["retriever", "mean", "n"]].rename(columns={"n": "n_reps"})
         labels = {"setup": "field", "split": split, "field": AVG, "size": size, "metric": metric}
-        frames.append(_set(pd.concat(rows, ignore_index=True), **labels, std=math.nan))
+        frames.append(_set(avg, **labels, std=math.nan))
     summary = pd.concat(frames, ignore_index=True)
     summary = summary.assign(mean=summary["mean"] * SCALE, std=summary["std"] * SCALE)
     summary = summary.rename(columns={"size": "pool_size", "metric": "measure", "n_reps": "n"})
@@ -186,8 +203,8 @@ def _ordered(summary: pd.DataFrame) -> pd.DataFrame:
     """Rows in the report's order: split, measure, setup, pool size, field (paper order,
     AVG last), retriever (paper order, expected chance last)."""
     from mdcr.measures.registry import sort_key
+    from mdcr.scoring.aggregate import CHANCE_ROW
     from mdcr.scoring.published import field_order, order_retrievers
-    from mdcr.scoring.report_sections import CHANCE_ROW
 
     fields = field_order([str(f) for f in summary["field"].dropna().unique() if f != AVG])
     names = order_retrievers([r for r in summary["retriever"].unique() if r != CHANCE_ROW])
@@ -234,17 +251,28 @@ def benchmark_frames(scored: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def result_of(done: Finished) -> EvaluationResult:
-    """The tidy frames of a finished evaluation, either mode."""
+    """The result of a finished evaluation, either mode: its frames and its printout."""
     from mdcr.outputs import rank_info
 
     if done.pools is not None:
         per_pool, summary = pools_frames(done.result)
         names = [name for name, _ in done.retrievers]  # the names score gave the runs
+        report = done.result / "report.md"
+        lines = pools_lines(done, names, summary, report)
+        mode = "pools"
     else:
         per_pool, summary = benchmark_frames(done.result)
         names = [rank_info(f).retriever for _, f in done.retrievers]
+        lines = benchmark_lines(done)
+        mode = "benchmark"
     return EvaluationResult(
-        summary, per_pool, done.result / "report.md", tuple(names), tuple(done.retrievers)
+        summary,
+        per_pool,
+        done.result / "report.md",
+        tuple(names),
+        tuple(done.retrievers),
+        text="\n".join(lines),
+        mode=mode,
     )
 
 
@@ -290,19 +318,17 @@ def summary_lines(summary: pd.DataFrame) -> list[str]:
     return lines
 
 
-def print_pools_summary(done: Finished) -> None:
+def pools_lines(done: Finished, names: list[str], summary: pd.DataFrame, report: Path) -> list[str]:
     """What ``mdcr evaluate --pools`` prints: the retrievers scored, the summary of the
     report (see :func:`summary_lines`) and the report's path."""
-    result = result_of(done)
-    print(
-        f"scored {', '.join(sorted(result.retrievers))} on {done.pools}; with "
-        f"{done.earlier_scores} earlier score output(s)"
-    )
-    print("cells: mean ± std over repetitions (× 100, as in the report); AVG: mean over fields")
-    print()
-    for line in summary_lines(result.summary):
-        print(line)
-    print(f"report: {result.report_path}")
+    return [
+        f"scored {', '.join(sorted(names))} on {done.pools}; with "
+        f"{done.earlier_scores} earlier score output(s)",
+        "cells: mean ± std over repetitions (× 100, as in the report); AVG: mean over fields",
+        "",
+        *summary_lines(summary),
+        f"report: {report}",
+    ]
 
 
 # ------------------------------------------------------------- what mdcr evaluate prints
@@ -318,56 +344,59 @@ def _scores_out(template: Path, encoder: str, split: str, n_enc: int, n_split: i
     return Path(text.replace("{encoder}", safe).replace("{split}", split))
 
 
-def write_scores_out(template: Path, done: Evaluated) -> None:
+def write_scores_out(template: Path, ranks: Sequence[tuple[str, Path]]) -> list[Path]:
     """Copy each rank's scores file for the original scorer to the path ``template`` names."""
     import shutil
 
     from mdcr.atomic import atomic_path
     from mdcr.outputs import rank_info
 
-    for spec, folder in done.retrievers:
+    written = []
+    for spec, folder in ranks:
         splits = rank_info(folder).splits
         for split in splits:
-            target = _scores_out(template, spec, split, len(done.retrievers), len(splits))
+            target = _scores_out(template, spec, split, len(ranks), len(splits))
             target.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(target) as tmp:
                 shutil.copyfile(folder / f"scores_{split}.json", tmp)
             print(f"scores for the original scorer ({spec}, {split}): {target}", file=sys.stderr)
+            written.append(target)
+    return written
 
 
-def print_results(done: Evaluated) -> None:
+def benchmark_lines(done: Finished) -> list[str]:
     """The original scorer's printout per retriever and split, then the report's path."""
-    if done.pools is not None:
-        print_pools_summary(done)
-        return
     from mdcr.benchmark.score import read_official_results
     from mdcr.benchmark.scoring import MDCR_METRICS, official_key
     from mdcr.manifests import open_output
     from mdcr.scoring.published import comparable_with_published, order_retrievers, published_mdcr
 
+    lines: list[str] = []
     official = read_official_results(done.result)
     published = comparable_with_published(done.origin)
     if done.origin is not None:
-        print(done.origin.line())
+        lines.append(done.origin.line())
         if not published:
-            print("No published results beside it: they were computed on the official release.")
-        print()
+            lines.append(
+                "No published results beside it: they were computed on the official release."
+            )
+        lines.append("")
     scored = open_output(done.result)
     # Published rows go by the registry identity benchmark-score recorded, never a name.
     identities = scored.info("retriever_identities", {}) if scored else {}
     empty = scored.info("queries_without_positives", {}) if scored else {}
     for name in order_retrievers(list(official)):
         for split, fields in official[name].items():
-            print(f"{name} on MDCR {split}:")
-            for field, m in fields.items():
-                if field == "AVG":
+            lines.append(f"{name} on MDCR {split}:")
+            for fld, m in fields.items():
+                if fld == "AVG":
                     continue
-                print("\t".join([field] + [f"{k}: {v:g}" for k, v in m.items()]))
-            print("\t".join(["AVG"] + [f"{k}: {v:g}" for k, v in fields["AVG"].items()]))
+                lines.append("\t".join([fld] + [f"{k}: {v:g}" for k, v in m.items()]))
+            lines.append("\t".join(["AVG"] + [f"{k}: {v:g}" for k, v in fields["AVG"].items()]))
             if empty.get(split):
                 n = sum(empty[split].values())
                 where = ", ".join(f"{f}: {k}" for f, k in empty[split].items())
-                print(
+                lines.append(
                     f"({n} {'query' if n == 1 else 'queries'} without positives ({where}), "
                     "scored 0 and counted, as the original scorer does)"
                 )
@@ -379,6 +408,7 @@ def print_results(done: Evaluated) -> None:
                         keys = [official_key(m) for m in MDCR_METRICS]
                         cells = [f"{k}: {row[k]:g}" for k in keys if k in row]
                         label = f"published AVG on {files} ({row['citation']})"
-                        print("\t".join([label, *cells]))
-            print()
-    print(f"report: {done.result / 'report.md'}")
+                        lines.append("\t".join([label, *cells]))
+            lines.append("")
+    lines.append(f"report: {done.result / 'report.md'}")
+    return lines

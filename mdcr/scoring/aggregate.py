@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+CHANCE_ROW = "expected chance"  # the row of a measure's expectation under a random ranking
 POOL_KEYS = ("setup", "split", "field", "size", "rep")
 SETUP_KEYS = ("retriever", "setup", "split", "field", "size", "metric")
 
@@ -65,6 +66,34 @@ def macro_over(
     out = out.reset_index()
     out["complete"] = out["n"] == levels
     return out
+
+
+def field_average(
+    cells: pd.DataFrame, n_fields: int, chance: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """The AVG row of one field-level table (a split, pool size and measure), as the report
+    shows it: per retriever the macro average of its field means (``mean`` NaN, ``complete``
+    False, for a retriever not scored on every field of the table), ``n`` the fields
+    averaged; with ``chance`` (one field's expectation per row), the chance row's AVG last,
+    NaN unless each of the ``n_fields`` fields has one.
+
+    ``cells``: retriever, field, mean. Returns retriever, mean, n, complete.
+    """
+    avg = macro_over(cells, "field", ["retriever"])
+    avg.loc[~avg["complete"], "mean"] = np.nan
+    out = avg[["retriever", "mean", "n", "complete"]]
+    if chance is None or chance.empty:
+        return out
+    whole = len(chance) == n_fields
+    row = pd.DataFrame(
+        {
+            "retriever": [CHANCE_ROW],
+            "mean": [chance["mean"].mean() if whole else np.nan],
+            "n": [len(chance)],
+            "complete": [whole],
+        }
+    )
+    return pd.concat([out, row], ignore_index=True)
 
 
 def query_means(

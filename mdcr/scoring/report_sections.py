@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdcr.paper import field_abbreviation, size_label
+from mdcr.scoring.aggregate import CHANCE_ROW
 from mdcr.scoring.document import Section
 from mdcr.scoring.published import field_order, paper_retrievers
 
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 
     from mdcr.scoring.tables import Table
 
-CHANCE_ROW = "expected chance"
 RANDOM = "random"
 DETAIL_LIMIT = 80  # comparisons listed in report.md per table; all are in the CSV
 
@@ -349,28 +349,22 @@ def _field_data(
     import numpy as np
     import pandas as pd
 
-    from mdcr.scoring.aggregate import macro_over
+    from mdcr.scoring.aggregate import field_average
 
-    avg = macro_over(am, "field", ["retriever"])
-    incomplete = avg.loc[~avg["complete"], "retriever"].tolist()
-    avg.loc[~avg["complete"], "mean"] = np.nan
-    data = pd.concat([am, avg[["retriever", "mean"]].assign(field="AVG", std=np.nan)])
+    cm = ch[ch["metric"] == metric][["field", "mean"]]
+    with_chance = c.cfg.chance_rows and not ch.empty
+    avg = field_average(am, len(fields), cm if with_chance else None)
+    ours = avg[avg["retriever"] != CHANCE_ROW]
+    incomplete = ours.loc[~ours["complete"], "retriever"].tolist()
+    data = pd.concat([am, ours[["retriever", "mean"]].assign(field="AVG", std=np.nan)])
     rows = [r for r in c.retrievers if r in set(am["retriever"])]
-    if c.cfg.chance_rows and not ch.empty:
-        cm = ch[ch["metric"] == metric][["field", "mean"]]
-        cavg = cm["mean"].mean() if len(cm) == len(fields) else np.nan
+    if with_chance:
+        chance_avg = avg[avg["retriever"] == CHANCE_ROW][["retriever", "mean"]]
         data = pd.concat(
             [
                 data,
                 cm.assign(retriever=CHANCE_ROW, std=np.nan),
-                pd.DataFrame(
-                    {
-                        "retriever": [CHANCE_ROW],
-                        "field": ["AVG"],
-                        "mean": [cavg],
-                        "std": [np.nan],
-                    }
-                ),
+                chance_avg.assign(field="AVG", std=np.nan),
             ]
         )
         rows.append(CHANCE_ROW)
