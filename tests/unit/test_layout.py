@@ -181,3 +181,73 @@ def test_the_builtin_records_are_data_only() -> None:
         if isinstance(n, ast.ImportFrom) and n.level == 0
     }
     assert imported <= {"__future__", "dataclasses", "typing"}
+
+
+FACES = ("mdcr.api", "mdcr.cli", "mdcr.mteb")
+
+
+def _is_in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _importers_outside(
+    graph: dict[str, set[str]], package: str, allowed: tuple[str, ...]
+) -> list[str]:
+    """``a -> b`` for each module outside ``package`` and ``allowed`` importing ``package``."""
+    return sorted(
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        for b in targets
+        if _is_in(b, package)
+        and not _is_in(a, package)
+        and not any(_is_in(a, ok) for ok in allowed)
+    )
+
+
+def test_only_the_faces_import_evaluation() -> None:
+    """``mdcr evaluate`` (mdcr.evaluation) is run by the faces alone: the CLI and the API
+    (each through mdcr.evaluation.run), never by a stage or a library package."""
+    assert _importers_outside(import_graph(), "mdcr.evaluation", FACES) == []
+
+
+def test_no_module_imports_the_cli() -> None:
+    """The command line is the top floor: nothing below it imports mdcr.cli."""
+    importers = sorted(
+        a
+        for a, targets in import_graph().items()
+        if any(_is_in(b, "mdcr.cli") for b in targets) and not _is_in(a, "mdcr.cli")
+    )
+    assert importers == []
+
+
+def test_each_cli_command_family_sets_the_function_it_runs() -> None:
+    """Every subcommand parser (a group's subcommands too) names its function by
+    ``set_defaults(func=...)``: the dispatch is argparse's, never an if-chain on names."""
+    import argparse
+
+    from mdcr.cli import build_parser
+
+    def leaves(parser: argparse.ArgumentParser, path: str) -> list[tuple[str, object]]:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            return [(path, parser.get_default("func"))]
+        found = []
+        for action in subs:
+            for name, child in action.choices.items():
+                found += leaves(child, f"{path} {name}".strip())
+        return found
+
+    commands = leaves(build_parser(), "")
+    assert len(commands) >= 20  # run, every stage, evaluate, export, download, ls ... verify
+    assert [name for name, func in commands if not callable(func)] == []
+
+
+def test_the_checker_finds_an_import_of_evaluation_from_a_stage() -> None:
+    graph = {
+        "mdcr.benchmark.rank": {"mdcr.evaluation.request"},
+        "mdcr.cli.evaluate": {"mdcr.evaluation.run"},
+        "mdcr.evaluation.run": {"mdcr.evaluation.pools"},
+    }
+    assert _importers_outside(graph, "mdcr.evaluation", FACES) == [
+        "mdcr.benchmark.rank -> mdcr.evaluation.request"
+    ]
