@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mdcr.errors import ConfigError, ManifestMismatchError
+from mdcr.exports.registry import Export, ExportRequest, register_export
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -117,3 +118,43 @@ def write_mdcr_qrels(benchmark: Path, path: Path, split: str) -> int:
         for q, doc, r in zip(topics, docs, rel, strict=True):
             f.write(f"{q} 0 {doc} {int(r)}\n")
     return len(b)
+
+
+def export_trec_benchmark(request: ExportRequest) -> list[str]:
+    """``mdcr export --format trec`` of MDCR: one split's ranking (a benchmark-rank output)
+    as ``run_<split>.trec`` and its qrels (a benchmark) as ``qrels_<split>.trec``."""
+    rank, benchmark = request.run, request.qrels
+    if rank is not None and benchmark is not None:
+        check_rank_benchmark(rank, benchmark)
+    if rank is not None:
+        split = choose_split(rank_splits(rank), request.split, f"'{rank}'")
+    else:
+        assert benchmark is not None
+        split = choose_split(benchmark_splits_of(benchmark), request.split, f"'{benchmark}'")
+    lines = []
+    if benchmark is not None and rank is not None:
+        choose_split(benchmark_splits_of(benchmark), split, f"'{benchmark}'")
+    if rank is not None:
+        path = request.out / f"run_{split}.trec"
+        ties = request.ties or "trec_eval"
+        n = write_mdcr_run(rank, path, split, ties=ties, tag=f"mdcr-{rank.name}")
+        lines.append(f"{path}: {n} lines")
+    if benchmark is not None:
+        path = request.out / f"qrels_{split}.trec"
+        lines.append(f"{path}: {write_mdcr_qrels(benchmark, path, split)} lines")
+    return lines
+
+
+TREC_BENCHMARK = register_export(
+    Export(
+        format="trec",
+        kind="benchmark",
+        write=export_trec_benchmark,
+        help="a benchmark-rank output's ranking and a benchmark's qrels, one split, as "
+        "run_<split>.trec, qrels_<split>.trec",
+        usage="--run RANK (a benchmark-rank output) and/or --benchmark BENCHMARK (a "
+        "benchmark or benchmark-import output)",
+        writes="the TREC files",
+        options=frozenset({"split", "ties"}),
+    )
+)

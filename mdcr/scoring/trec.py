@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdcr.errors import InputDataError
+from mdcr.exports.registry import Export, ExportRequest, register_export
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -203,3 +204,31 @@ def write_trec_qrels(folder: Path, path: Path) -> int:
         for q, doc, rel in zip(topics, docs, df["relevance"], strict=True):
             f.write(f"{q} 0 {doc} {int(rel)}\n")
     return len(df)
+
+
+def export_trec_pools(request: ExportRequest) -> list[str]:
+    """``mdcr export --format trec`` of pools outputs: ``run.trec`` from a search/bm25
+    output, ``qrels.trec`` from a pools output (a run and qrels of the same pools)."""
+    lines = []
+    if request.run is not None and request.qrels is not None:
+        check_same_pools(request.run, request.qrels)
+    if request.run is not None:
+        path = request.out / "run.trec"
+        n = write_trec_run(request.run, path, tag=f"mdcr-{request.run.name}")
+        lines.append(f"{path}: {n} lines")
+    if request.qrels is not None:
+        path = request.out / "qrels.trec"
+        lines.append(f"{path}: {write_trec_qrels(request.qrels, path)} lines")
+    return lines
+
+
+TREC_POOLS = register_export(
+    Export(
+        format="trec",
+        kind="pools",
+        write=export_trec_pools,
+        help="a search/bm25 output's runs and a pools output's qrels as run.trec, qrels.trec",
+        usage="--run RUNS (a search or bm25 output) and/or --qrels POOLS (a pools output)",
+        writes="the TREC files",
+    )
+)

@@ -33,6 +33,7 @@ from typing import Any
 
 from mdcr.ecosystem.beir.layout import BeirFolder, paper_text, write_folder
 from mdcr.errors import ConfigError
+from mdcr.exports.registry import Export, ExportRequest, register_export
 
 # (title, abstract) -> (corpus title, corpus text, query text)
 TextFormat = Callable[[str, str], tuple[str, str, str]]
@@ -236,3 +237,51 @@ def read_index(out: Path) -> dict[str, Any]:
             f"'{out}' has no {INDEX}; give a folder written by mdcr export --format beir"
         )
     return dict(json.loads(path.read_text()))
+
+
+def _lines(out: Path, folders: list[Path]) -> list[str]:
+    return [*map(str, folders), f"{out / INDEX}: {len(folders)} folder(s)"]
+
+
+def export_beir_pools(request: ExportRequest) -> list[str]:
+    """``mdcr export --format beir --pools POOLS``: one BEIR folder per pool."""
+    from mdcr.paper import DEPTH, RECALL_K
+
+    assert request.qrels is not None
+    folders = export_pools(request.qrels, request.out, DEPTH, RECALL_K, encoder=request.encoder)
+    return _lines(request.out, folders)
+
+
+def export_beir_benchmark(request: ExportRequest) -> list[str]:
+    """``mdcr export --format beir --benchmark BENCHMARK``: one BEIR folder per field."""
+    assert request.qrels is not None
+    folders = export_benchmark(request.qrels, request.out, encoder=request.encoder)
+    return _lines(request.out, folders)
+
+
+BEIR_POOLS = register_export(
+    Export(
+        format="beir",
+        kind="pools",
+        write=export_beir_pools,
+        help="a pools output as one BEIR folder per pool (MTEB reads them too)",
+        usage="--pools POOLS (a pools or beir-import output), and no --run",
+        writes="the BEIR folders",
+        run="refused",
+        qrels="required",
+        options=frozenset({"encoder"}),
+    )
+)
+BEIR_BENCHMARK = register_export(
+    Export(
+        format="beir",
+        kind="benchmark",
+        write=export_beir_benchmark,
+        help="an MDCR benchmark as one BEIR folder per field",
+        usage="--benchmark BENCHMARK (a benchmark or benchmark-import output), and no --run",
+        writes="the BEIR folders",
+        run="refused",
+        qrels="required",
+        options=frozenset({"encoder"}),
+    )
+)
