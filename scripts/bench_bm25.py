@@ -147,7 +147,7 @@ def sweep_run(
     """The whole default grid by the sweep, against Lucene at ``--lucene-points`` points."""
     import itertools
 
-    from mdcr.index.bm25.stages import DEFAULT_B_GRID, DEFAULT_K1_GRID
+    from mdcr.index.bm25.tune import DEFAULT_B_GRID, DEFAULT_K1_GRID
     from mdcr.index.lucene.indexes import open_index
     from mdcr.index.sweep.grid import sweep_pool
 

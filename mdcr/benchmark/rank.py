@@ -26,7 +26,7 @@ import numpy as np
 
 from mdcr.config import input_path, param, setting
 from mdcr.errors import ConfigError
-from mdcr.index.bm25.stages import DEFAULT_B, DEFAULT_K1
+from mdcr.index.bm25.shared import DEFAULT_B, DEFAULT_K1
 from mdcr.stage import StageContext, StagePlan, StageSpec, Work, register
 
 if TYPE_CHECKING:
@@ -287,7 +287,7 @@ def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
     elif cfg.method == "bm25":
         k1, b = cfg.k1, cfg.b
         if ctx.inputs.get("bm25_params"):
-            from mdcr.index.bm25.stages import read_chosen
+            from mdcr.index.bm25.tune import read_chosen
 
             k1, b, _ = read_chosen(ctx.input("bm25_params"))
         name = cfg.retriever or BM25

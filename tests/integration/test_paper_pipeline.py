@@ -20,7 +20,8 @@ import pandas as pd
 import pytest
 
 import mdcr.encoders.stage
-import mdcr.index.bm25.stages
+import mdcr.index.bm25.search
+import mdcr.index.bm25.tune
 import mdcr.index.dense  # noqa: F401  (registers encode, search, bm25 if STAGE_MODULES lacks them)
 from mdcr.cli import main
 from mdcr.manifests import read_manifest

@@ -155,11 +155,11 @@ def test_measures_use_only_core_modules() -> None:
 
 def test_the_layout_checker_finds_an_import_between_packages() -> None:
     graph = {
-        "mdcr.index.bm25.stages": {"mdcr.scoring.metrics", "mdcr.paper"},
+        "mdcr.index.bm25.tune": {"mdcr.scoring.metrics", "mdcr.paper"},
         "mdcr.scoring": set(),
     }
     assert _imports_between(graph, "mdcr.index", "mdcr.scoring") == [
-        "mdcr.index.bm25.stages -> mdcr.scoring.metrics"
+        "mdcr.index.bm25.tune -> mdcr.scoring.metrics"
     ]
 
 

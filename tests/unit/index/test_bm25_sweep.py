@@ -15,8 +15,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from mdcr.index.bm25 import stages as bm25
-from mdcr.index.bm25.stages import DEFAULT_B_GRID, DEFAULT_K1_GRID
+from mdcr.index.bm25 import search as bm25_search
+from mdcr.index.bm25 import tune as bm25_tune
+from mdcr.index.bm25.tune import DEFAULT_B_GRID, DEFAULT_K1_GRID
 from tests.unit.encoders.fixtures import write_pools
 from tests.unit.index.test_bm25_stages import _execute, write_corpus
 
@@ -143,19 +144,19 @@ def test_stages_give_the_same_outputs_with_either_backend(stage_inputs: dict[str
     outs = {}
     backends: tuple[Literal["lucene", "sweep"], ...] = ("lucene", "sweep")
     for backend in backends:
-        tune = bm25.TuneConfig(corpus=corpus, pools=pools, backend=backend, threads=2)
-        outs[backend] = _execute(Path(home) / backend, bm25.TUNE_SPEC, tune)
-    grids = {e: pq.read_table(Path(o.path) / bm25.GRID_FILE) for e, o in outs.items()}
+        tune = bm25_tune.TuneConfig(corpus=corpus, pools=pools, backend=backend, threads=2)
+        outs[backend] = _execute(Path(home) / backend, bm25_tune.TUNE_SPEC, tune)
+    grids = {e: pq.read_table(Path(o.path) / bm25_tune.GRID_FILE) for e, o in outs.items()}
     assert grids["lucene"].num_rows == 2 * 42 * 3  # pools x grid points x metrics
     assert grids["lucene"].equals(grids["sweep"])
-    chosen = {e: (Path(o.path) / bm25.CHOSEN_FILE).read_text() for e, o in outs.items()}
+    chosen = {e: (Path(o.path) / bm25_tune.CHOSEN_FILE).read_text() for e, o in outs.items()}
     assert chosen["lucene"] == chosen["sweep"]
     # The backend is a setting: the same fingerprint.
     assert outs["lucene"].fingerprint == outs["sweep"].fingerprint
     runs = {}
     for backend in backends:
-        cfg = bm25.BM25Config(corpus=corpus, pools=pools, k1=1.2, b=0.75, backend=backend)
-        out = _execute(Path(home) / backend, bm25.SPEC, cfg)
+        cfg = bm25_search.BM25Config(corpus=corpus, pools=pools, k1=1.2, b=0.75, backend=backend)
+        out = _execute(Path(home) / backend, bm25_search.SPEC, cfg)
         runs[backend] = pq.read_table(Path(out.path) / "runs.parquet")
     assert runs["lucene"].num_rows > 1000
     assert runs["lucene"].equals(runs["sweep"])

@@ -76,7 +76,7 @@ def test_an_unknown_stored_name_is_one_line(name: str) -> None:
 
 
 def test_bm25_tune_metric_names() -> None:
-    from mdcr.index.bm25.stages import metric_name
+    from mdcr.index.bm25.tune import metric_name
 
     assert metric_name("recall", 200) == "recall@30"  # R@k keeps the paper's k
     assert metric_name("ndcg", 200) == "ndcg@200"
