@@ -133,12 +133,12 @@ def floor_seconds(paths: list[Path], procs: int) -> float:
 # The steps --steps times: (module, function) of the prefilter, in the order they run.
 STEPS = [
     ("mdcr.corpus.prefilter.scan", "scan_usable"),  # one call per dataset (S2AG)
-    ("mdcr.corpus.prefilter.stage", "_scan_s2orc"),
-    ("mdcr.corpus.formats.s2ag_scan", "drop_duplicates"),
-    ("mdcr.corpus.formats.s2ag_scan", "_abstract_counts"),
-    ("mdcr.corpus.formats.s2ag_scan", "_resolve_edges"),
-    ("mdcr.corpus.formats.s2ag_scan", "_build_flags"),
-    ("mdcr.corpus.formats.s2ag_scan", "edge_keys"),
+    ("mdcr.corpus.formats.s2orc", "scan_s2orc"),
+    ("mdcr.corpus.formats.s2ag", "drop_duplicates"),
+    ("mdcr.corpus.formats.s2ag", "_abstract_counts"),
+    ("mdcr.corpus.formats.s2ag", "_resolve_edges"),
+    ("mdcr.corpus.formats.s2ag", "_build_flags"),
+    ("mdcr.corpus.formats.s2ag", "edge_keys"),
     ("mdcr.corpus.prefilter.stage", "write_outputs"),
 ]
 
@@ -157,7 +157,7 @@ def time_steps(steps: dict[str, list[float]]) -> None:
 
     for module_name, name in STEPS:
         module = importlib.import_module(module_name)
-        for holder in {module, sys.modules["mdcr.corpus.formats.s2ag_scan"]}:
+        for holder in {module, sys.modules["mdcr.corpus.formats.s2ag"]}:
             func = getattr(holder, name, None)
             if func is None:
                 continue

@@ -5,22 +5,24 @@ layout: its name (a value of ``prefilter.format``), how to recognise a folder in
 layout (``detect``, for ``format = "auto"``), the files it reads (``files``, which raises
 the one-line errors of a bad layout), its scan (the files into the tables the shared
 steps read: :class:`Scanned`), what the dry run says it reads (``label``,
-``describe``) and prices its work by (``rate_key``: a key of
-``mdcr/data/stage_rates.json``, per record read), and the lines it adds to the funnel in
-the log (``funnel_lines``).
+``describe``) and its size model (``size``: the records and the work of an input, as an
+:class:`InputSize`; without one, the planned input's records priced by ``rate_key``, a key
+of ``mdcr/data/stage_rates.json``, per record read), and the lines it adds to the funnel
+in the log (``funnel_lines``).
 
 ``format = "auto"`` takes the one registered format whose ``detect`` recognises the
 folder; none: the default format (the one registered without ``detect``, S2ORC); more
 than one: a one-line error asking to name it. An unknown format is a one-line error
-listing the valid ones. The built-in formats (S2ORC, S2AG) are registered by
-:mod:`mdcr.corpus.prefilter.stage`, imported on first use as the stage registry imports the
-stage modules. Adding a format is one :func:`register_format` call.
+listing the valid ones. Each built-in format is one module holding its reader, scan, size
+model and registration (:mod:`mdcr.corpus.formats.s2orc`, :mod:`mdcr.corpus.formats.s2ag`),
+imported on first use as the stage registry imports the stage modules. Adding a format is
+one :func:`register_format` call next to its definition.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,9 +35,11 @@ from mdcr.errors import ConfigError, InputDataError
 if TYPE_CHECKING:
     import duckdb
 
+    from mdcr.stage import PlanFacts, Work
+
 AUTO = "auto"
 # The modules that register the built-in formats, imported on first use.
-BUILTIN_MODULES = ("mdcr.corpus.prefilter.stage",)
+BUILTIN_MODULES = ("mdcr.corpus.formats.s2orc", "mdcr.corpus.formats.s2ag")
 
 
 @dataclass
@@ -72,6 +76,25 @@ ScanFn = Callable[
 
 
 @dataclass(frozen=True)
+class InputSize:
+    """The dry run's size of an input: its paper ``records``, its ``work`` (a rate key and
+    units) and the words it adds after the layout (``layout_words``, e.g. its gzipped size)
+    and after the input's path (``source_words``, e.g. the records counted)."""
+
+    records: int
+    work: Work
+    layout_words: str = ""
+    source_words: str = ""
+
+
+# size(cfg, source, inputs, upstream): cfg is the PrefilterConfig; source the input folder
+# (None: not given), upstream the plan facts of planned inputs.
+SizeFn = Callable[
+    [Any, "Path | None", "dict[str, list[Path]]", "Mapping[Path, PlanFacts]"], InputSize
+]
+
+
+@dataclass(frozen=True)
 class InputFormat:
     """One input layout of the prefilter (see the module's docstring)."""
 
@@ -86,6 +109,8 @@ class InputFormat:
     # Lines added to the funnel table in the log, from the funnel (with ``details``).
     funnel_lines: Callable[[dict[str, Any]], str] | None = None
     rate_key: str = "prefilter"
+    # The dry run's size model; None: the planned input's records priced by ``rate_key``.
+    size: SizeFn | None = None
 
     def description(self, cfg: Any) -> str:
         return self.describe(cfg) if self.describe is not None else self.label
@@ -171,3 +196,13 @@ def auto_label() -> str:
     """The dry run's words for "auto": every format's label, e.g. "S2ORC shards or an S2AG
     release"."""
     return " or ".join(f.label for f in input_formats().values())
+
+
+def sizing_format(name: str, source: Path | None) -> InputFormat:
+    """The format whose size model prices ``source`` in the dry run: ``name``, or for "auto"
+    the format that recognises it (the default format when there is no source yet)."""
+    if source is not None:
+        return resolve_format(name, source)
+    if name != AUTO:
+        return get_format(name)
+    return next(f for f in input_formats().values() if f.detect is None)

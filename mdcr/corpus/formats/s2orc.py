@@ -12,14 +12,40 @@ only whitespace; ``title``/``abstract`` neither a string nor null; ``year`` neit
 an integer from 1000 to 2100 (``jsonl.YEAR_MIN``, ``YEAR_MAX``: 0 and 99999 are not
 publication years); a list key neither a list of strings nor null. A missing key
 counts as null. Lines holding only JSON whitespace are skipped and are not records.
+
+This module is the whole format: its shards, its scan (one streaming ``read_json`` query
+per shard that validates every record, evaluates the four rules and keeps the texts of
+the survivors only: :func:`scan_sql`), its size model for the dry run (the records in its
+shards when they are there, else S2ORC's count) and its registration, the default format.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from mdcr.corpus import jsonl
+from mdcr.corpus.formats.registry import InputFormat, InputSize, Scanned, register_format
+from mdcr.corpus.prefilter.output import SEQ_SHIFT
+from mdcr.corpus.prefilter.rules import (
+    PrefilterConfig,
+    abstract_rule_sql,
+    citation_rule_sql,
+    title_rule_sql,
+)
+from mdcr.corpus.prefilter.scan import (
+    Dataset,
+    drop_duplicates,
+    scan_usable,
+    stop_on_duplicates,
+    summarize_malformed,
+)
 from mdcr.errors import InputDataError
+from mdcr.stage import PlanFacts, Work
+
+if TYPE_CHECKING:
+    import duckdb
 
 SHARD_PATTERNS = ("metadata_*.jsonl.gz", "metadata_*.jsonl")
 FALLBACK_PATTERNS = ("*.jsonl.gz", "*.jsonl")
@@ -83,3 +109,113 @@ def find_shards(folder: Path) -> list[Path]:
         f"no S2ORC shards in '{folder}': expected files named metadata_*.jsonl.gz or "
         "metadata_*.jsonl (or any *.jsonl.gz / *.jsonl)"
     )
+
+
+def scan_sql(cfg: PrefilterConfig, source: str, file_idx: int) -> str:
+    """SQL of the per-record rows of one shard (``source``: :func:`jsonl.shard_sql`).
+
+    Columns: seq (file index << SEQ_SHIFT | record number), reason (NULL unless
+    malformed), paper_id, the four rule flags, and the output columns (title, abstract,
+    year, fields, outbound), kept only for records that pass all four rules, so that
+    memory holds ~16M texts rather than 81M.
+    """
+    keep = "ok_year AND ok_title AND ok_abstract AND ok_cit"
+    sv = jsonl.string_value
+    return f"""
+WITH _r AS (SELECT *, {SCHEMA.reason_sql()} AS reason FROM {source}),
+_v AS (
+  SELECT rn, reason, _ti, _ab, _yr, _mf,
+    CASE WHEN reason IS NULL THEN {sv("_pid")} END AS paper_id,
+    CASE WHEN reason IS NULL THEN {jsonl.string_list("_in")} END AS cin,
+    CASE WHEN reason IS NULL THEN {jsonl.string_list("_out")} END AS cout
+  FROM _r
+),
+_f AS (
+  SELECT *,
+    _yr IS NOT NULL AND _yr <> 'null' AS ok_year,
+    {title_rule_sql("_ti")} AS ok_title,
+    {abstract_rule_sql(cfg, "_ab")} AS ok_abstract,
+    {citation_rule_sql(cfg, "cin", "cout")} AS ok_cit
+  FROM _v
+)
+SELECT ({file_idx}::BIGINT << {SEQ_SHIFT}) + rn AS seq, reason, paper_id,
+  ok_year, ok_title, ok_abstract, ok_cit,
+  CASE WHEN reason IS NULL AND {keep} THEN {sv("_ti")} END AS title,
+  CASE WHEN reason IS NULL AND {keep} THEN {sv("_ab")} END AS abstract,
+  CASE WHEN reason IS NULL AND {keep} THEN _yr::BIGINT END AS year,
+  CASE WHEN reason IS NULL AND {keep} THEN {jsonl.string_list("_mf")} END AS fields,
+  CASE WHEN reason IS NULL AND {keep} THEN cout END AS outbound
+FROM _f"""
+
+
+RECS_DDL = """CREATE TABLE recs (
+  seq BIGINT, reason VARCHAR, paper_id VARCHAR,
+  ok_year BOOLEAN, ok_title BOOLEAN, ok_abstract BOOLEAN, ok_cit BOOLEAN,
+  title VARCHAR, abstract VARCHAR, year BIGINT, fields VARCHAR[], outbound VARCHAR[])"""
+
+
+def scan_s2orc(
+    con: duckdb.DuckDBPyConnection,
+    cfg: PrefilterConfig,
+    folder: Path,
+    temp_dir: Path,
+    threads: int,
+    progress: Callable[[int], Any] | None,
+) -> Scanned:
+    shards = tuple(find_shards(folder))
+    ds = Dataset("metadata", SCHEMA, shards, "recs", RECS_DDL, lambda src, i: scan_sql(cfg, src, i))
+    result, read = scan_usable(
+        con, ds, temp_dir, threads, strict=cfg.strict, progress=progress, where=str(folder)
+    )
+    reasons, reported = summarize_malformed(con, [result], cfg.max_reported_errors)
+    duplicates = drop_duplicates(con, "recs", "paper_id")
+    stop_on_duplicates(duplicates, "paper_id", str(folder), cfg.strict)
+    return Scanned(
+        scans=[result],
+        reasons=reasons,
+        reported=reported,
+        records_read=read,
+        records_valid=read - result.malformed,
+        lines_read=read,
+        malformed_lines=result.malformed,
+        duplicates=duplicates,
+        flags="recs",
+        paper_files=len(shards),
+    )
+
+
+def _input_files(source: Path | None, upstream: Mapping[Path, PlanFacts]) -> list[Path]:
+    """The JSONL files of an input folder that is there (none: planned, or missing)."""
+    if source is None or source in upstream or not source.is_dir():
+        return []
+    try:
+        return find_shards(source)
+    except InputDataError:
+        return []  # the run itself names the problem
+
+
+def size_s2orc(
+    cfg: PrefilterConfig,
+    source: Path | None,
+    inputs: dict[str, list[Path]],
+    upstream: Mapping[Path, PlanFacts],
+) -> InputSize:
+    """The dry run's size of S2ORC shards: the records in them when they are there
+    (counted, or estimated from their sizes), else the planned input's or S2ORC's count."""
+    from mdcr.planning import input_records
+
+    files = _input_files(source, upstream)
+    records, how = input_records(inputs, upstream, files)
+    counted = f" ({records:,} records, {how})" if files else ""
+    return InputSize(records, Work("prefilter", units=float(records)), source_words=counted)
+
+
+S2ORC = register_format(
+    InputFormat(
+        name="s2orc",
+        label="S2ORC shards",
+        files=find_shards,
+        scan=scan_s2orc,
+        size=size_s2orc,
+    )
+)

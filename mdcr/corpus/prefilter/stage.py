@@ -11,7 +11,7 @@ S2ORC, "around 16M" of S2ORC's 81.1M. Rules here, in this order:
   ``min_citations`` per ``citation_direction``: "total" in + out; "either" in or out
   alone; "in" / "out" one direction; "both" each. S2ORC: the ids in
   ``inbound_citations`` / ``outbound_citations`` as given (before any filtering). S2AG
-  (:mod:`mdcr.corpus.formats.s2ag_scan`): the non-null ids of the ``citations`` table's
+  (:mod:`mdcr.corpus.formats.s2ag`): the non-null ids of the ``citations`` table's
   edges, the same ids whether or not they have a papers record.
 
 Why "total" is the default: on the 1,000-record real sample (tests/data/s2orc_sample),
@@ -44,8 +44,9 @@ of which no record passes the rules (the error shows the funnel). The funnel's
 citations).
 
 Input formats: each layout is one entry of :mod:`mdcr.corpus.formats.registry` (its files, its
-scan into the tables the shared steps read, its words in the dry run); S2ORC and S2AG are
-registered at the end of this module, and ``format`` names one of them or "auto".
+scan into the tables the shared steps read, its words and size in the dry run), registered
+next to its definition (:mod:`mdcr.corpus.formats.s2orc`, :mod:`mdcr.corpus.formats.s2ag`);
+``format`` names one of them or "auto".
 
 Threads and DuckDB's memory limit do not change outputs, so they are not config fields:
 ``MDCR_THREADS`` (default: all cores) and ``MDCR_MEMORY_LIMIT`` (default: 50% of RAM).
@@ -64,26 +65,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdcr.artifacts import CITATIONS, CORPUS_PAPERS
-from mdcr.corpus import jsonl
 from mdcr.corpus.formats import registry as formats
-from mdcr.corpus.formats import s2ag, s2orc
-from mdcr.corpus.formats import s2ag_scan as prefilter_s2ag
-from mdcr.corpus.formats.registry import InputFormat, Scanned, register_format
-from mdcr.corpus.prefilter.output import SEQ_SHIFT, write_outputs
+from mdcr.corpus.formats.registry import InputFormat, Scanned
+from mdcr.corpus.prefilter.output import write_outputs
 from mdcr.corpus.prefilter.rules import (
     RULES,
     PrefilterConfig,
-    abstract_rule_sql,
-    citation_rule_sql,
-    title_rule_sql,
 )
 from mdcr.corpus.prefilter.scan import (
-    Dataset,
-    drop_duplicates,
     first_line,
-    scan_usable,
-    stop_on_duplicates,
-    summarize_malformed,
 )
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
@@ -148,52 +138,6 @@ def connect(temp_dir: Path, threads: int) -> duckdb.DuckDBPyConnection:
         ) from exc
 
 
-# --------------------------------------------------------------------------- SQL
-
-
-def scan_sql(cfg: PrefilterConfig, source: str, file_idx: int) -> str:
-    """SQL of the per-record rows of one shard (``source``: :func:`jsonl.shard_sql`).
-
-    Columns: seq (file index << SEQ_SHIFT | record number), reason (NULL unless
-    malformed), paper_id, the four rule flags, and the output columns (title, abstract,
-    year, fields, outbound), kept only for records that pass all four rules, so that
-    memory holds ~16M texts rather than 81M.
-    """
-    keep = "ok_year AND ok_title AND ok_abstract AND ok_cit"
-    sv = jsonl.string_value
-    return f"""
-WITH _r AS (SELECT *, {s2orc.SCHEMA.reason_sql()} AS reason FROM {source}),
-_v AS (
-  SELECT rn, reason, _ti, _ab, _yr, _mf,
-    CASE WHEN reason IS NULL THEN {sv("_pid")} END AS paper_id,
-    CASE WHEN reason IS NULL THEN {jsonl.string_list("_in")} END AS cin,
-    CASE WHEN reason IS NULL THEN {jsonl.string_list("_out")} END AS cout
-  FROM _r
-),
-_f AS (
-  SELECT *,
-    _yr IS NOT NULL AND _yr <> 'null' AS ok_year,
-    {title_rule_sql("_ti")} AS ok_title,
-    {abstract_rule_sql(cfg, "_ab")} AS ok_abstract,
-    {citation_rule_sql(cfg, "cin", "cout")} AS ok_cit
-  FROM _v
-)
-SELECT ({file_idx}::BIGINT << {SEQ_SHIFT}) + rn AS seq, reason, paper_id,
-  ok_year, ok_title, ok_abstract, ok_cit,
-  CASE WHEN reason IS NULL AND {keep} THEN {sv("_ti")} END AS title,
-  CASE WHEN reason IS NULL AND {keep} THEN {sv("_ab")} END AS abstract,
-  CASE WHEN reason IS NULL AND {keep} THEN _yr::BIGINT END AS year,
-  CASE WHEN reason IS NULL AND {keep} THEN {jsonl.string_list("_mf")} END AS fields,
-  CASE WHEN reason IS NULL AND {keep} THEN cout END AS outbound
-FROM _f"""
-
-
-RECS_DDL = """CREATE TABLE recs (
-  seq BIGINT, reason VARCHAR, paper_id VARCHAR,
-  ok_year BOOLEAN, ok_title BOOLEAN, ok_abstract BOOLEAN, ok_cit BOOLEAN,
-  title VARCHAR, abstract VARCHAR, year BIGINT, fields VARCHAR[], outbound VARCHAR[])"""
-
-
 @dataclass
 class PrefilterResult:
     """The funnel, the output row counts, and wall times of the scan and the output steps."""
@@ -213,64 +157,6 @@ def resolve_format(cfg: PrefilterConfig, folder: Path) -> str:
 def input_files(cfg: PrefilterConfig, folder: Path) -> list[Path]:
     """The files the prefilter reads from ``folder`` (one-line errors for a bad layout)."""
     return formats.resolve_format(cfg.format, folder).files(folder)
-
-
-def _scan_s2orc(
-    con: duckdb.DuckDBPyConnection,
-    cfg: PrefilterConfig,
-    folder: Path,
-    temp_dir: Path,
-    threads: int,
-    progress: Callable[[int], Any] | None,
-) -> Scanned:
-    shards = tuple(s2orc.find_shards(folder))
-    ds = Dataset(
-        "metadata", s2orc.SCHEMA, shards, "recs", RECS_DDL, lambda src, i: scan_sql(cfg, src, i)
-    )
-    result, read = scan_usable(
-        con, ds, temp_dir, threads, strict=cfg.strict, progress=progress, where=str(folder)
-    )
-    reasons, reported = summarize_malformed(con, [result], cfg.max_reported_errors)
-    duplicates = drop_duplicates(con, "recs", "paper_id")
-    stop_on_duplicates(duplicates, "paper_id", str(folder), cfg.strict)
-    return Scanned(
-        scans=[result],
-        reasons=reasons,
-        reported=reported,
-        records_read=read,
-        records_valid=read - result.malformed,
-        lines_read=read,
-        malformed_lines=result.malformed,
-        duplicates=duplicates,
-        flags="recs",
-        paper_files=len(shards),
-    )
-
-
-def _scan_s2ag(
-    con: duckdb.DuckDBPyConnection,
-    cfg: PrefilterConfig,
-    folder: Path,
-    temp_dir: Path,
-    threads: int,
-    progress: Callable[[int], Any] | None,
-) -> Scanned:
-    release = s2ag.find_release(folder)
-    found = prefilter_s2ag.scan_release(con, cfg, release, temp_dir, threads, progress)
-    return Scanned(
-        scans=found.scans,
-        reasons=found.reasons,
-        reported=found.reported,
-        records_read=found.papers_read,
-        records_valid=found.papers_valid,
-        lines_read=found.lines_read,
-        malformed_lines=found.malformed_lines,
-        duplicates=found.duplicates,
-        flags="_flags",
-        paper_files=len(release.papers),
-        edge_keys=prefilter_s2ag.edge_keys,
-        details={"s2ag": found.details},
-    )
 
 
 def _rule_counts(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, int]:
@@ -322,28 +208,6 @@ def funnel_table(funnel: dict[str, Any]) -> str:
         cells = [r[0].ljust(widths[0])] + [r[i].rjust(widths[i]) for i in range(1, 4)]
         lines.append("  " + "  ".join(cells).rstrip())
     return "\n".join(lines)
-
-
-def s2ag_lines(funnel: dict[str, Any]) -> str:
-    """The S2AG totals and abstract and citation counts, for the log."""
-    details = funnel["s2ag"]
-    a, c = details["abstracts"], details["citations"]
-    return "\n".join(
-        [
-            f"  all datasets: {funnel['lines_read']:,} lines read, "
-            f"{funnel['malformed_lines']:,} malformed (papers {funnel['malformed_skipped']:,}, "
-            f"abstracts {a['malformed_skipped']:,}, citations {c['malformed_skipped']:,})",
-            f"  field sources: {', '.join(details['field_sources'])}",
-            f"  abstracts: {a['records_read']:,} read, {a['malformed_skipped']:,} malformed, "
-            f"{a['duplicates_dropped']:,} duplicate, {a['without_paper']:,} without a paper; "
-            f"{details['papers_without_abstract']:,} papers without an abstract",
-            f"  citation rows: {c['records_read']:,} read, {c['malformed_skipped']:,} malformed, "
-            f"{c['unresolved_null_id']:,} with a null id and {c['neither_id_a_paper']:,} "
-            f"with neither id a paper (not counted), {c['duplicates_dropped']:,} duplicate; "
-            f"{c['resolved']:,} distinct edges between papers, {c['one_id_outside']:,} to "
-            "ids without a papers record (counted, not written)",
-        ]
-    )
 
 
 def no_survivor(input_dir: Path, found: Scanned, counts: dict[str, int]) -> InputDataError:
@@ -488,67 +352,31 @@ def run_prefilter(cfg: PrefilterConfig, ctx: StageContext) -> None:
     ctx.timings.update(result.timings)
 
 
-def _input_files(source: Path | None, upstream: Mapping[Path, PlanFacts]) -> list[Path]:
-    """The JSONL files of an input folder that is there (none: planned, or missing)."""
-    if source is None or source in upstream or not source.is_dir():
-        return []
-    try:
-        return s2orc.find_shards(source)
-    except InputDataError:
-        return []  # the run itself names the problem
-
-
 def plan_prefilter(
     cfg: PrefilterConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
 ) -> StagePlan:
-    if cfg.format == formats.AUTO:
-        layout, rate_key = formats.auto_label(), "prefilter"
-    else:
-        fmt = formats.get_format(cfg.format)
-        layout, rate_key = fmt.description(cfg), fmt.rate_key
     from mdcr.planning import input_records
     from mdcr.planning.sizes import PREFILTER_KEEPS
 
+    if cfg.format == formats.AUTO:
+        layout = formats.auto_label()
+    else:
+        layout = formats.get_format(cfg.format).description(cfg)
     source = next(iter(inputs.get("input") or []), None)
-    counted = ""
-    if cfg.format == "s2ag" or (cfg.format == "auto" and source and s2ag.is_release(source)):
-        size, records, work = prefilter_s2ag.plan_release(source)  # priced by its bytes
-        layout += size
-    else:  # S2ORC: the records in its shards when they are there, else S2ORC's count
-        files = _input_files(source, upstream)
-        records, how = input_records(inputs, upstream, files)
-        counted = f" ({records:,} records, {how})" if files else ""
-        work = Work(rate_key, units=float(records))
+    fmt = formats.sizing_format(cfg.format, source)
+    if fmt.size is not None:  # the format's own size model
+        size = fmt.size(cfg, source, inputs, upstream)
+    else:  # the planned input's records, else S2ORC's count
+        records, _ = input_records(inputs, upstream, [])
+        size = formats.InputSize(records, Work(fmt.rate_key, units=float(records)))
     return StagePlan(
-        f"read {layout} from {cfg.input}{counted}; keep papers with a year, a title, an abstract "
-        f">= {cfg.min_abstract_chars} chars and >= {cfg.min_citations} distinct citations "
-        f"({cfg.citation_direction}); write papers.parquet, citations.parquet, funnel.json",
-        facts=PlanFacts(papers=round(records * PREFILTER_KEEPS), records=records),
-        work=work,
+        f"read {layout}{size.layout_words} from {cfg.input}{size.source_words}; keep papers "
+        f"with a year, a title, an abstract >= {cfg.min_abstract_chars} chars and >= "
+        f"{cfg.min_citations} distinct citations ({cfg.citation_direction}); write "
+        "papers.parquet, citations.parquet, funnel.json",
+        facts=PlanFacts(papers=round(size.records * PREFILTER_KEEPS), records=size.records),
+        work=size.work,
     )
-
-
-# --------------------------------------------------------------------------- the built-in formats
-
-S2ORC = register_format(
-    InputFormat(
-        name="s2orc",
-        label="S2ORC shards",
-        files=s2orc.find_shards,
-        scan=_scan_s2orc,
-    )
-)
-S2AG = register_format(
-    InputFormat(
-        name="s2ag",
-        label="an S2AG release",
-        files=lambda folder: list(s2ag.find_release(folder).files),
-        scan=_scan_s2ag,
-        detect=s2ag.is_release,
-        describe=lambda cfg: f"an S2AG release (fields from {', '.join(cfg.field_sources)})",
-        funnel_lines=s2ag_lines,
-    )
-)
 
 
 SPEC = register(
