@@ -79,8 +79,8 @@ def test_adding_an_encoder_is_one_record(tmp_path: Path, monkeypatch: pytest.Mon
     """A BERT-like model declared in one record is encoded, searched and scored on an MDCR
     benchmark by the normal route, under its record's name, label and defaults."""
     import mdcr
-    from tests.unit.benchmark.test_evaluate import FIXTURE
     from tests.unit.encoders.fixtures import make_tiny_bert
+    from tests.unit.evaluation.test_evaluate import FIXTURE
 
     folder = make_tiny_bert(tmp_path / "tiny-bert")
     record = BuiltinEncoder(

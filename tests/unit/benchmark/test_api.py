@@ -14,8 +14,8 @@ import mdcr
 from mdcr.cli import main
 from mdcr.errors import ConfigError, EncoderError, InputDataError
 from mdcr.evaluation.result import PER_POOL_COLUMNS, SUMMARY_COLUMNS
-from tests.unit.benchmark.test_evaluate import FIXTURE, _printed
 from tests.unit.encoders.fixtures import make_tiny_bert
+from tests.unit.evaluation.test_evaluate import FIXTURE, _printed
 
 
 def _encode_outputs(home: Path) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mdcr.cli import main
-from tests.unit.benchmark.test_evaluate import FIXTURE
+from tests.unit.evaluation.test_evaluate import FIXTURE
 
 PLAIN = "py:tests.unit.benchmark.plain_encoders:"
 

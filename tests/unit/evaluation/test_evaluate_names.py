@@ -11,7 +11,7 @@ import pytest
 from mdcr.cli import main
 from mdcr.encoders.naming import model_object_name, name_retrievers
 from mdcr.errors import ConfigError
-from tests.unit.benchmark.test_evaluate import FIXTURE, _printed
+from tests.unit.evaluation.test_evaluate import FIXTURE, _printed
 
 
 def _encode_params(home: Path) -> list[dict]:
