@@ -3,10 +3,10 @@
 ``mdcr.evaluate(model, benchmark=...)`` takes an in-memory SentenceTransformer, any object
 with ``encode(list of str)``, an mdcr Encoder or an encoder spec string, runs the same
 cached pipeline as ``mdcr evaluate`` and returns an
-:class:`~mdcr.benchmark.results.EvaluationResult`: a ``summary`` and a ``per_pool`` pandas
+:class:`~mdcr.evaluation.result.EvaluationResult`: a ``summary`` and a ``per_pool`` pandas
 DataFrame of the same columns in both modes (percent) and the ``report_path``. The
 model's identity is the hash of its weights, config and whole state (arrays, tensors and
-modules at any depth) plus its class's code (:mod:`mdcr.encoders.in_memory`), so a second
+modules at any depth) plus its class's code (:mod:`mdcr.encoders.models.in_memory`), so a second
 call with the same model is read from the store, and a changed model is scored again. A
 model whose state cannot be hashed (it holds a lock or an open file) is refused in one line
 that asks for ``cache_key=``.
@@ -24,9 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mdcr.benchmark.results import EvaluationResult
-    from mdcr.evaluation.request import Evaluated, EvaluateRequest
-    from mdcr.store import Store
+    from mdcr.evaluation.result import EvaluationResult
 
 
 def evaluate(
@@ -48,7 +46,7 @@ def evaluate(
 ) -> EvaluationResult:
     """Score ``model`` on an MDCR benchmark (or on pools); the CLI's numbers as frames.
 
-    Returns an :class:`~mdcr.benchmark.results.EvaluationResult`, the same in both modes:
+    Returns an :class:`~mdcr.evaluation.result.EvaluationResult`, the same in both modes:
 
     - ``summary``: retriever, setup, split, field, pool_size, measure, mean, std, n. Mean
       and sample std over repetitions, in percent (metric x 100, unrounded; report.md and
@@ -73,11 +71,11 @@ def evaluate(
     ``engine="ray"`` runs encoding and search on Ray (``ray_address``, else ``$RAY_ADDRESS``,
     else a local Ray instance with ``ray_workers`` CPUs); results are the same.
     """
-    from mdcr.benchmark.results import result_of
-    from mdcr.encoders.in_memory import register_model
+    from mdcr.encoders.models.in_memory import register_model
     from mdcr.engine import engine_values
     from mdcr.errors import ConfigError
     from mdcr.evaluation.request import EvaluateRequest
+    from mdcr.evaluation.run import run_request
     from mdcr.home import find_home
     from mdcr.stage import progress_bars
     from mdcr.store import Store
@@ -102,32 +100,19 @@ def evaluate(
     found = find_home(home, holding=pools or benchmark)  # the store of the pools scored on
     store = Store(found.path, source=found.source)
     with progress_bars(progress):  # bars even when quiet, as the CLI shows them
-        done = run_request(req, store, quiet=quiet)
-    return result_of(done)
-
-
-def run_request(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Evaluated:
-    """Run an evaluation request (``mdcr evaluate`` and :func:`evaluate`): on pools
-    (:mod:`mdcr.evaluation.pools`) or on a benchmark (:mod:`mdcr.benchmark.evaluate`)."""
-    if req.pools is not None:
-        from mdcr.evaluation.pools import evaluate_pools
-
-        return evaluate_pools(req, store, quiet=quiet)
-    from mdcr.benchmark.evaluate import evaluate_benchmark
-
-    return evaluate_benchmark(req, store, quiet=quiet)
+        return run_request(req, store, quiet=quiet)
 
 
 def load_run(folder: str | Path, pool_id: str | None = None) -> Any:
-    """A ranx ``Run`` of a search or bm25 output; see :mod:`mdcr.eval.trec`."""
-    from mdcr.eval.trec import load_run as load
+    """A ranx ``Run`` of a search or bm25 output; see :mod:`mdcr.scoring.trec`."""
+    from mdcr.scoring.trec import load_run as load
 
     return load(folder, pool_id)
 
 
 def load_qrels(folder: str | Path, pool_id: str | None = None) -> Any:
-    """A ranx ``Qrels`` of a pools output; see :mod:`mdcr.eval.trec`."""
-    from mdcr.eval.trec import load_qrels as load
+    """A ranx ``Qrels`` of a pools output; see :mod:`mdcr.scoring.trec`."""
+    from mdcr.scoring.trec import load_qrels as load
 
     return load(folder, pool_id)
 

@@ -18,11 +18,11 @@ published rows or MDCR negative types.
 Defaults (the similarity is the one each was trained or evaluated with): SciBERT was
 never trained for similarity; it uses L2 like SPECTER and SciNCL, as in the SciDocs
 evaluation the paper compares with. ``specter2`` applies the allenai/specter2 proximity
-adapter to specter2-base itself (:mod:`mdcr.encoders.adapters`); ``revision`` pins the base
+adapter to specter2-base itself (:mod:`mdcr.encoders.models.adapters`); ``revision`` pins the base
 model, the adapter is hashed by commit. MiniLM's 256 tokens is the limit its
 sentence-transformers config sets (it was trained on up to 256), and it keeps the demo's
 ~4,000 papers to a few minutes on two CPU cores. Aspire's 502 tokens leave room for its
-sentence markers (:mod:`mdcr.encoders.aspire`).
+sentence markers (:mod:`mdcr.encoders.models.aspire`).
 """
 
 from __future__ import annotations

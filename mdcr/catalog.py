@@ -37,7 +37,7 @@ from typing import Any
 
 from mdcr.errors import ConfigError
 from mdcr.facts import ScoreInfo
-from mdcr.index.lucene import INDEX_STAGE, read_index_meta
+from mdcr.index.lucene.indexes import INDEX_STAGE, read_index_meta
 from mdcr.integrity import Damage, damage
 from mdcr.locks import LockBusyError, busy_holder, exclusive
 from mdcr.manifests import read_manifest

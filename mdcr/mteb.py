@@ -2,7 +2,7 @@
 
 ``EXPORT`` is a folder written by ``mdcr export --format beir``; each of its folders (a
 pool, or an MDCR field) becomes one retrieval task that MTEB's own loader reads from the
-folder (:mod:`mdcr.ecosystem.beir_layout`), named ``mdcr.<folder>``.
+folder (:mod:`mdcr.ecosystem.beir.layout`), named ``mdcr.<folder>``.
 
 The same cut-offs as mdcr. MTEB reports ``map_at_k``, ``ndcg_at_k`` and ``recall_at_k``
 for its ``k_values`` (pytrec_eval's ``map_cut``, ``ndcg_cut``, ``recall``). mdcr's pool
@@ -27,7 +27,7 @@ What else makes the numbers agree:
 
 Prompts: a model sees the task's name (``mdcr.<folder>``), type ``Retrieval`` and the
 prompt type (query or document); ``mdcr.evaluate`` gives an MTEB model the same type and
-prompt types (:mod:`mdcr.encoders.mteb_model`), so a model's query and document prompts
+prompt types (:mod:`mdcr.encoders.models.mteb_model`), so a model's query and document prompts
 (and type-level ones) apply alike in both. Needs the ``ecosystem`` extra.
 """
 
@@ -60,7 +60,7 @@ def task(folder: str | Path, entry: dict[str, Any] | None = None) -> Any:
     from mteb.abstasks.retrieval import AbsTaskRetrieval
     from mteb.abstasks.task_metadata import TaskMetadata
 
-    from mdcr.ecosystem.beir_export import read_index
+    from mdcr.ecosystem.beir.export import read_index
 
     folder = Path(folder).resolve()
     if entry is None:
@@ -113,7 +113,7 @@ def _load_uncached(self: Any, *args: Any, **kwargs: Any) -> Any:
 
 def tasks(export: str | Path) -> list[Any]:
     """One task per folder of an ``mdcr export --format beir`` output, in name order."""
-    from mdcr.ecosystem.beir_export import read_index
+    from mdcr.ecosystem.beir.export import read_index
 
     export = Path(export)
     index = read_index(export)

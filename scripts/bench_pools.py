@@ -8,7 +8,7 @@ the paper's ratios. Prints wall time, per-phase timings, peak RSS and rows writt
     python scripts/bench_pools.py --papers 200000            # CI-sized, seconds
     python scripts/bench_pools.py --papers 16000000          # full scale, minutes
 
-The corpus comes from ``mdcr.corpus.synth.write_tables`` (``--generator synth``, the
+The corpus comes from ``mdcr.corpus.synth.stage.write_tables`` (``--generator synth``, the
 default), or from a built-in DuckDB generator (``--generator duckdb``: faster to make,
 same schema, with about 10 citations per paper and 30 per query-year paper). It is
 generated in a child process, so the peak RSS reported is the pools stage's alone. It is
@@ -78,7 +78,7 @@ def generate_duckdb(out: Path, n: int, seed: int) -> None:
 
 
 def generate_synth(out: Path, n: int, seed: int) -> None:
-    from mdcr.corpus.synth import write_tables
+    from mdcr.corpus.synth.stage import write_tables
 
     write_tables(out, n_papers=n, seed=seed, with_text=False)
 

@@ -15,7 +15,7 @@ Each prefilter run is a fresh process, so that its peak resident memory (RSS, Du
 included) is measured alone; it is reported with papers/s and citation rows/s.
 
 Shards are generated once per (profile, papers, shards, seed) under ``--workdir`` (default
-``bench-out/prefilter``, ignored by git) by :func:`mdcr.corpus.synth.write_shards`.
+``bench-out/prefilter``, ignored by git) by :func:`mdcr.corpus.synth.stage.write_shards`.
 
 Profiles: ``default`` is the synth stage's default corpus, made dense for the demo (50% of
 records pass the prefilter, 15.8 outbound citations per record). ``s2orc`` sets the
@@ -52,9 +52,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mdcr.corpus.prefilter import PrefilterConfig, engine_threads, input_files, prefilter_corpus
+from mdcr.corpus.prefilter.stage import (
+    PrefilterConfig,
+    engine_threads,
+    input_files,
+    prefilter_corpus,
+)
 
-# Knobs of mdcr.corpus.synth.SynthConfig per profile (see the module docstring).
+# Knobs of mdcr.corpus.synth.stage.SynthConfig per profile (see the module docstring).
 PROFILES: dict[str, dict[str, float | int]] = {
     "default": {},
     "s2orc": {
@@ -82,7 +87,7 @@ PROFILES["s2ag"] = {
 
 def make_shards(workdir: Path, papers: int, shards: int, seed: int, profile: str, fmt: str) -> Path:
     """Synthetic shards, generated once and reused (a summary file marks them complete)."""
-    from mdcr.corpus.synth import write_shards
+    from mdcr.corpus.synth.stage import write_shards
 
     suffix = ("" if profile == "default" else f"-{profile}") + ("" if fmt == "s2orc" else f"-{fmt}")
     folder = workdir / f"shards-{papers}-{shards}-s{seed}{suffix}"
@@ -127,14 +132,14 @@ def floor_seconds(paths: list[Path], procs: int) -> float:
 
 # The steps --steps times: (module, function) of the prefilter, in the order they run.
 STEPS = [
-    ("mdcr.corpus.prefilter_scan", "scan_usable"),  # one call per dataset (S2AG)
-    ("mdcr.corpus.prefilter", "_scan_s2orc"),
-    ("mdcr.corpus.prefilter_s2ag", "drop_duplicates"),
-    ("mdcr.corpus.prefilter_s2ag", "_abstract_counts"),
-    ("mdcr.corpus.prefilter_s2ag", "_resolve_edges"),
-    ("mdcr.corpus.prefilter_s2ag", "_build_flags"),
-    ("mdcr.corpus.prefilter_s2ag", "edge_keys"),
-    ("mdcr.corpus.prefilter", "write_outputs"),
+    ("mdcr.corpus.prefilter.scan", "scan_usable"),  # one call per dataset (S2AG)
+    ("mdcr.corpus.formats.s2orc", "scan_s2orc"),
+    ("mdcr.corpus.formats.s2ag", "drop_duplicates"),
+    ("mdcr.corpus.formats.s2ag", "_abstract_counts"),
+    ("mdcr.corpus.formats.s2ag", "_resolve_edges"),
+    ("mdcr.corpus.formats.s2ag", "_build_flags"),
+    ("mdcr.corpus.formats.s2ag", "edge_keys"),
+    ("mdcr.corpus.prefilter.stage", "write_outputs"),
 ]
 
 
@@ -152,7 +157,7 @@ def time_steps(steps: dict[str, list[float]]) -> None:
 
     for module_name, name in STEPS:
         module = importlib.import_module(module_name)
-        for holder in {module, sys.modules["mdcr.corpus.prefilter_s2ag"]}:
+        for holder in {module, sys.modules["mdcr.corpus.formats.s2ag"]}:
             func = getattr(holder, name, None)
             if func is None:
                 continue

@@ -4,7 +4,7 @@ A ``py:`` encoder's fingerprint hashes its code, its built state and its vectors
 32 probe papers (:mod:`mdcr.encoders.probe`). Planning its step therefore imports and
 builds it, digests its state and encodes the probe papers one per call; the run then uses
 that very object, so the build is not paid twice. This script measures, in one process,
-for a ``py:`` encoder that wraps a real model (:class:`mdcr.encoders.hf.HFEncoder`):
+for a ``py:`` encoder that wraps a real model (:class:`mdcr.encoders.models.hf.HFEncoder`):
 
 - ``build``: building the encoder alone (what any run pays);
 - ``identify``: ``identify_encoder`` (import, build, state digest, probe), the plan's cost;
@@ -35,7 +35,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 SAMPLE = REPO / "tests" / "data" / "s2orc_sample" / "metadata_sample.jsonl"
 
 ENCODER_MODULE = """
-from mdcr.encoders.hf import HFEncoder
+from mdcr.encoders.models.hf import HFEncoder
 
 
 class Wrapped:
@@ -54,12 +54,12 @@ class Wrapped:
 
 def _model_folder(model: str, tmp: Path) -> str:
     if model == "minilm":
-        from mdcr.encoders.hf import minilm_path
+        from mdcr.encoders.models.hf import minilm_path
 
         return str(minilm_path())
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
-    from mdcr.encoders.hf import minilm_path
+    from mdcr.encoders.models.hf import minilm_path
 
     folder = tmp / "bert-base"
     BertModel(BertConfig()).save_pretrained(folder)  # BERT-base shape, random weights

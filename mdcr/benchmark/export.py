@@ -3,7 +3,7 @@
 One split per file pair (MDCR has val and test). A query is one TREC topic
 ``<field>:<query_id>`` (the original scorer evaluates each field on its own, so a query id
 need not be unique across fields; the field makes it so). Topic and paper ids have each
-whitespace character made ``_``, as :mod:`mdcr.eval.trec` writes them.
+whitespace character made ``_``, as :mod:`mdcr.scoring.trec` writes them.
 
 - Qrels judge every candidate of a query: 1 for its ``true`` list, 0 for every other
   candidate, as the original scorer (``evaluate.py``) builds them; so pytrec_eval and
@@ -12,7 +12,7 @@ whitespace character made ``_``, as :mod:`mdcr.eval.trec` writes them.
   default) the raw scores are written and the tool breaks ties itself (trec_eval: paper id
   descending), which is the order mdcr scores with. With ``ties="paper_id"`` the scores
   are made strictly decreasing per query by the fewest float32 steps
-  (:func:`mdcr.eval.trec.strictly_decreasing`), so every tool sees paper id ascending.
+  (:func:`mdcr.scoring.trec.strictly_decreasing`), so every tool sees paper id ascending.
 
 Either way, trec_eval's or pytrec_eval's ``map``, ``ndcg`` and ``recall_5`` per topic equal
 benchmark-score's ``per_query.parquet`` (subset ``all``) for the same ties.
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mdcr.errors import ConfigError, ManifestMismatchError
+from mdcr.exports.registry import Export, ExportRequest, register_export
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -83,8 +84,8 @@ def write_mdcr_run(
     from mdcr.artifacts import PAIR_SCORES
     from mdcr.atomic import atomic_path
     from mdcr.benchmark.scoring import rank_scores
-    from mdcr.eval.trec import strictly_decreasing, written_ids
     from mdcr.outputs import rank_info
+    from mdcr.scoring.trec import strictly_decreasing, written_ids
 
     rank_info(rank)  # a benchmark-rank output, or a one-line error
     df = PAIR_SCORES.read_pandas(rank, filters=[("split", "==", split)])
@@ -106,7 +107,7 @@ def write_mdcr_qrels(benchmark: Path, path: Path, split: str) -> int:
     ``true`` list, else 0); return the number of lines."""
     from mdcr.atomic import atomic_path
     from mdcr.benchmark.formats import POSITIVE, read_benchmark
-    from mdcr.eval.trec import written_ids
+    from mdcr.scoring.trec import written_ids
 
     bench = read_benchmark(benchmark)
     b = bench[bench["split"] == split].astype({"field": str, "query_id": str, "paper_id": str})
@@ -117,3 +118,43 @@ def write_mdcr_qrels(benchmark: Path, path: Path, split: str) -> int:
         for q, doc, r in zip(topics, docs, rel, strict=True):
             f.write(f"{q} 0 {doc} {int(r)}\n")
     return len(b)
+
+
+def export_trec_benchmark(request: ExportRequest) -> list[str]:
+    """``mdcr export --format trec`` of MDCR: one split's ranking (a benchmark-rank output)
+    as ``run_<split>.trec`` and its qrels (a benchmark) as ``qrels_<split>.trec``."""
+    rank, benchmark = request.run, request.qrels
+    if rank is not None and benchmark is not None:
+        check_rank_benchmark(rank, benchmark)
+    if rank is not None:
+        split = choose_split(rank_splits(rank), request.split, f"'{rank}'")
+    else:
+        assert benchmark is not None
+        split = choose_split(benchmark_splits_of(benchmark), request.split, f"'{benchmark}'")
+    lines = []
+    if benchmark is not None and rank is not None:
+        choose_split(benchmark_splits_of(benchmark), split, f"'{benchmark}'")
+    if rank is not None:
+        path = request.out / f"run_{split}.trec"
+        ties = request.ties or "trec_eval"
+        n = write_mdcr_run(rank, path, split, ties=ties, tag=f"mdcr-{rank.name}")
+        lines.append(f"{path}: {n} lines")
+    if benchmark is not None:
+        path = request.out / f"qrels_{split}.trec"
+        lines.append(f"{path}: {write_mdcr_qrels(benchmark, path, split)} lines")
+    return lines
+
+
+TREC_BENCHMARK = register_export(
+    Export(
+        format="trec",
+        kind="benchmark",
+        write=export_trec_benchmark,
+        help="a benchmark-rank output's ranking and a benchmark's qrels, one split, as "
+        "run_<split>.trec, qrels_<split>.trec",
+        usage="--run RANK (a benchmark-rank output) and/or --benchmark BENCHMARK (a "
+        "benchmark or benchmark-import output)",
+        writes="the TREC files",
+        options=frozenset({"split", "ties"}),
+    )
+)

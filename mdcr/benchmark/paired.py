@@ -1,7 +1,7 @@
 """Paired significance tests between the retrievers of an MDCR report.
 
 Per split, every pair of retrievers is compared on each query's MAP, nDCG and R@5 (full
-candidate lists), all fields' queries pooled, with the tests of :mod:`mdcr.eval.significance`
+candidate lists), all fields' queries pooled, with the tests of :mod:`mdcr.scoring.significance`
 (Fisher randomization and paired t-test by default). All comparisons of one split are one
 family, corrected together (Holm by default), as each table of the pools report is.
 """
@@ -29,9 +29,9 @@ def split_comparisons(
     seed: int,
 ) -> pd.DataFrame:
     """Corrected pairwise comparisons of one split (columns of
-    :func:`mdcr.eval.significance.correct`, with ``table`` = ``mdcr_<split>``)."""
+    :func:`mdcr.scoring.significance.correct`, with ``table`` = ``mdcr_<split>``)."""
     from mdcr.benchmark.scoring import ALL, MDCR_METRICS
-    from mdcr.eval.significance import correct, pairwise_tests
+    from mdcr.scoring.significance import correct, pairwise_tests
 
     pq = per_query[(per_query["split"] == split) & (per_query["subset"] == ALL)]
     units = pq.assign(query_id=pq["field"] + "\x1f" + pq["query_id"])[
@@ -51,8 +51,8 @@ def comparison_lines(
     """The summary sentence and the table of comparisons, worded as the pools report's."""
     import pandas as pd
 
-    from mdcr.eval.significance import summary_line
     from mdcr.measures.registry import label
+    from mdcr.scoring.significance import summary_line
 
     if corrected.empty:
         return ["Significance: no comparisons (fewer than two retrievers).", ""]

@@ -26,7 +26,7 @@ import numpy as np
 
 from mdcr.config import input_path, param, setting
 from mdcr.errors import ConfigError
-from mdcr.index.bm25 import DEFAULT_B, DEFAULT_K1
+from mdcr.index.bm25.shared import DEFAULT_B, DEFAULT_K1
 from mdcr.stage import StageContext, StagePlan, StageSpec, Work, register
 
 if TYPE_CHECKING:
@@ -191,7 +191,13 @@ def _split_index(
 ) -> tuple[str, Path]:
     """The Lucene index of one split's papers in the store (built when missing): its
     fingerprint and folder."""
-    from mdcr.index.lucene import Doc, build_index, index_fingerprint, index_root, read_index_meta
+    from mdcr.index.lucene.indexes import (
+        Doc,
+        build_index,
+        index_fingerprint,
+        index_root,
+        read_index_meta,
+    )
 
     fp = index_fingerprint(ids, text_source)
     path = index_root(ctx.store.home if ctx.store is not None else None) / fp
@@ -217,8 +223,8 @@ def _search_candidates(
 ) -> dict[tuple[str, str], float]:
     """(query, candidate) -> BM25 score, each query searched with a filter that admits
     only its own candidates; a candidate without a shared term is not found."""
-    from mdcr.index.java import autoclass
-    from mdcr.index.lucene import open_index
+    from mdcr.index.lucene.indexes import open_index
+    from mdcr.index.lucene.java import autoclass
 
     cands = g.groupby("query_id", sort=True)["paper_id"].apply(lambda s: sorted(set(s)))
     qids = list(cands.index)
@@ -281,7 +287,7 @@ def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
     elif cfg.method == "bm25":
         k1, b = cfg.k1, cfg.b
         if ctx.inputs.get("bm25_params"):
-            from mdcr.index.bm25 import read_chosen
+            from mdcr.index.bm25.tune import read_chosen
 
             k1, b, _ = read_chosen(ctx.input("bm25_params"))
         name = cfg.retriever or BM25

@@ -19,7 +19,7 @@ A benchmark's origin (:func:`origin_of`), over every file an import reads:
   download from another address): "an MDCR-format benchmark".
 
 Only an official benchmark (either of the first two) stands beside published numbers
-(:func:`mdcr.eval.published.comparable_with_published`).
+(:func:`mdcr.scoring.published.comparable_with_published`).
 """
 
 from __future__ import annotations

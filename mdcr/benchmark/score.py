@@ -2,7 +2,7 @@
 
 Per field and macro-averaged, with the original MDCR scorer's semantics
 (:mod:`mdcr.benchmark.scoring`), the candidate-type analysis, and the Table 3 / Table 4
-layouts, written through the one report model (:mod:`mdcr.eval.document`): ``report.md``,
+layouts, written through the one report model (:mod:`mdcr.scoring.document`): ``report.md``,
 ``report.json`` and ``tables/``.
 
 Each retriever's registry identity (:mod:`mdcr.retriever_identity`) decides its label and
@@ -26,8 +26,8 @@ from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mdcr.eval.document import Section
     from mdcr.facts import BenchmarkOrigin, RankInfo
+    from mdcr.scoring.document import Section
 
 OFFICIAL_JSON = "official.json"
 SIGNIFICANCE = "significance.parquet"
@@ -59,7 +59,7 @@ class BenchScoreConfig:
     title: str = param("MDCR benchmark results", help="the report's title")
 
     def validate(self) -> None:
-        from mdcr.eval.significance import STAT_TESTS
+        from mdcr.scoring.significance import STAT_TESTS
 
         where = "benchmark-score"
         for t in self.stat_tests:
@@ -181,9 +181,9 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
     from mdcr.artifacts import BENCHMARK_METRICS
     from mdcr.benchmark.formats import read_benchmark
     from mdcr.benchmark.scoring import field_means, macro_means, queries_without_positives
-    from mdcr.eval.document import Report, write_report
     from mdcr.fingerprints import artifact_fingerprint
     from mdcr.outputs import benchmark_origin
+    from mdcr.scoring.document import Report, write_report
 
     folder = ctx.input("benchmark")
     bench = read_benchmark(folder)
@@ -274,8 +274,8 @@ def _split_section(
         table_ndcg,
         without_positives_line,
     )
-    from mdcr.eval.document import Section
-    from mdcr.eval.published import label_for
+    from mdcr.scoring.document import Section
+    from mdcr.scoring.published import label_for
 
     labels = {r.name: label_for(r.name, r.identity) for r in ranks}
     s = Section(split)
@@ -339,7 +339,7 @@ def _comparison_lines(
 ) -> list[str]:
     """The paper's and other published numbers beside ours: on the official release only,
     and for built-in retrievers only (by registry identity, never by name)."""
-    from mdcr.eval.published import comparable_with_published
+    from mdcr.scoring.published import comparable_with_published
 
     if not comparable_with_published(origin):
         return [
@@ -356,7 +356,7 @@ def _published_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: 
     """Our test AVG next to MDCR results published beyond the paper (model cards, the MDCR
     README), for the retrievers whose identity has them (built-in entries only)."""
     from mdcr.benchmark.scoring import MDCR_METRICS, official_key
-    from mdcr.eval.published import published_mdcr
+    from mdcr.scoring.published import published_mdcr
 
     ours = macro[(macro["split"] == "test") & (macro["subset"] == "all")]
     rows = []
@@ -385,8 +385,8 @@ def _paper_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: str)
     """Our AVG next to the paper's (Tables 3 and 4) for the retrievers whose identity is
     one of the paper's models (built in, default setup); a name alone never matches."""
     from mdcr.benchmark.scoring import TABLE_METRICS, paper_type_column, type_label
-    from mdcr.eval.published import paper_models, paper_values
     from mdcr.measures.registry import label as measure_label
+    from mdcr.scoring.published import paper_models, paper_values
 
     ids = paper_models(identities)
     mine = macro[(macro["split"] == "test") & macro["retriever"].isin(list(ids))]

@@ -37,12 +37,12 @@ import pandas as pd
 
 from mdcr.benchmark.formats import POSITIVE, type_order
 from mdcr.errors import ConfigError, InputDataError
-from mdcr.eval.published import field_order, order_retrievers, retriever_label
 from mdcr.measures import registry as measures
 from mdcr.paper import MDCR_RECALL_K, field_abbreviation
+from mdcr.scoring.published import field_order, order_retrievers, retriever_label
 
 if TYPE_CHECKING:
-    from mdcr.eval.tables import Table
+    from mdcr.scoring.tables import Table
 
 Ties = Literal["paper_id", "trec_eval"]
 TIES: tuple[str, ...] = ("paper_id", "trec_eval")
@@ -287,7 +287,7 @@ def table3(
 
     ``labels``: display names of retrievers (e.g. the paper's, for built-in entries only);
     the others show their names."""
-    from mdcr.eval.tables import build_table
+    from mdcr.scoring.tables import build_table
 
     pf = per_field[(per_field["split"] == split) & (per_field["subset"] == ALL)]
     mc = macro[(macro["split"] == split) & (macro["subset"] == ALL)]
@@ -341,7 +341,7 @@ def table_ndcg(
     labels: Mapping[str, str] | None = None,
 ) -> Table:
     """nDCG per field (rows fields and AVG, columns retrievers): the metric Table 3 omits."""
-    from mdcr.eval.tables import build_table
+    from mdcr.scoring.tables import build_table
 
     pf = per_field[(per_field["split"] == split) & (per_field["subset"] == ALL)]
     mc = macro[(macro["split"] == split) & (macro["subset"] == ALL)]
@@ -370,7 +370,7 @@ def table_ndcg(
 def table4(macro: pd.DataFrame, split: str, labels: Mapping[str, str] | None = None) -> Table:
     """Table 4 layout: rows the retrievers and AVG; per candidate type MAP and R@5 (x100),
     each on the positives plus that type's negatives, macro-averaged over fields."""
-    from mdcr.eval.tables import build_table
+    from mdcr.scoring.tables import build_table
 
     mc = macro[(macro["split"] == split) & (macro["subset"] != ALL)]
     mc = mc[mc["metric"].isin(TABLE_METRICS)]

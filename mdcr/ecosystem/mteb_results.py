@@ -25,8 +25,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mdcr.ecosystem.beir_export import folder_name
+from mdcr.ecosystem.beir.export import folder_name
 from mdcr.errors import ConfigError, require
+from mdcr.exports.registry import Export, ExportRequest, register_export
 
 TASK_PREFIX = "mdcr."
 
@@ -145,3 +146,31 @@ def write_results(score: Path, out: Path, retriever: str | None = None) -> list[
         cache.save_to_cache(result, meta)
         written.append(cache.get_task_result_path(task_name=task, model_name=meta))
     return written
+
+
+def export_mteb_results(request: ExportRequest) -> list[str]:
+    """``mdcr export --format mteb-results --run SCORES``: the result files written."""
+    assert request.run is not None
+    return [str(p) for p in write_results(request.run, request.out, request.retriever)]
+
+
+def _mteb_export(kind: str, help: str) -> Export:
+    return Export(
+        format="mteb-results",
+        kind=kind,
+        write=export_mteb_results,
+        help=help,
+        usage="--run SCORES (a score or benchmark-score output), and no --qrels",
+        writes="the MTEB result files",
+        run="required",
+        qrels="refused",
+        options=frozenset({"retriever"}),
+    )
+
+
+MTEB_POOLS = register_export(
+    _mteb_export("pools", "a score output as MTEB result files, one task per pool")
+)
+MTEB_BENCHMARK = register_export(
+    _mteb_export("benchmark", "a benchmark-score output as MTEB result files, one task per field")
+)

@@ -2,7 +2,7 @@
 
 The encode stage hands each shard it encodes in this process a sink (:func:`report_to`)
 that moves its progress bar; the batch loop mdcr runs itself
-(:class:`mdcr.encoders.hf.TransformerRunner`, so every ``hf:`` model, the paper's models
+(:class:`mdcr.encoders.models.hf.TransformerRunner`, so every ``hf:`` model, the paper's models
 and Aspire) calls :func:`papers_done` after each batch, and the stage calls it for the
 papers it copies from earlier outputs. A ``py:`` encoder may call
 ``mdcr.encoders.progress.papers_done(n)`` from its own batch loop too. Without a sink (a

@@ -11,7 +11,7 @@ into an entry, with the factory and identity of its ``family``. Adding an encode
 known family is one record there. Besides them:
 
 - ``hf:<model id or path>``: a model with a sentence-transformers config is loaded as that
-  config says (:mod:`mdcr.encoders.st_models`); another gets CLS pooling, ip, 512 tokens,
+  config says (:mod:`mdcr.encoders.models.st_models`); another gets CLS pooling, ip, 512 tokens,
   ``title [SEP] abstract`` unless overridden (pooling, metric, max_length, input_format,
   layers, revision, trust_remote_code), and the choice is printed and recorded.
 - ``py:<module>:<attr>``: your own :class:`~mdcr.encoders.base.Encoder`.
@@ -35,7 +35,7 @@ from mdcr.encoders.base import (
     EncoderOptions,
     MultiVectorEncoder,
 )
-from mdcr.encoders.in_memory import MEM_PREFIX
+from mdcr.encoders.models.in_memory import MEM_PREFIX
 from mdcr.errors import ConfigError
 
 HF_PREFIX = "hf:"
@@ -261,8 +261,8 @@ def _package_identity(record: BuiltinEncoder) -> Identify:
         from importlib import metadata
         from pathlib import Path
 
-        from mdcr.encoders.hf import minilm_path
         from mdcr.encoders.identity import folder_digest
+        from mdcr.encoders.models.hf import minilm_path
 
         return {
             "package": f"{record.package}=={metadata.version(str(record.package))}",
@@ -301,10 +301,10 @@ _BUILT: dict[tuple[str, str], AnyEncoder] = {}
 
 def _py_identity(arg: str, o: EncoderOptions) -> dict[str, Any]:
     """A ``py:`` encoder's identity: its code (:func:`~mdcr.encoders.identity.python_identity`),
-    and, built, its state (:func:`~mdcr.encoders.in_memory.model_identity`) and its vectors
+    and, built, its state (:func:`~mdcr.encoders.models.in_memory.model_identity`) and its vectors
     for the probe papers (:mod:`mdcr.encoders.probe`)."""
     from mdcr.encoders.identity import import_attr, python_identity, watch_code
-    from mdcr.encoders.in_memory import model_identity
+    from mdcr.encoders.models.in_memory import model_identity
     from mdcr.encoders.probe import probe_digest
 
     spec = f"{PY_PREFIX}{arg}"
@@ -331,7 +331,7 @@ def _hf_factory(record: BuiltinEncoder) -> Factory:
     """A BERT-like model: pooled token vectors of ``title [SEP] abstract``."""
 
     def build(arg: str, o: EncoderOptions) -> AnyEncoder:
-        from mdcr.encoders.hf import HFEncoder
+        from mdcr.encoders.models.hf import HFEncoder
 
         return HFEncoder(
             record.model_id,
@@ -352,7 +352,7 @@ def _hf_factory(record: BuiltinEncoder) -> Factory:
 
 def _aspire_factory(record: BuiltinEncoder) -> Factory:
     def build(arg: str, o: EncoderOptions) -> AnyEncoder:
-        from mdcr.encoders.aspire import AspireEncoder
+        from mdcr.encoders.models.aspire import AspireEncoder
 
         return AspireEncoder(
             record.model_id,
@@ -374,7 +374,7 @@ def _package_factory(record: BuiltinEncoder) -> Factory:
     def build(arg: str, o: EncoderOptions) -> AnyEncoder:
         from importlib import metadata
 
-        from mdcr.encoders.hf import HFEncoder, minilm_path
+        from mdcr.encoders.models.hf import HFEncoder, minilm_path
 
         version = metadata.version(str(record.package))
         return HFEncoder(
@@ -396,9 +396,9 @@ def _adapter_factory(record: BuiltinEncoder) -> Factory:
     """A base model with an adapter applied by mdcr itself (SPECTER2's proximity adapter)."""
 
     def build(arg: str, o: EncoderOptions) -> AnyEncoder:
-        from mdcr.encoders.adapters import adapter_folder, apply_adapter
-        from mdcr.encoders.hf import HFEncoder, load_pretrained
         from mdcr.encoders.identity import hub_commit
+        from mdcr.encoders.models.adapters import adapter_folder, apply_adapter
+        from mdcr.encoders.models.hf import HFEncoder, load_pretrained
 
         adapter = str(record.adapter)
         tokenizer, model, revision = load_pretrained(record.model_id, revision=_revision(o, record))
@@ -423,7 +423,7 @@ def _adapter_factory(record: BuiltinEncoder) -> Factory:
 
 def _random_factory(record: BuiltinEncoder) -> Factory:
     def build(arg: str, o: EncoderOptions) -> AnyEncoder:
-        from mdcr.encoders.random import RandomEncoder
+        from mdcr.encoders.models.random import RandomEncoder
 
         return RandomEncoder(dim=_option(o, record, "dim"), seed=_option(o, record, "seed"))
 
@@ -443,8 +443,8 @@ _FAMILIES: dict[str, tuple[Callable[[BuiltinEncoder], Factory], Callable[..., Id
 def _hf_any(arg: str, o: EncoderOptions) -> AnyEncoder:
     """``hf:<model id or path>``: as its sentence-transformers config says, if it has one;
     else CLS pooling, inner product, 512 tokens unless overridden, and said aloud."""
-    from mdcr.encoders.hf import HFEncoder
-    from mdcr.encoders.st_models import has_st_config, st_encoder
+    from mdcr.encoders.models.hf import HFEncoder
+    from mdcr.encoders.models.st_models import has_st_config, st_encoder
 
     name = f"{HF_PREFIX}{arg}"
     if has_st_config(arg, o.revision):
@@ -555,13 +555,13 @@ def _build_py(arg: str, o: EncoderOptions, obj: Any) -> AnyEncoder:
 
 
 def _mem(arg: str, o: EncoderOptions) -> AnyEncoder:
-    from mdcr.encoders.in_memory import registered
+    from mdcr.encoders.models.in_memory import registered
 
     return registered(arg)[0]  # type: ignore[no-any-return]
 
 
 def _mem_identity(arg: str, o: EncoderOptions) -> dict[str, Any]:
-    from mdcr.encoders.in_memory import registered
+    from mdcr.encoders.models.in_memory import registered
 
     return dict(registered(arg)[1])
 

@@ -3,9 +3,9 @@
 ``mdcr evaluate`` scores encoders in one command by building a pipeline in code and
 handing it to the same runner as ``mdcr run`` (:func:`mdcr.pipeline.run_pipeline`), so
 every step is a cached stage output and reuse comes from fingerprints alone. On a
-benchmark the pipeline is built by :mod:`mdcr.benchmark.evaluate`, on pools by
-:mod:`mdcr.evaluation.pools`; :func:`mdcr.api.run_request` picks the one a request asks
-for, and :mod:`mdcr.benchmark.results` prints what they made.
+benchmark the pipeline is built by :mod:`mdcr.evaluation.benchmark`, on pools by
+:mod:`mdcr.evaluation.pools`; :func:`mdcr.evaluation.run.run_request` picks the one a
+request asks for, and :mod:`mdcr.evaluation.result` holds what they found.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ same entries without importing one another.
 ranx compiles its measures with numba on first use (seconds). numba caches the compiled
 code next to the installed package by default, which may be read-only; unless the user
 chose a folder, the cache goes to a per-user folder so that later runs start in about a
-second. This must happen before numba is first imported, hence here (``mdcr.eval``, which
+second. This must happen before numba is first imported, hence here (``mdcr.scoring``, which
 also runs ranx, imports this package first).
 """
 

@@ -20,7 +20,8 @@ import pandas as pd
 import pytest
 
 import mdcr.encoders.stage
-import mdcr.index.bm25
+import mdcr.index.bm25.search
+import mdcr.index.bm25.tune
 import mdcr.index.dense  # noqa: F401  (registers encode, search, bm25 if STAGE_MODULES lacks them)
 from mdcr.cli import main
 from mdcr.manifests import read_manifest
@@ -56,7 +57,7 @@ for _step, _cls in ENCODERS.items():
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from mdcr.corpus.synth import SPEC, SynthConfig
+    from mdcr.corpus.synth.stage import SPEC, SynthConfig
     from mdcr.store import Store
 
     home = tmp_path_factory.mktemp("paper")
@@ -129,7 +130,7 @@ def test_scaled_paper_pipeline_runs_end_to_end(env: dict) -> None:
     for label in ["BM25", *(f"{n}-standin" for n in names)]:
         assert f" {label} MAP | {label} R@5 |" in text
     # A benchmark mdcr built is not the official release: nothing is set beside the paper
-    # (tests/unit/benchmark/test_evaluate_origin.py checks who is, on the official one).
+    # (tests/unit/evaluation/test_evaluate_origin.py checks who is, on the official one).
     assert "Benchmark: a benchmark built by mdcr, not the official MDCR release" in text
     assert "Comparison with the paper" not in text and "Published MDCR" not in text
     assert "(Table 4 layout)" in text

@@ -54,7 +54,7 @@ def test_the_records_give_the_labels_paper_names_and_negative_types() -> None:
     ]
     assert negative_type_label("minilm") is None  # it chose no MDCR negatives
     # Table 4 of the paper has a column for each negative type the records name.
-    from mdcr.eval.published import paper_values
+    from mdcr.scoring.published import paper_values
 
     table4 = set(paper_values().query("table == 'table4'")["column"])
     assert {paper_type_column(t) for t in MDCR_MODELS} <= table4
@@ -79,8 +79,8 @@ def test_adding_an_encoder_is_one_record(tmp_path: Path, monkeypatch: pytest.Mon
     """A BERT-like model declared in one record is encoded, searched and scored on an MDCR
     benchmark by the normal route, under its record's name, label and defaults."""
     import mdcr
-    from tests.unit.benchmark.test_evaluate import FIXTURE
     from tests.unit.encoders.fixtures import make_tiny_bert
+    from tests.unit.evaluation.test_evaluate import FIXTURE
 
     folder = make_tiny_bert(tmp_path / "tiny-bert")
     record = BuiltinEncoder(

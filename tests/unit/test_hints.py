@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import mdcr.benchmark.build
-import mdcr.index.bm25  # noqa: F401  (registers the bm25 stage)
+import mdcr.index.bm25.search
+import mdcr.index.bm25.tune  # noqa: F401  (registers the bm25 stage)
 from mdcr.hints import no_split_hint, option, typed_in
 
 

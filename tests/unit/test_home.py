@@ -153,10 +153,10 @@ def test_evaluate_uses_the_store_holding_the_pools_it_scores(
     earlier retrievers stand beside the new one; --home and $MDCR_HOME still win."""
     import mdcr.encoders.stage
     import mdcr.index.dense  # noqa: F401  (registers encode and search)
-    from mdcr.eval.score import SPEC as SCORE
-    from mdcr.eval.score import ScoreConfig
     from mdcr.home import holding_store
     from mdcr.inputs import resolve_inputs
+    from mdcr.scoring.score import SPEC as SCORE
+    from mdcr.scoring.score import ScoreConfig
     from mdcr.store import Store
     from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
 

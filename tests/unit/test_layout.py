@@ -142,21 +142,24 @@ def test_index_and_eval_do_not_import_each_other() -> None:
     """Retrieval (index) and evaluation (eval) meet only in the measures, a core package:
     BM25 tuning scores through mdcr.measures, and eval reads runs through artifacts."""
     graph = import_graph()
-    assert _imports_between(graph, "mdcr.index", "mdcr.eval") == []
-    assert _imports_between(graph, "mdcr.eval", "mdcr.index") == []
+    assert _imports_between(graph, "mdcr.index", "mdcr.scoring") == []
+    assert _imports_between(graph, "mdcr.scoring", "mdcr.index") == []
 
 
 def test_measures_use_only_core_modules() -> None:
     """mdcr.measures sits below every stage package, so each of them may use it."""
     graph = import_graph()
-    for package in ("corpus", "pools", "encoders", "index", "eval", "benchmark", "planning"):
+    for package in ("corpus", "pools", "encoders", "index", "scoring", "benchmark", "planning"):
         assert _imports_between(graph, "mdcr.measures", f"mdcr.{package}") == []
 
 
 def test_the_layout_checker_finds_an_import_between_packages() -> None:
-    graph = {"mdcr.index.bm25": {"mdcr.eval.metrics", "mdcr.paper"}, "mdcr.eval": set()}
-    assert _imports_between(graph, "mdcr.index", "mdcr.eval") == [
-        "mdcr.index.bm25 -> mdcr.eval.metrics"
+    graph = {
+        "mdcr.index.bm25.tune": {"mdcr.scoring.metrics", "mdcr.paper"},
+        "mdcr.scoring": set(),
+    }
+    assert _imports_between(graph, "mdcr.index", "mdcr.scoring") == [
+        "mdcr.index.bm25.tune -> mdcr.scoring.metrics"
     ]
 
 
@@ -164,7 +167,7 @@ def test_eval_never_imports_the_encoders() -> None:
     """Scoring and reporting read labels, paper names and built-in identities from the
     low modules (mdcr.builtin_encoders, mdcr.retriever_identity), never from mdcr.encoders,
     so that they work without the encoders' code (and its torch) loaded."""
-    assert _imports_between(import_graph(), "mdcr.eval", "mdcr.encoders") == []
+    assert _imports_between(import_graph(), "mdcr.scoring", "mdcr.encoders") == []
 
 
 def test_the_builtin_records_are_data_only() -> None:
@@ -178,3 +181,73 @@ def test_the_builtin_records_are_data_only() -> None:
         if isinstance(n, ast.ImportFrom) and n.level == 0
     }
     assert imported <= {"__future__", "dataclasses", "typing"}
+
+
+FACES = ("mdcr.api", "mdcr.cli", "mdcr.mteb")
+
+
+def _is_in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _importers_outside(
+    graph: dict[str, set[str]], package: str, allowed: tuple[str, ...]
+) -> list[str]:
+    """``a -> b`` for each module outside ``package`` and ``allowed`` importing ``package``."""
+    return sorted(
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        for b in targets
+        if _is_in(b, package)
+        and not _is_in(a, package)
+        and not any(_is_in(a, ok) for ok in allowed)
+    )
+
+
+def test_only_the_faces_import_evaluation() -> None:
+    """``mdcr evaluate`` (mdcr.evaluation) is run by the faces alone: the CLI and the API
+    (each through mdcr.evaluation.run), never by a stage or a library package."""
+    assert _importers_outside(import_graph(), "mdcr.evaluation", FACES) == []
+
+
+def test_no_module_imports_the_cli() -> None:
+    """The command line is the top floor: nothing below it imports mdcr.cli."""
+    importers = sorted(
+        a
+        for a, targets in import_graph().items()
+        if any(_is_in(b, "mdcr.cli") for b in targets) and not _is_in(a, "mdcr.cli")
+    )
+    assert importers == []
+
+
+def test_each_cli_command_family_sets_the_function_it_runs() -> None:
+    """Every subcommand parser (a group's subcommands too) names its function by
+    ``set_defaults(func=...)``: the dispatch is argparse's, never an if-chain on names."""
+    import argparse
+
+    from mdcr.cli import build_parser
+
+    def leaves(parser: argparse.ArgumentParser, path: str) -> list[tuple[str, object]]:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            return [(path, parser.get_default("func"))]
+        found = []
+        for action in subs:
+            for name, child in action.choices.items():
+                found += leaves(child, f"{path} {name}".strip())
+        return found
+
+    commands = leaves(build_parser(), "")
+    assert len(commands) >= 20  # run, every stage, evaluate, export, download, ls ... verify
+    assert [name for name, func in commands if not callable(func)] == []
+
+
+def test_the_checker_finds_an_import_of_evaluation_from_a_stage() -> None:
+    graph = {
+        "mdcr.benchmark.rank": {"mdcr.evaluation.request"},
+        "mdcr.cli.evaluate": {"mdcr.evaluation.run"},
+        "mdcr.evaluation.run": {"mdcr.evaluation.pools"},
+    }
+    assert _importers_outside(graph, "mdcr.evaluation", FACES) == [
+        "mdcr.benchmark.rank -> mdcr.evaluation.request"
+    ]

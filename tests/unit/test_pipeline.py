@@ -134,7 +134,8 @@ def test_shipped_pipelines_load(name: str, monkeypatch: pytest.MonkeyPatch, tmp_
     import tomllib
 
     import mdcr.encoders.stage
-    import mdcr.index.bm25
+    import mdcr.index.bm25.search
+    import mdcr.index.bm25.tune
     import mdcr.index.dense  # noqa: F401  (registers every stage the files name)
 
     repo = Path(__file__).resolve().parents[2]

@@ -123,7 +123,7 @@ def test_s2ag_prefilter_is_priced_by_the_release_size(tmp_path: Path) -> None:
     file at its size / 7.9), else a stated full release; S2ORC stays priced per record."""
     import gzip
 
-    from mdcr.corpus.prefilter import PrefilterConfig, plan_prefilter
+    from mdcr.corpus.prefilter.stage import PrefilterConfig, plan_prefilter
     from mdcr.planning.sizes import S2AG_GZ_PER_PAPER, S2AG_PLAIN_PER_GZ
 
     release = tmp_path / "release"
@@ -162,7 +162,7 @@ def test_an_s2orc_folder_that_is_there_is_priced_by_its_records(
     sample of their lines."""
     import gzip
 
-    from mdcr.corpus.prefilter import PrefilterConfig, plan_prefilter
+    from mdcr.corpus.prefilter.stage import PrefilterConfig, plan_prefilter
     from mdcr.planning import sizes
     from mdcr.planning.sizes import PREFILTER_KEEPS, count_records
 

@@ -138,7 +138,7 @@ def test_other_errors_are_not_storage_errors() -> None:
 
 
 def test_the_api_raises_the_same_storage_error(tmp_path: Path) -> None:
-    from tests.unit.benchmark.test_evaluate import FIXTURE
+    from tests.unit.evaluation.test_evaluate import FIXTURE
 
     script = (
         "import mdcr\n"

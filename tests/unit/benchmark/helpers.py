@@ -69,7 +69,7 @@ RUN_SPEC = register(
 
 
 def make_corpus(folder: Path, n_papers: int = 6000, seed: int = 1) -> Path:
-    from mdcr.corpus.synth import write_tables
+    from mdcr.corpus.synth.stage import write_tables
 
     if not (folder / "papers.parquet").is_file():
         write_tables(folder, n_papers=n_papers, seed=seed, with_text=True)

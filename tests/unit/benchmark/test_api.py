@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import mdcr
-from mdcr.benchmark.results import PER_POOL_COLUMNS, SUMMARY_COLUMNS
 from mdcr.cli import main
 from mdcr.errors import ConfigError, EncoderError, InputDataError
-from tests.unit.benchmark.test_evaluate import FIXTURE, _printed
+from mdcr.evaluation.result import PER_POOL_COLUMNS, SUMMARY_COLUMNS
 from tests.unit.encoders.fixtures import make_tiny_bert
+from tests.unit.evaluation.test_evaluate import FIXTURE, _printed
 
 
 def _encode_outputs(home: Path) -> int:

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from mdcr.cli import main
-from mdcr.eval.trec import topic_id
+from mdcr.scoring.trec import topic_id
 
 FIXTURE = Path(__file__).resolve().parents[2] / "data" / "mdcr_format_fixture"
 NAMES = {"map": "map", "ndcg": "ndcg", "recall@5": "recall_5"}

@@ -7,7 +7,7 @@ import pandas as pd
 
 from mdcr.benchmark.score import _paper_lines, _per_split
 from mdcr.benchmark.scoring import R_AT_K, table4
-from mdcr.eval.published import paper_values
+from mdcr.scoring.published import paper_values
 
 TYPES = ("bm25", "specter", "scincl", "graph", "most_cited", "random")
 

@@ -18,8 +18,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from mdcr.corpus import jsonl, prefilter_output, s2orc
-from mdcr.corpus.prefilter import SPEC, PrefilterConfig, prefilter_corpus
+from mdcr.corpus import jsonl
+from mdcr.corpus.formats import s2orc
+from mdcr.corpus.prefilter import output as prefilter_output
+from mdcr.corpus.prefilter.stage import SPEC, PrefilterConfig, prefilter_corpus
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.stage import StageContext
 

@@ -19,19 +19,20 @@ import pyarrow.parquet as pq
 import pytest
 
 from mdcr.config import from_mapping
-from mdcr.corpus import formats, jsonl
-from mdcr.corpus.formats import InputFormat, Scanned, register_format, unregister_format
-from mdcr.corpus.prefilter import SPEC, PrefilterConfig, plan_prefilter, prefilter_corpus
-from mdcr.corpus.prefilter_output import SEQ_SHIFT
-from mdcr.corpus.prefilter_rules import abstract_rule_sql, citation_rule_sql, title_rule_sql
-from mdcr.corpus.prefilter_scan import (
+from mdcr.corpus import jsonl
+from mdcr.corpus.formats import registry as formats
+from mdcr.corpus.formats.registry import InputFormat, Scanned, register_format, unregister_format
+from mdcr.corpus.prefilter.output import SEQ_SHIFT
+from mdcr.corpus.prefilter.rules import abstract_rule_sql, citation_rule_sql, title_rule_sql
+from mdcr.corpus.prefilter.scan import (
     Dataset,
     drop_duplicates,
     scan_usable,
     stop_on_duplicates,
     summarize_malformed,
 )
-from mdcr.corpus.synth import write_shards
+from mdcr.corpus.prefilter.stage import SPEC, PrefilterConfig, plan_prefilter, prefilter_corpus
+from mdcr.corpus.synth.stage import write_shards
 from mdcr.errors import ConfigError, InputDataError
 from mdcr.stage import StageContext
 

@@ -15,7 +15,7 @@ import pytest
 
 from mdcr.cli import main
 from mdcr.corpus import jsonl
-from mdcr.corpus.prefilter import PrefilterConfig, prefilter_corpus
+from mdcr.corpus.prefilter.stage import PrefilterConfig, prefilter_corpus
 from mdcr.errors import InputDataError
 
 LAYOUTS = ("s2orc", "s2ag")

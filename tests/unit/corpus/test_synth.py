@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mdcr.corpus.synth import SynthConfig, write_shards, write_tables
-from mdcr.corpus.synth_text import FIELDS, SHORT_ABSTRACTS
+from mdcr.corpus.synth.stage import SynthConfig, write_shards, write_tables
+from mdcr.corpus.synth.text import FIELDS, SHORT_ABSTRACTS
 from mdcr.errors import ConfigError
 
 SAMPLE = Path(__file__).parents[2] / "data" / "s2orc_sample" / "metadata_sample.jsonl"

@@ -23,7 +23,7 @@ def minilm_for_mteb(prompts: dict[str, str] | None = None) -> Any:
     from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
     from sentence_transformers import SentenceTransformer
 
-    from mdcr.encoders.hf import minilm_path
+    from mdcr.encoders.models.hf import minilm_path
 
     return SentenceTransformerEncoderWrapper(
         SentenceTransformer(minilm_path(), device="cpu"), model_prompts=prompts

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import mdcr
-import mdcr.ecosystem.beir_export
+import mdcr.ecosystem.beir.export
 import mdcr.mteb
 from mdcr.cli import main
 from tests.unit.benchmark.helpers import make_corpus, make_pools
@@ -151,7 +151,7 @@ def test_the_export_carries_the_encoders_own_input_format(tmp_path: Path) -> Non
     out = tmp_path / "x"
     argv = ["export", "--format", "beir", "--benchmark", str(bench), "--out", str(out)]
     _cli(*argv, "--encoder", "minilm")
-    index = mdcr.ecosystem.beir_export.read_index(out)
+    index = mdcr.ecosystem.beir.export.read_index(out)
     assert index["text"] == {"encoder": "minilm", "input_format": "sep", "separator": "[SEP]"}
     model = minilm_for_mteb()
     names = {"MAP": "map_at_1000", "nDCG": "ndcg_at_1000", "R@5": "recall_at_5"}

@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertModel
 
-from mdcr.encoders.aspire import AspireEncoder, build_inputs, split_sentences
 from mdcr.encoders.base import MultiVectorEncoder, PaperText, is_multi_vector
+from mdcr.encoders.models.aspire import AspireEncoder, build_inputs, split_sentences
 
 ABSTRACTS = [
     "We study the cat. The dog sat on a mat (e.g. Fig. 2). Results show a new model.",

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mdcr.encoders.aspire import AspireEncoder
 from mdcr.encoders.base import PaperText
-from mdcr.encoders.hf import CHUNK_DOCS_CUDA, HFEncoder
+from mdcr.encoders.models.aspire import AspireEncoder
+from mdcr.encoders.models.hf import CHUNK_DOCS_CUDA, HFEncoder
 from mdcr.encoders.registry import EncoderOptions, build_encoder
 from tests.unit.encoders.fixtures import random_text
 

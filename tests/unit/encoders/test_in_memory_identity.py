@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mdcr.encoders.in_memory import model_identity
+from mdcr.encoders.models.in_memory import model_identity
 from mdcr.encoders.state_digest import UnhashableState, state_digest
 from mdcr.errors import ConfigError
 

@@ -46,7 +46,7 @@ def bars(monkeypatch: pytest.MonkeyPatch) -> list[Bar]:
 @pytest.fixture()
 def batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The papers of every batch the transformer runs, counted at its forward pass."""
-    from mdcr.encoders.hf import TransformerRunner
+    from mdcr.encoders.models.hf import TransformerRunner
 
     seen: list[int] = []
     forward = TransformerRunner.hidden

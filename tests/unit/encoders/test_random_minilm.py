@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mdcr.encoders.base import PaperText
-from mdcr.encoders.random import RandomEncoder
+from mdcr.encoders.models.random import RandomEncoder
 from mdcr.encoders.registry import EncoderOptions, build_encoder
 
 

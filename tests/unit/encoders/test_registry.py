@@ -39,7 +39,7 @@ def test_specter2_base_entry_and_its_published_numbers(monkeypatch: pytest.Monke
     from huggingface_hub import constants
 
     from mdcr.encoders.registry import entry_for, identify_encoder
-    from mdcr.eval.published import published_mdcr
+    from mdcr.scoring.published import published_mdcr
 
     entry = entry_for("specter2-base")
     assert entry is not None and entry.paper_name is None and entry.dim == 768

@@ -90,7 +90,7 @@ def test_a_default_prompt_is_applied_as_sentence_transformers_applies_it(
 def test_last_token_pooling_with_left_and_right_padding() -> None:
     import torch
 
-    from mdcr.encoders.hf import last_token_pool
+    from mdcr.encoders.models.hf import last_token_pool
 
     hidden = torch.randn(3, 5, 4)
     right = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]])
@@ -100,7 +100,7 @@ def test_last_token_pooling_with_left_and_right_padding() -> None:
 
 
 def test_the_real_minilm_through_hf_equals_minilm() -> None:
-    from mdcr.encoders.hf import minilm_path
+    from mdcr.encoders.models.hf import minilm_path
 
     mine = build_encoder("minilm", EncoderOptions(device="cpu"))
     hf = build_encoder(f"hf:{minilm_path()}", EncoderOptions(device="cpu"))

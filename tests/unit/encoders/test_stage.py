@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[3]
 
 USER_MODULE = """
 import os, time
-from mdcr.encoders.aspire import AspireEncoder
-from mdcr.encoders.hf import HFEncoder
+from mdcr.encoders.models.aspire import AspireEncoder
+from mdcr.encoders.models.hf import HFEncoder
 
 class SlowTiny:
     '''The tiny BERT, slowed down so that a test can kill the stage between shards.'''
@@ -296,7 +296,7 @@ def test_multi_vector_store_round_trip(setup: dict[str, Path], tiny_bert: Path) 
     by_id = {r["paper_id"]: r for r in table}
     pick = ["p0050", "p0003", "p0017"]
     vecs, offsets = store.doc_vectors(store.rows(pick))
-    from mdcr.encoders.aspire import AspireEncoder
+    from mdcr.encoders.models.aspire import AspireEncoder
 
     enc = AspireEncoder(str(tiny_bert), name="x", max_length=64, device="cpu")
     ref, ref_off = enc.encode([PaperText(p, by_id[p]["title"], by_id[p]["abstract"]) for p in pick])

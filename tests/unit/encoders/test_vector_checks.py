@@ -336,7 +336,7 @@ class _NaNModel:
     ],
 )
 def test_in_memory_models_are_checked_too(tmp_path: Path, model: object, message: str) -> None:
-    from mdcr.encoders.in_memory import register_model
+    from mdcr.encoders.models.in_memory import register_model
 
     write_corpus(tmp_path / "corpus", 5)
     home = tmp_path / "home"
@@ -349,7 +349,7 @@ def test_in_memory_models_are_checked_too(tmp_path: Path, model: object, message
 
 def test_the_api_stops_on_one_vector_for_every_paper(tmp_path: Path) -> None:
     import mdcr
-    from tests.unit.benchmark.test_evaluate import FIXTURE
+    from tests.unit.evaluation.test_evaluate import FIXTURE
 
     with pytest.raises(InputDataError, match="vectors are one and the same vector"):
         mdcr.evaluate(_ConstantModel(3), benchmark=FIXTURE, home=tmp_path, name="constant")

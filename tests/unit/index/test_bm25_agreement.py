@@ -63,8 +63,8 @@ class Reference:
 
 
 def _reference(papers: list, lucene_jvm: object) -> Reference:  # type: ignore[type-arg]
-    from mdcr.index.java import autoclass
-    from mdcr.index.lucene import analyze
+    from mdcr.index.lucene.indexes import analyze
+    from mdcr.index.lucene.java import autoclass
 
     small_float = autoclass("org.apache.lucene.util.SmallFloat")
     terms = [analyze(p.text) for p in papers]
@@ -88,8 +88,8 @@ def test_index_statistics_match_the_analyzer(
     sample_index: Path,
     reference: Reference,
 ) -> None:
-    from mdcr.index.java import autoclass
-    from mdcr.index.lucene import FIELD, open_index
+    from mdcr.index.lucene.indexes import FIELD, open_index
+    from mdcr.index.lucene.java import autoclass
 
     term_cls = autoclass("org.apache.lucene.index.Term")
     with open_index(sample_index) as index:
@@ -116,7 +116,7 @@ def test_index_statistics_match_the_analyzer(
 def test_lucene_scores_agree_with_independent_bm25(
     sample_index: Path, reference: Reference, s2orc_papers: list
 ) -> None:  # type: ignore[type-arg]
-    from mdcr.index.lucene import analyze, open_index
+    from mdcr.index.lucene.indexes import analyze, open_index
 
     queries = s2orc_papers[::16]  # 31 real title + abstract queries
     with open_index(sample_index) as index:
@@ -150,8 +150,8 @@ def test_every_term_of_a_very_long_query_counts(
     sample_index: Path, reference: Reference, s2orc_papers: list
 ) -> None:  # type: ignore[type-arg]
     """A query with more distinct terms than Lucene's default clause limit (1024)."""
-    from mdcr.index.java import autoclass
-    from mdcr.index.lucene import MAX_QUERY_TERMS, analyze, open_index
+    from mdcr.index.lucene.indexes import MAX_QUERY_TERMS, analyze, open_index
+    from mdcr.index.lucene.java import autoclass
 
     text, terms = "", []
     for p in s2orc_papers[::3]:

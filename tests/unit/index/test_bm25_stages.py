@@ -15,7 +15,9 @@ import pytest
 
 from mdcr.artifacts import RUNS
 from mdcr.errors import ConfigError, InputDataError
-from mdcr.index import bm25
+from mdcr.index.bm25 import search as bm25_search
+from mdcr.index.bm25 import shared as bm25_shared
+from mdcr.index.bm25 import tune as bm25_tune
 from mdcr.index.runs import rank_candidates
 from mdcr.inputs import resolve_inputs
 from mdcr.store import Store
@@ -81,10 +83,10 @@ def real(tmp_path: Path, s2orc_papers: list) -> dict[str, Any]:  # type: ignore[
 def test_bm25_stage_writes_runs_by_the_contract(
     lucene_jvm: object, tmp_path: Path, real: dict[str, Any], index_dir: Path
 ) -> None:
-    from mdcr.index.lucene import Doc, build_index, open_index
+    from mdcr.index.lucene.indexes import Doc, build_index, open_index
 
-    cfg = bm25.BM25Config(corpus=str(real["corpus"]), pools=str(real["pools"]), k=50)
-    art = _execute(tmp_path / "home", bm25.SPEC, cfg)
+    cfg = bm25_search.BM25Config(corpus=str(real["corpus"]), pools=str(real["pools"]), k=50)
+    art = _execute(tmp_path / "home", bm25_search.SPEC, cfg)
     table = pq.read_table(art.path / "runs.parquet")
     assert table.schema.equals(RUNS.schema)
     manifest = json.loads((art.path / "manifest.json").read_text())
@@ -93,7 +95,7 @@ def test_bm25_stage_writes_runs_by_the_contract(
     assert info["n_pools"] == 2 and info["splits"] == ["test"]
     assert info["query_terms"]["queries"] == 5
     assert manifest["outputs"]["runs.parquet"]["rows"] == table.num_rows == 5 * 50
-    assert not (art.path / bm25.PARTS).exists()
+    assert not (art.path / bm25_shared.PARTS).exists()
     df = table.to_pandas()
     assert sorted(df["pool_id"].unique()) == ["dataset/test/300/r0", "field/test/Medicine/r0"]
     texts = {p[0]: f"{p[1]}\n{p[2]}" for p in real["papers"]}
@@ -121,10 +123,10 @@ def test_bm25_stage_writes_runs_by_the_contract(
     # One index per distinct set of papers, reused by a second run with other parameters.
     assert len([p for p in index_dir.iterdir() if not p.name.startswith(".")]) == 2
     assert set(info["indexes"].values()) == {p.name for p in index_dir.iterdir()}
-    cfg2 = bm25.BM25Config(
+    cfg2 = bm25_search.BM25Config(
         corpus=str(real["corpus"]), pools=str(real["pools"]), k=50, b=0.75, splits=("val", "test")
     )
-    art2 = _execute(tmp_path / "home", bm25.SPEC, cfg2)
+    art2 = _execute(tmp_path / "home", bm25_search.SPEC, cfg2)
     info2 = json.loads((art2.path / "manifest.json").read_text())["info"]
     assert info2["indexes"]["dataset/val/300/r0"] == info2["indexes"]["dataset/test/300/r0"]
     assert len(list(index_dir.iterdir())) == 2  # nothing rebuilt
@@ -133,9 +135,9 @@ def test_bm25_stage_writes_runs_by_the_contract(
 def test_bm25_stage_resumes_after_a_crash(
     lucene_jvm: object, tmp_path: Path, real: dict[str, Any], index_dir: Path, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]
-    from mdcr.index import lucene
+    from mdcr.index.lucene import indexes as lucene
 
-    cfg = bm25.BM25Config(corpus=str(real["corpus"]), pools=str(real["pools"]), k=20)
+    cfg = bm25_search.BM25Config(corpus=str(real["corpus"]), pools=str(real["pools"]), k=20)
     calls = {"n": 0, "fail_at": 1}
     search = lucene.LuceneIndex.search
 
@@ -147,16 +149,18 @@ def test_bm25_stage_resumes_after_a_crash(
 
     monkeypatch.setattr(lucene.LuceneIndex, "search", failing)
     with pytest.raises(RuntimeError, match="killed"):  # in the first pool: nothing to resume
-        _execute(tmp_path / "home", bm25.SPEC, cfg)
+        _execute(tmp_path / "home", bm25_search.SPEC, cfg)
     assert list((tmp_path / "home" / "bm25").iterdir()) == []  # no work folder, no lock
     calls.update(n=0, fail_at=2)
     with pytest.raises(RuntimeError, match="killed"):
-        _execute(tmp_path / "home", bm25.SPEC, cfg)
+        _execute(tmp_path / "home", bm25_search.SPEC, cfg)
     work = next((tmp_path / "home" / "bm25").glob(".*.partial"))
-    assert len(list((work / bm25.PARTS).glob("*.parquet"))) == 1  # the first pool survived
+    assert len(list((work / bm25_shared.PARTS).glob("*.parquet"))) == 1  # the first pool survived
     monkeypatch.setattr(lucene.LuceneIndex, "search", search)
-    resumed = pq.read_table(_execute(tmp_path / "home", bm25.SPEC, cfg).path / "runs.parquet")
-    fresh = pq.read_table(_execute(tmp_path / "home2", bm25.SPEC, cfg).path / "runs.parquet")
+    resumed = pq.read_table(
+        _execute(tmp_path / "home", bm25_search.SPEC, cfg).path / "runs.parquet"
+    )
+    fresh = pq.read_table(_execute(tmp_path / "home2", bm25_search.SPEC, cfg).path / "runs.parquet")
     assert resumed.equals(fresh)
 
 
@@ -191,8 +195,10 @@ def test_tuning_picks_the_known_best_point(
     lucene_jvm: object, tmp_path: Path, s2orc_papers: list, index_dir: Path
 ) -> None:  # type: ignore[type-arg]
     corpus, pools = _known_case(tmp_path, s2orc_papers)
-    cfg = bm25.TuneConfig(corpus=str(corpus), pools=str(pools), k1=(0.9, 1.2), b=(1.0, 0.0, 0.5))
-    art = _execute(tmp_path / "home", bm25.TUNE_SPEC, cfg)
+    cfg = bm25_tune.TuneConfig(
+        corpus=str(corpus), pools=str(pools), k1=(0.9, 1.2), b=(1.0, 0.0, 0.5)
+    )
+    art = _execute(tmp_path / "home", bm25_tune.TUNE_SPEC, cfg)
     grid = pq.read_table(art.path / "grid.parquet").to_pandas()
     assert len(grid) == 1 * 6 * 3  # one val pool, 6 points, 3 metrics
     assert set(grid["pool_id"]) == {"dataset/val/43/r0"}
@@ -204,8 +210,10 @@ def test_tuning_picks_the_known_best_point(
     assert (chosen["k1"], chosen["b"], chosen["value"]) == (0.9, 0.0, 1.0)
     assert chosen["metric"] == "map@500" and chosen["n_pools"] == 1
     # The bm25 stage takes the chosen values from the tuning output.
-    run_cfg = bm25.BM25Config(corpus=str(corpus), pools=str(pools), params=str(art.path), k=5)
-    run_art = _execute(tmp_path / "home", bm25.SPEC, run_cfg)
+    run_cfg = bm25_search.BM25Config(
+        corpus=str(corpus), pools=str(pools), params=str(art.path), k=5
+    )
+    run_art = _execute(tmp_path / "home", bm25_search.SPEC, run_cfg)
     info = json.loads((run_art.path / "manifest.json").read_text())["info"]
     assert (info["k1"], info["b"]) == (0.9, 0.0)
     run = pq.read_table(run_art.path / "runs.parquet").to_pandas()
@@ -225,12 +233,14 @@ def test_lucene_indexes_live_in_the_store_and_outputs_name_them(
     (tmp_path / "cwd").mkdir()
     monkeypatch.chdir(tmp_path / "cwd")
     home = tmp_path / "home"
-    tune_cfg = bm25.TuneConfig(
+    tune_cfg = bm25_tune.TuneConfig(
         corpus=str(corpus), pools=str(pools), k1=(0.9,), b=(0.4,), backend="lucene"
     )
-    tune = _execute(home, bm25.TUNE_SPEC, tune_cfg)
-    run_cfg = bm25.BM25Config(corpus=str(corpus), pools=str(pools), params=str(tune.path), k=5)
-    run = _execute(home, bm25.SPEC, run_cfg)
+    tune = _execute(home, bm25_tune.TUNE_SPEC, tune_cfg)
+    run_cfg = bm25_search.BM25Config(
+        corpus=str(corpus), pools=str(pools), params=str(tune.path), k=5
+    )
+    run = _execute(home, bm25_search.SPEC, run_cfg)
     assert list((tmp_path / "cwd").iterdir()) == []
     (index,) = catalog.scan(home, "lucene-index")
     assert index.state == "complete" and index.path.parent == home / "lucene-index"
@@ -244,28 +254,28 @@ def test_choose_averages_pools_and_breaks_ties_toward_the_default() -> None:
         for (k1, b), v in zip([(1.2, 0.75), (0.9, 0.4), (1.6, 1.0)], values, strict=True):
             rows.append({"pool_id": pool, "k1": k1, "b": b, "metric": "map@500", "value": v})
     grid = pd.DataFrame(rows)
-    chosen = bm25.choose(grid, "map@500")
+    chosen = bm25_tune.choose(grid, "map@500")
     # means: (1.2, 0.75) 0.3; (0.9, 0.4) 0.4; (1.6, 1.0) 0.4 -> tie, nearer the default wins
     assert (chosen["k1"], chosen["b"]) == (0.9, 0.4)
     assert chosen["value"] == pytest.approx(0.4)
     assert chosen["default"]["value"] == pytest.approx(0.4)
     assert [t["k1"] for t in chosen["top"]] == [0.9, 1.6, 1.2]
     with pytest.raises(InputDataError, match="no values of metric 'ndcg@500'"):
-        bm25.choose(grid, "ndcg@500")
+        bm25_tune.choose(grid, "ndcg@500")
 
 
 def test_configs_are_validated() -> None:
     with pytest.raises(ConfigError, match="either params"):
-        bm25.BM25Config(corpus="c", pools="p", params="t", k1=1.2).validate()
+        bm25_search.BM25Config(corpus="c", pools="p", params="t", k1=1.2).validate()
     with pytest.raises(ConfigError, match="between 0 and 1"):
-        bm25.BM25Config(corpus="c", pools="p", b=1.5).validate()
+        bm25_search.BM25Config(corpus="c", pools="p", b=1.5).validate()
     with pytest.raises(ConfigError, match=r"bm25-tune\.metric: 'mrr'"):
-        bm25.TuneConfig(corpus="c", pools="p", metric="mrr").validate()
+        bm25_tune.TuneConfig(corpus="c", pools="p", metric="mrr").validate()
     with pytest.raises(ConfigError, match="duplicates"):
-        bm25.TuneConfig(corpus="c", pools="p", b=(0.4, 0.4)).validate()
-    assert bm25.metric_name("map", 500) == "map@500"
-    assert bm25.metric_name("recall@30", 500) == "recall@30"
-    assert bm25.metric_name("NDCG", 100) == "ndcg@100"
+        bm25_tune.TuneConfig(corpus="c", pools="p", b=(0.4, 0.4)).validate()
+    assert bm25_tune.metric_name("map", 500) == "map@500"
+    assert bm25_tune.metric_name("recall@30", 500) == "recall@30"
+    assert bm25_tune.metric_name("NDCG", 100) == "ndcg@100"
 
 
 def test_inputs_without_val_pools_or_text_are_clear_errors(
@@ -274,24 +284,24 @@ def test_inputs_without_val_pools_or_text_are_clear_errors(
     only_test = write_pools(
         tmp_path / "pools2", {"dataset/test/3/r0": real["ids"][:3]}, {"dataset/test/3/r0": {}}
     )
-    cfg = bm25.TuneConfig(corpus=str(real["corpus"]), pools=str(only_test))
+    cfg = bm25_tune.TuneConfig(corpus=str(real["corpus"]), pools=str(only_test))
     with pytest.raises(InputDataError, match=r"no validation pools .* it has: test"):
-        _execute(tmp_path / "home", bm25.TUNE_SPEC, cfg)
+        _execute(tmp_path / "home", bm25_tune.TUNE_SPEC, cfg)
     missing = write_pools(
         tmp_path / "pools3",
         {"dataset/test/2/r0": [real["ids"][0], "not-in-corpus"]},
         {"dataset/test/2/r0": {real["ids"][1]: [real["ids"][0]]}},
     )
-    cfg2 = bm25.BM25Config(corpus=str(real["corpus"]), pools=str(missing))
+    cfg2 = bm25_search.BM25Config(corpus=str(real["corpus"]), pools=str(missing))
     with pytest.raises(InputDataError, match="index got 1 documents for 2 paper ids"):
-        _execute(tmp_path / "home", bm25.SPEC, cfg2)
+        _execute(tmp_path / "home", bm25_search.SPEC, cfg2)
     assert np.all([not p.name.startswith(".") for p in index_dir.glob("*")])
 
 
 def test_prefetched_texts_equal_the_corpus_reads(real: dict[str, Any], tmp_path: Path) -> None:
     """One scan for the pools asked for gives the same texts and queries as reading the
     corpus per pool; a pool not asked for is still read from the corpus."""
-    from mdcr.index.bm25_data import PoolData
+    from mdcr.index.bm25.data import PoolData
 
     pool_ids = ["dataset/test/300/r0", "field/test/Medicine/r0", "dataset/val/300/r0"]
     plain = PoolData(real["corpus"], real["pools"], 1)
@@ -319,7 +329,7 @@ def test_a_worker_process_reads_each_pool_in_one_scan_of_its_own(
     starts, into a spill folder of its own; the texts equal the corpus reads."""
     import os
 
-    from mdcr.index.bm25_data import PoolData, PoolJob, open_pool_worker
+    from mdcr.index.bm25.data import PoolData, PoolJob, open_pool_worker
 
     job = PoolJob(
         corpus=real["corpus"], pools=real["pools"], out=tmp_path / "out",
@@ -347,7 +357,9 @@ def test_a_gpu_asked_for_but_absent_stops_before_any_pool(
     tmp_path: Path, real: dict[str, Any], index_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("mdcr.device.cuda_device_count", lambda: 0)
-    cfg = bm25.TuneConfig(corpus=str(real["corpus"]), pools=str(real["pools"]), device="cuda:1")
+    cfg = bm25_tune.TuneConfig(
+        corpus=str(real["corpus"]), pools=str(real["pools"]), device="cuda:1"
+    )
     with pytest.raises(ConfigError, match=r"asks for GPU 1 but 0 GPU\(s\) are visible"):
-        _execute(tmp_path / "home", bm25.TUNE_SPEC, cfg)
+        _execute(tmp_path / "home", bm25_tune.TUNE_SPEC, cfg)
     assert not list((tmp_path / "home").rglob("*.parquet"))  # no pool was started

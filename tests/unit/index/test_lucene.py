@@ -12,7 +12,7 @@ from mdcr.errors import InputDataError
 
 
 def _build(path: Path, ids: list[str], texts: list[str], threads: int = 2) -> dict:  # type: ignore[type-arg]
-    from mdcr.index.lucene import Doc, build_index
+    from mdcr.index.lucene.indexes import Doc, build_index
 
     order = sorted(range(len(ids)), key=lambda i: ids[i])
     return build_index(
@@ -27,7 +27,7 @@ def _build(path: Path, ids: list[str], texts: list[str], threads: int = 2) -> di
 def test_search_real_text_excludes_the_query_and_ranks_it_first_otherwise(
     sample_index: Path, s2orc_papers: list
 ) -> None:  # type: ignore[type-arg]
-    from mdcr.index.lucene import open_index
+    from mdcr.index.lucene.indexes import open_index
 
     queries = s2orc_papers[:40]
     with open_index(sample_index) as index:
@@ -46,7 +46,7 @@ def test_search_real_text_excludes_the_query_and_ranks_it_first_otherwise(
 
 def test_ties_break_by_paper_id_also_at_the_cut(lucene_jvm: object, tmp_path: Path) -> None:
     """Identical texts score the same; the k kept are the smallest paper ids, in order."""
-    from mdcr.index.lucene import open_index
+    from mdcr.index.lucene.indexes import open_index
     from mdcr.index.runs import rank_candidates
 
     dup = "Graphene oxide membranes\nWater permeation through graphene oxide membranes."
@@ -69,7 +69,7 @@ def test_ties_break_by_paper_id_also_at_the_cut(lucene_jvm: object, tmp_path: Pa
 def test_index_and_search_are_the_same_whatever_the_thread_count(
     lucene_jvm: object, s2orc_papers: list, tmp_path: Path
 ) -> None:  # type: ignore[type-arg]
-    from mdcr.index.lucene import open_index
+    from mdcr.index.lucene.indexes import open_index
 
     papers = s2orc_papers[:200]
     ids, texts = [p.paper_id for p in papers], [p.text for p in papers]
@@ -89,7 +89,7 @@ def test_index_and_search_are_the_same_whatever_the_thread_count(
 
 
 def test_bm25_parameters_apply_at_search_time(sample_index: Path, s2orc_papers: list) -> None:  # type: ignore[type-arg]
-    from mdcr.index.lucene import open_index
+    from mdcr.index.lucene.indexes import open_index
 
     q = s2orc_papers[5]
     with open_index(sample_index) as index:
@@ -102,7 +102,7 @@ def test_bm25_parameters_apply_at_search_time(sample_index: Path, s2orc_papers: 
 
 
 def test_index_metadata_and_atomic_reuse(lucene_jvm: object, tmp_path: Path) -> None:
-    from mdcr.index.lucene import (
+    from mdcr.index.lucene.indexes import (
         IDS_FILE,
         META_FILE,
         index_fingerprint,
@@ -137,7 +137,7 @@ def test_index_metadata_and_atomic_reuse(lucene_jvm: object, tmp_path: Path) -> 
 def test_the_progress_callback_counts_every_document(lucene_jvm: object, tmp_path: Path) -> None:
     """The indexing bar ends at its total: the first document (added alone, before the
     threads start) is reported too."""
-    from mdcr.index.lucene import Doc, build_index
+    from mdcr.index.lucene.indexes import Doc, build_index
 
     ids = [f"p{i:03d}" for i in range(600)]
     moved: list[int] = []
@@ -148,7 +148,7 @@ def test_the_progress_callback_counts_every_document(lucene_jvm: object, tmp_pat
 
 
 def test_missing_text_and_unknown_ids_are_errors(lucene_jvm: object, tmp_path: Path) -> None:
-    from mdcr.index.lucene import Doc, build_index
+    from mdcr.index.lucene.indexes import Doc, build_index
 
     with pytest.raises(InputDataError, match="got 1 documents for 2 paper ids"):
         build_index(tmp_path / "x", ["a", "b"], [Doc(["a"], ["alpha"])], meta={})
@@ -158,7 +158,7 @@ def test_missing_text_and_unknown_ids_are_errors(lucene_jvm: object, tmp_path: P
 
 
 def test_query_beyond_the_term_limit_fails_loudly(sample_index: Path) -> None:
-    from mdcr.index import lucene
+    from mdcr.index.lucene import indexes as lucene
 
     text = " ".join(f"w{i}x" for i in range(lucene.MAX_QUERY_TERMS + 1))
     with (

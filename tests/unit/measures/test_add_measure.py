@@ -15,13 +15,13 @@ import pytrec_eval
 
 from mdcr.config import from_mapping
 from mdcr.errors import ConfigError
-from mdcr.eval.score import ScoreConfig
 from mdcr.measures import registry
 from mdcr.measures.compute import score_pool
 from mdcr.measures.registry import Measure
+from mdcr.scoring.score import ScoreConfig
 from mdcr.store import Store
-from tests.unit.eval.conftest import make_runs, run_score
-from tests.unit.eval.fakes import POOLS, FakePoolsConfig
+from tests.unit.scoring.conftest import make_runs, run_score
+from tests.unit.scoring.fakes import POOLS, FakePoolsConfig
 
 pytestmark = pytest.mark.usefixtures("ranx_ready")
 

@@ -47,7 +47,7 @@ def test_library_names() -> None:
 
 def test_published_and_mdcr_keys_are_unchanged() -> None:
     from mdcr.benchmark.scoring import MDCR_METRICS, R_AT_K, official_key
-    from mdcr.eval.published import PAPER_METRICS
+    from mdcr.scoring.published import PAPER_METRICS
 
     assert PAPER_METRICS == {
         "MAP": "map@500",
@@ -76,7 +76,7 @@ def test_an_unknown_stored_name_is_one_line(name: str) -> None:
 
 
 def test_bm25_tune_metric_names() -> None:
-    from mdcr.index.bm25 import metric_name
+    from mdcr.index.bm25.tune import metric_name
 
     assert metric_name("recall", 200) == "recall@30"  # R@k keeps the paper's k
     assert metric_name("ndcg", 200) == "ndcg@200"

@@ -112,7 +112,7 @@ def test_every_pool_invariant(built: tuple[Path, Path, Corpus]) -> None:
 
 def test_every_pool_invariant_on_synth_corpus(tmp_path: Path) -> None:
     """The same rules on the project's synthetic corpus (skewed fields, small fields)."""
-    from mdcr.corpus.synth import write_tables
+    from mdcr.corpus.synth.stage import write_tables
 
     write_tables(tmp_path / "c", n_papers=6000, seed=0, with_text=False)
     out = run_pools(

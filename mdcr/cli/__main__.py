@@ -1,0 +1,7 @@
+"""``python -m mdcr.cli``: the ``mdcr`` command."""
+
+import sys
+
+from mdcr.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Lucene through pyserini: the JVM and one BM25 index per pool."""

@@ -1,0 +1,496 @@
+"""Stage ``report``: paper-style tables, significance tests, plots and the paper comparison.
+
+Input: one or more ``score`` outputs (on the same pools). Output folder::
+
+    report.md                  every table, the inputs' fingerprints, methods, plots
+    report.json                the report model (mdcr.scoring.document) report.md renders
+    tables/<name>.csv|.tex     each table (CSV: full precision, 0-1; LaTeX: booktabs, x100)
+    plots/<name>.png|.svg      metric vs pool size, per-field bars, per-query AP boxes
+    significance.parquet       every paired comparison: effect, direction, p, adjusted p
+
+Layouts follow the paper: Table 1 (dataset-level: rows retrievers; per pool size MAP, nDCG,
+R@k as mean ± std over repetitions) and Tables 2, 7, 8 (field-level: rows retrievers;
+columns the fields' abbreviations and their macro average AVG), one per metric. Each table
+has the analytic expected-chance row and, when it was scored, the random encoder's row.
+The sections are built in :mod:`mdcr.scoring.report_sections`; benchmark-score outputs given
+as ``benchmark`` are included from their report models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from mdcr.config import input_path, param
+from mdcr.errors import ConfigError, InputDataError, ManifestMismatchError
+from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from mdcr.scoring.document import Report, Section
+    from mdcr.scoring.report_sections import Context
+
+SPLITS = ("val", "test")
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    scores: tuple[str, ...] = input_path(help="score stage outputs (same pools)", multiple=True)
+    benchmark: tuple[str, ...] = input_path(
+        (),
+        help="benchmark-score outputs whose MDCR tables (Tables 3 and 4 layouts) go in the report",
+        multiple=True,
+    )
+    splits: tuple[str, ...] = param(("test",), help="splits to report: test, val")
+    stat_tests: tuple[str, ...] = param(
+        ("fisher", "student"),
+        help="paired tests: fisher (randomization), student (t-test); the first marks tables",
+    )
+    correction: Literal["holm", "bonferroni"] = param(
+        "holm", help="multiple-comparison correction within each table"
+    )
+    alpha: float = param(0.05, help="significance level after correction")
+    permutations: int = param(10000, help="permutations of the Fisher randomization test")
+    seed: int = param(42, help="seed of the randomization test's permutations")
+    paper_comparison: bool = param(True, help="compare with the paper's published numbers")
+    chance_rows: bool = param(True, help="add the analytic expected-chance row to tables")
+    title: str = param("mdcr evaluation report", help="the report's title")
+    repeated_retrievers: Literal["error", "last"] = param(
+        "error",
+        help="a retriever scored in several score outputs: error, or last (its scores come "
+        "from the last output listed that holds it; the others' are left out, and the "
+        "report's inputs say so)",
+    )
+
+    def validate(self) -> None:
+        from mdcr.scoring.significance import STAT_TESTS
+
+        for s in self.splits:
+            if s not in SPLITS:
+                raise ConfigError(f"report.splits: {s!r} is not valid; valid: val, test")
+        if not self.splits:
+            raise ConfigError("report.splits: empty; valid: val, test")
+        for t in self.stat_tests:
+            if t not in STAT_TESTS:
+                raise ConfigError(
+                    f"report.stat_tests: {t!r} is not valid; valid: {', '.join(STAT_TESTS)}"
+                )
+        if not self.stat_tests:
+            raise ConfigError("report.stat_tests: empty; valid: fisher, student")
+        if not 0 < self.alpha < 1:
+            raise ConfigError(f"report.alpha: must be between 0 and 1, got {self.alpha}")
+        if self.permutations < 100:
+            raise ConfigError(f"report.permutations: must be >= 100, got {self.permutations}")
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+@dataclass
+class Scores:
+    per_query: pd.DataFrame
+    per_pool: pd.DataFrame
+    chance: pd.DataFrame
+    sources: list[dict[str, Any]]
+
+    @property
+    def pool_meta(self) -> pd.DataFrame:
+        import pandas as pd
+
+        from mdcr.scoring.aggregate import POOL_KEYS
+
+        frames = [self.per_pool[["pool_id", *POOL_KEYS]]]
+        if not self.chance.empty:
+            frames.append(self.chance[["pool_id", *POOL_KEYS]])
+        return pd.concat(frames).drop_duplicates("pool_id").reset_index(drop=True)
+
+
+def load_scores(folders: list[Path], repeated: str = "error") -> Scores:
+    """Read and merge score outputs; they must share their pools. A retriever in several
+    of them is an error, or with ``repeated="last"`` taken from the last one holding it."""
+    import pandas as pd
+
+    from mdcr.artifacts import CHANCE, POOL_MEANS, POOL_METRICS
+
+    pq_frames, pp_frames, ch_frames = [], [], []
+    sources: list[dict[str, Any]] = []
+    for source, folder in enumerate(folders):
+        pq_frames.append(POOL_METRICS.read_pandas(folder).assign(_source=source))
+        pp_frames.append(POOL_MEANS.read_pandas(folder).assign(_source=source))
+        if CHANCE.exists(folder):
+            ch_frames.append(CHANCE.read_pandas(folder))
+        sources.append(_score_source(folder))
+    pools = {str(s["pools_fingerprint"]) for s in sources if s["pools_fingerprint"]}
+    if len(pools) > 1:
+        raise ManifestMismatchError(
+            "report.scores: the score outputs were made on different pools "
+            f"({', '.join(sorted(pools))}); report retrievers scored on the same pools"
+        )
+    per_pool = pd.concat(pp_frames, ignore_index=True)
+    per_query = pd.concat(pq_frames, ignore_index=True)
+    if repeated == "last":
+        per_pool, per_query = _keep_last(per_pool, per_query, sources)
+    dup = per_pool.duplicated(["retriever", "pool_id", "metric"])
+    if dup.any():
+        r = per_pool[dup].iloc[0]
+        raise InputDataError(
+            f"report.scores: retriever '{r['retriever']}' is scored twice on pool "
+            f"'{r['pool_id']}'; pass each retriever's scores once"
+        )
+    chance = (
+        pd.concat(ch_frames, ignore_index=True).drop_duplicates(["pool_id", "metric"])
+        if ch_frames
+        else pd.DataFrame(
+            columns=[
+                "pool_id",
+                "setup",
+                "split",
+                "field",
+                "size",
+                "rep",
+                "metric",
+                "value",
+                "n_queries",
+            ]
+        )
+    )
+    return Scores(
+        per_query.drop(columns="_source").reset_index(drop=True),
+        per_pool.drop(columns="_source").reset_index(drop=True),
+        chance,
+        sources,
+    )
+
+
+def _score_source(folder: Path) -> dict[str, Any]:
+    """What the report says of one score output: its fingerprint, pools, runs, cut-offs."""
+    from mdcr.outputs import score_info
+
+    found = score_info(folder)
+    fp, info = found if found is not None else ("(no manifest)", None)
+    return {
+        "path": str(folder),
+        "fingerprint": fp,
+        "pools_fingerprint": info.pools_fingerprint if info else None,
+        "runs": list(info.runs) if info else [],
+        "depth": info.depth if info else None,
+        "recall_k": info.recall_k if info else None,
+        "left_out": [],  # retrievers scored again in a later output
+    }
+
+
+def _keep_last(
+    per_pool: pd.DataFrame, per_query: pd.DataFrame, sources: list[dict[str, Any]]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each retriever's scores from the last output holding it; the earlier ones are
+    named in their source's ``left_out``."""
+    newest = per_pool.groupby("retriever")["_source"].max()
+    held = per_pool[["_source", "retriever"]].drop_duplicates()
+    for source, retriever in held.itertuples(index=False):
+        if source < newest[retriever]:
+            sources[int(source)]["left_out"].append(str(retriever))
+    per_pool = per_pool[per_pool["_source"] == per_pool["retriever"].map(newest)]
+    per_query = per_query[per_query["_source"] == per_query["retriever"].map(newest)]
+    return per_pool, per_query
+
+
+def retriever_identities(scores: Scores) -> dict[str, Any]:
+    """Each reported retriever's registry identity (:mod:`mdcr.retriever_identity`), from
+    the score output it is taken from; None where it is not a built-in entry."""
+    from mdcr.retriever_identity import run_identity
+
+    out: dict[str, Any] = {}
+    for src in scores.sources:  # oldest first: a later output's run wins, as its scores do
+        for r in src["runs"]:
+            if r.get("retriever") not in src["left_out"]:
+                out[str(r.get("retriever"))] = run_identity(r)
+    return out
+
+
+def _retriever_lines(scores: Scores, retrievers: list[str]) -> list[str]:
+    """A table of every reported retriever's setup (:mod:`mdcr.retriever_setups`): its
+    spec, the model's commit or digest and the options that change its outputs."""
+    from mdcr.retriever_setups import run_setup
+
+    entries: dict[str, Any] = {}
+    for src in scores.sources:  # oldest first: the output a retriever is taken from wins
+        for r in src["runs"]:
+            if r.get("retriever") not in src["left_out"]:
+                entries[str(r.get("retriever"))] = r
+    lines = ["| retriever | spec | model and options |", "|---|---|---|"]
+    for name in retrievers:
+        setup = run_setup(entries[name]) if name in entries else None
+        spec, detail = (setup["spec"], setup["detail"]) if setup else ("?", "")
+        lines.append(f"| `{name}` | `{spec}` | {detail or 'defaults'} |")
+    return lines
+
+
+def _inputs_lines(scores: Scores) -> list[str]:
+    from mdcr.retriever_identity import describe
+
+    lines = [
+        "| score output | fingerprint | pools fingerprint | depth | R@k |",
+        "|---|---|---|---:|---:|",
+    ]
+    for src in scores.sources:
+        lines.append(
+            f"| `{src['path']}` | `{src['fingerprint']}` | `{src['pools_fingerprint']}` | "
+            f"{src['depth']} | {src['recall_k']} |"
+        )
+    lines += [
+        "",
+        "| retriever | registry entry | run fingerprint | run folder | pools | queries | "
+        "queries without results |",
+        "|---|---|---|---|---:|---:|---:|",
+    ]
+    identities = retriever_identities(scores)
+    for src in scores.sources:
+        for r in src["runs"]:
+            if r.get("retriever") in src["left_out"]:
+                continue
+            lines.append(
+                f"| {r.get('retriever')} | {describe(identities.get(str(r.get('retriever'))))} | "
+                f"`{r.get('fingerprint')}` | `{r.get('path')}` | "
+                f"{r.get('pools', '')} | {r.get('queries', '')} | "
+                f"{r.get('queries_without_results', '')} |"
+            )
+    left_out = [
+        f"{', '.join(f'`{r}`' for r in src['left_out'])} from `{src['path']}`"
+        for src in scores.sources
+        if src["left_out"]
+    ]
+    if left_out:
+        lines += [
+            "",
+            "Left out, since a later score output scores the same retriever name again: "
+            + "; ".join(left_out)
+            + ".",
+        ]
+    return lines
+
+
+def _setup_lines(per_pool: pd.DataFrame) -> list[str]:
+    from mdcr.paper import field_abbreviation, size_label
+
+    lines = [
+        "| split | setup | pool size | field | repetitions | queries per pool |",
+        "|---|---|---:|---|---:|---:|",
+    ]
+    meta = per_pool.drop_duplicates("pool_id")
+    for (split, setup, size, fld), g in meta.groupby(
+        ["split", "setup", "size", "field"], dropna=False, sort=True
+    ):
+        nq = f"{g['n_queries'].min()}" + (
+            f"–{g['n_queries'].max()}" if g["n_queries"].max() != g["n_queries"].min() else ""
+        )
+        fl = "–" if fld is None or fld != fld else field_abbreviation(str(fld))
+        size_text = size_label(int(size))  # type: ignore[call-overload]
+        lines.append(f"| {split} | {setup} | {size_text} | {fl} | {len(g)} | {nq} |")
+    return lines
+
+
+def _methods_lines(c: Context, scores: Scores) -> list[str]:
+    from mdcr.measures.registry import label as metric_label
+    from mdcr.measures.registry import parse
+
+    cut = [parse(m) for m in c.metrics]
+    depth = sorted({k for m, k in cut if m.cutoff == "depth" and k is not None})
+    try:
+        ranx_version = metadata.version("ranx")
+    except metadata.PackageNotFoundError:  # pragma: no cover
+        ranx_version = "?"
+    tests = {
+        "fisher": f"Fisher's randomization test ({c.cfg.permutations} permutations, "
+        f"seed {c.cfg.seed}; exact when 2^n ≤ permutations)",
+        "student": "the paired t-test (ranx / scipy)",
+    }
+    chance_note = (
+        "The `random` encoder's row is the empirical chance floor."
+        if "random" in c.retrievers
+        else "No `random` retriever was scored; the expected-chance row is the chance floor."
+    )
+    return [
+        f"- Metrics: {', '.join(metric_label(m) + f' (`{m}`)' for m in c.metrics)}, computed "
+        f"with ranx {ranx_version} from each query's ranking in rank order"
+        + (f" (top {depth[0]})" if len(depth) == 1 else "")
+        + "; every query in the qrels is scored, and one with no retrieved positive scores 0.",
+        "- Aggregation: a pool's value is the mean over its queries; a pool size's or a "
+        "field's value is the mean over its repetitions (± the sample standard deviation); "
+        "AVG is the macro average over fields.",
+        f"- Baselines: {chance_note} The expected-chance row is the exact expectation of "
+        "each metric under a uniformly random ranking of the pool (closed forms in "
+        "`mdcr/measures/chance.py`), averaged over the queries and repetitions.",
+        "- Significance: paired per query (a query's value averaged over the repetitions), "
+        "two-sided, with "
+        + " and ".join(tests[t] for t in c.cfg.stat_tests)
+        + f"; {c.cfg.correction} correction over the comparisons of each table, "
+        f"α = {c.cfg.alpha}. Field AVG comparisons pool the queries of all fields.",
+    ]
+
+
+def benchmark_section(folder: Path, splits: tuple[str, ...]) -> Section:
+    """The MDCR benchmark's part of the report: a benchmark-score output's report model,
+    with its sections for the report's splits, one heading level down."""
+    from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.outputs import stage_of
+    from mdcr.scoring.document import Section, read_report
+
+    if stage_of(folder) != "benchmark-score":
+        raise InputDataError(
+            f"'{folder}' is not a benchmark-score output; point report.benchmark to a "
+            "benchmark-score step"
+        )
+    model = read_report(folder)
+    intro = [f"From `{folder}` (benchmark-score `{artifact_fingerprint(folder)}`).", ""]
+    return Section(
+        "MDCR benchmark",
+        intro=[*intro, *model.preamble],
+        subsections=[s for s in model.sections if s.heading not in SPLITS or s.heading in splits],
+    )
+
+
+def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
+    from mdcr.measures.registry import sort_key as metric_sort_key
+    from mdcr.scoring.aggregate import over_reps, query_means
+    from mdcr.scoring.document import Report, Section, write_report
+    from mdcr.scoring.published import order_retrievers
+    from mdcr.scoring.report_sections import CHANCE_ROW, Context, SectionOptions, letters_for
+
+    folders = ctx.inputs.get("scores") or []
+    if not folders:
+        raise ConfigError("report.scores: no score outputs given; name at least one")
+    scores = load_scores(folders, cfg.repeated_retrievers)
+    per_pool = _scored_pools(cfg, scores)
+    pools = set(per_pool["pool_id"])
+    per_query = scores.per_query[scores.per_query["pool_id"].isin(pools)]
+    retrievers = order_retrievers(sorted(per_pool["retriever"].unique()))
+    metrics = sorted(per_pool["metric"].unique(), key=metric_sort_key)
+    options = SectionOptions(
+        cfg.stat_tests, cfg.correction, cfg.alpha, cfg.permutations, cfg.seed, cfg.chance_rows
+    )
+    c = Context(options, retrievers, letters_for(retrievers), metrics, ctx.out)
+    c.identities = retriever_identities(scores)
+
+    agg = over_reps(per_pool)
+    chance = scores.chance[scores.chance["pool_id"].isin(pools)]
+    chance_agg = (
+        over_reps(chance.assign(retriever=CHANCE_ROW)) if not chance.empty else agg.iloc[:0]
+    )
+    units = query_means(per_query, scores.pool_meta)
+
+    report = Report(
+        cfg.title,
+        preamble=[
+            "Values are metric × 100 with one decimal, as in the paper. Retrievers: "
+            + ", ".join(f"`{r}`" for r in retrievers)
+            + "."
+        ],
+    )
+    report.sections = [
+        Section("Inputs", intro=_inputs_lines(scores)),
+        Section("Retrievers", intro=_retriever_lines(scores, retrievers)),
+        Section("Setups", intro=_setup_lines(per_pool)),
+        Section("Methods", intro=_methods_lines(c, scores)),
+        *_result_sections(cfg, c, agg, chance_agg, units),
+    ]
+    report.sections += [benchmark_section(f, cfg.splits) for f in ctx.inputs.get("benchmark") or []]
+    report.file_tables = c.file_tables
+    sig = _write_significance(c, ctx)
+    write_report(report, ctx)
+    _record_report(ctx, report, c, scores, sig)
+
+
+def _scored_pools(cfg: ReportConfig, scores: Scores) -> pd.DataFrame:
+    """The per-pool means of the reported splits; none is a one-line error."""
+    per_pool = scores.per_pool[scores.per_pool["split"].isin(cfg.splits)]
+    if per_pool.empty:
+        have = ", ".join(sorted(scores.per_pool["split"].dropna().unique())) or "none"
+        raise InputDataError(
+            f"report.splits: no scored pools in {', '.join(cfg.splits)}; scored splits: {have}"
+        )
+    return per_pool
+
+
+def _result_sections(
+    cfg: ReportConfig,
+    c: Context,
+    agg: pd.DataFrame,
+    chance_agg: pd.DataFrame,
+    units: pd.DataFrame,
+) -> list[Section]:
+    """Dataset- and field-level sections per split, then the comparison with the paper."""
+    from mdcr.scoring.document import Section
+    from mdcr.scoring.report_sections import dataset_section, field_sections, paper_section
+
+    sections: list[Section] = []
+    for split in [s for s in SPLITS if s in cfg.splits]:
+        ds = dataset_section(c, split, agg, chance_agg, units)
+        if ds is not None:
+            sections.append(ds)
+        sections += field_sections(c, split, agg, chance_agg, units)
+    if cfg.paper_comparison:
+        if "test" in cfg.splits:
+            sections.append(paper_section(c, agg))
+        else:
+            sections.append(
+                Section(
+                    "Comparison with the paper",
+                    ["The paper reports test splits; add test to splits."],
+                )
+            )
+    return sections
+
+
+def _write_significance(c: Context, ctx: StageContext) -> pd.DataFrame:
+    """Every section's pairwise comparisons in significance.parquet and its CSV."""
+    import pandas as pd
+
+    sig = pd.concat(c.significance, ignore_index=True) if c.significance else pd.DataFrame()
+    if not sig.empty:
+        sig.to_parquet(ctx.output("significance.parquet", rows=len(sig)), index=False)
+        sig.to_csv(ctx.output("tables/significance.csv"), index=False)
+    return sig
+
+
+def _record_report(
+    ctx: StageContext, report: Report, c: Context, scores: Scores, sig: pd.DataFrame
+) -> None:
+    """The manifest facts: tables, retrievers and identities, inputs, significant counts."""
+    ctx.record("tables", [t.name for s in report.sections for t in s.tables if t.files])
+    ctx.record("retrievers", c.retrievers)
+    ctx.record("retriever_identities", {r: c.identities.get(r) for r in c.retrievers})
+    ctx.record("score_inputs", [s["fingerprint"] for s in scores.sources])
+    if not sig.empty:
+        ctx.record(
+            "significant",
+            {
+                f"{t}|{test}": f"{int(g['significant'].sum())}/{int(g['p_value'].notna().sum())}"
+                for (t, test), g in sig.groupby(["table", "test"], sort=True)
+            },
+        )
+
+
+def plan_report(
+    cfg: ReportConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
+) -> StagePlan:
+    return StagePlan(
+        f"tables, significance tests and plots of {len(inputs.get('scores', []))} score output(s)",
+        work=Work("report"),
+    )
+
+
+SPEC = register(
+    StageSpec(
+        name="report",
+        version="4",
+        config=ReportConfig,
+        run=run_report,
+        plan=plan_report,
+        help="paper-style tables, significance tests, plots and the paper comparison",
+        main_output="report.md",
+    )
+)

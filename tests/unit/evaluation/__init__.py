@@ -1,0 +1,2 @@
+"""Tests of ``mdcr evaluate`` and ``mdcr.evaluate``: both modes, their inputs, names, origin
+and summary."""
