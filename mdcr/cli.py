@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mdcr import __version__
-from mdcr.config import (
+from mdcr.core.config import (
     config_fields,
     default_of,
     field_kind,
@@ -26,9 +26,9 @@ from mdcr.config import (
     renamed_keys,
     type_name,
 )
+from mdcr.core.errors import ConfigError, MdcrError, storage_error
+from mdcr.core.stage import StageSpec, stages
 from mdcr.encoders.registry import valid_specs
-from mdcr.errors import ConfigError, MdcrError, storage_error
-from mdcr.stage import StageSpec, stages
 
 
 def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
@@ -187,9 +187,9 @@ def _store(
 ) -> Any:
     """The store: --home, $MDCR_HOME, the pipeline file's home or the store holding the
     output ``holding``, the nearest mdcr.toml or .mdcr, the user cache
-    (:func:`mdcr.home.find_home`)."""
-    from mdcr.home import find_home
-    from mdcr.store import Store
+    (:func:`mdcr.core.home.find_home`)."""
+    from mdcr.core.home import find_home
+    from mdcr.core.store import Store
 
     home = find_home(args.home, pipeline=pipeline_home, holding=holding)
     return Store(home.path, wait=not args.no_wait, source=home.source)
@@ -217,7 +217,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         device=args.device,
         engine=_engine_values(args),
     )
-    from mdcr.hints import typed_in
+    from mdcr.core.hints import typed_in
 
     with typed_in("cli", "evaluate"):
         store = _store(args, holding=req.pools or req.benchmark)
@@ -231,7 +231,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 def _run_stage(args: argparse.Namespace) -> int:
     import tomllib
 
-    from mdcr.inputs import resolve_inputs
+    from mdcr.core.inputs import resolve_inputs
 
     spec = stages()[args._stage]
     values: dict[str, Any] = {}
@@ -247,12 +247,12 @@ def _run_stage(args: argparse.Namespace) -> int:
     if base is None:
         cfg = from_mapping(spec.config, cli, spec.name, from_text=True)
     else:
-        from mdcr.config import override
+        from mdcr.core.config import override
 
         cfg = override(base, {k: str(v) for k, v in cli.items()}, spec.name)
     inputs = resolve_inputs(cfg, where=spec.name)
     store = _store(args)
-    from mdcr.hints import typed_in
+    from mdcr.core.hints import typed_in
 
     with typed_in("cli", spec.name):
         art = store.execute(spec, cfg, inputs, quiet=args.quiet)
@@ -261,13 +261,13 @@ def _run_stage(args: argparse.Namespace) -> int:
 
 
 def _run_pipeline(args: argparse.Namespace) -> int:
-    from mdcr.pipeline import load_pipeline, run_pipeline, set_engine, summarize
+    from mdcr.core.pipeline import load_pipeline, run_pipeline, set_engine, summarize
 
     pipeline = set_engine(load_pipeline(args.pipeline, args.overrides), _engine_values(args))
     store = _store(args, pipeline.home)
     if args.dry_run:  # the plan's folders are in this store
         print(f"store: {store.home} ({store.source})")
-    from mdcr.hints import typed_in
+    from mdcr.core.hints import typed_in
 
     with typed_in("file"):
         results = run_pipeline(
@@ -453,7 +453,7 @@ def _run_download(args: argparse.Namespace) -> int:
         records = register_release(folder, quiet=args.quiet)
     else:
         from mdcr.benchmark.release import store_folder
-        from mdcr.home import find_home
+        from mdcr.core.home import find_home
 
         folder = args.to if args.to is not None else store_folder(find_home(args.home), args.quiet)
         records = download_release(folder, quiet=args.quiet, wait=not args.no_wait)
@@ -464,7 +464,7 @@ def _run_download(args: argparse.Namespace) -> int:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from mdcr.outputs import stage_of
+    from mdcr.contracts.outputs import stage_of
 
     if args.format != "trec":
         from mdcr.ecosystem.export_cli import run_export_format
@@ -539,7 +539,7 @@ def _export_mdcr(args: argparse.Namespace, run: bool, qrels: bool) -> int:
 
 def _add_catalog_parsers(sub: Any) -> None:
     """``mdcr ls``, ``mdcr show``, ``mdcr gc``, ``mdcr verify``: the store's catalog
-    (:mod:`mdcr.catalog`)."""
+    (:mod:`mdcr.catalog.entries`)."""
     p = sub.add_parser(
         "ls",
         help="list the store's outputs: stage, fingerprint, name, parameters, date, size, state",
@@ -594,8 +594,9 @@ def _add_catalog_parsers(sub: Any) -> None:
 
 
 def _run_catalog(args: argparse.Namespace) -> int:
-    from mdcr import catalog, catalog_text
-    from mdcr.home import find_home
+    from mdcr.catalog import entries as catalog
+    from mdcr.catalog import text as catalog_text
+    from mdcr.core.home import find_home
 
     home = find_home(args.home)
     if args.command == "show":
@@ -615,7 +616,7 @@ def _run_catalog(args: argparse.Namespace) -> int:
         print("\n".join(catalog_text.verify_lines(checked)))
         return 1 if any(v.damage is not None for v in checked) else 0
     if args.command == "ls":
-        from mdcr.recent import hint_lines
+        from mdcr.core.recent import hint_lines
 
         entries = catalog.scan(home.path, args.stage)
         chosen = catalog.select(entries, args.retriever)

@@ -6,9 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from mdcr.config import input_path, param
-from mdcr.errors import ConfigError
-from mdcr.paper import (
+from mdcr.contracts.paper import (
     MDCR_FIXED_TYPES,
     MDCR_MODELS,
     MDCR_MOST_CITED_N,
@@ -17,6 +15,8 @@ from mdcr.paper import (
     MDCR_POSITIVES,
     MDCR_TOP_N,
 )
+from mdcr.core.config import input_path, param
+from mdcr.core.errors import ConfigError
 
 FIXED_TYPES, POSITIVE = MDCR_FIXED_TYPES, MDCR_POSITIVE
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mdcr.errors import ConfigError
+from mdcr.core.errors import ConfigError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -120,11 +120,11 @@ def _tidy(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 
 def _report_config(report: Path) -> ReportConfig:
     """The report stage's config of a finished report, its score inputs found again."""
-    from mdcr.config import from_mapping
-    from mdcr.errors import InputDataError
+    from mdcr.contracts.outputs import input_paths
+    from mdcr.core.config import from_mapping
+    from mdcr.core.errors import InputDataError
+    from mdcr.core.manifests import read_manifest
     from mdcr.eval.report import ReportConfig
-    from mdcr.manifests import read_manifest
-    from mdcr.outputs import input_paths
 
     manifest = read_manifest(report)
     if manifest is None or manifest.get("stage") != "report":
@@ -235,7 +235,7 @@ def benchmark_frames(scored: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def result_of(done: Finished) -> EvaluationResult:
     """The tidy frames of a finished evaluation, either mode."""
-    from mdcr.outputs import rank_info
+    from mdcr.contracts.outputs import rank_info
 
     if done.pools is not None:
         per_pool, summary = pools_frames(done.result)
@@ -259,7 +259,7 @@ def _cell(mean: float, std: float) -> str:
 
 
 def _row_label(setup: str, size: int, fld: object) -> str:
-    from mdcr.paper import field_abbreviation, size_label
+    from mdcr.contracts.paper import field_abbreviation, size_label
 
     if setup == "dataset":
         return f"dataset {size_label(size)}"
@@ -322,8 +322,8 @@ def write_scores_out(template: Path, done: Evaluated) -> None:
     """Copy each rank's scores file for the original scorer to the path ``template`` names."""
     import shutil
 
-    from mdcr.atomic import atomic_path
-    from mdcr.outputs import rank_info
+    from mdcr.contracts.outputs import rank_info
+    from mdcr.core.atomic import atomic_path
 
     for spec, folder in done.retrievers:
         splits = rank_info(folder).splits
@@ -342,8 +342,8 @@ def print_results(done: Evaluated) -> None:
         return
     from mdcr.benchmark.score import read_official_results
     from mdcr.benchmark.scoring import MDCR_METRICS, official_key
+    from mdcr.core.manifests import open_output
     from mdcr.eval.published import comparable_with_published, order_retrievers, published_mdcr
-    from mdcr.manifests import open_output
 
     official = read_official_results(done.result)
     published = comparable_with_published(done.origin)

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.corpus import jsonl
 from mdcr.corpus.prefilter_output import outbound_edge_keys
 from mdcr.corpus.prefilter_scan import DatasetScan
-from mdcr.errors import ConfigError, InputDataError
 
 if TYPE_CHECKING:
     import duckdb

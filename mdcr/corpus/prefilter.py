@@ -63,7 +63,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdcr.artifacts import CITATIONS, CORPUS_PAPERS
+from mdcr.contracts.artifacts import CITATIONS, CORPUS_PAPERS
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 from mdcr.corpus import formats, jsonl, prefilter_s2ag, s2ag, s2orc
 from mdcr.corpus.formats import InputFormat, Scanned, register_format
 from mdcr.corpus.prefilter_output import SEQ_SHIFT, write_outputs
@@ -82,8 +84,6 @@ from mdcr.corpus.prefilter_scan import (
     stop_on_duplicates,
     summarize_malformed,
 )
-from mdcr.errors import ConfigError, InputDataError
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
 if TYPE_CHECKING:
     import duckdb

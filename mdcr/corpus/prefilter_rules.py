@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from mdcr.config import input_path, param
+from mdcr.contracts.paper import MIN_ABSTRACT_CHARS, MIN_CITATIONS
+from mdcr.core.config import input_path, param
+from mdcr.core.errors import ConfigError
 from mdcr.corpus import formats, jsonl
-from mdcr.errors import ConfigError
-from mdcr.paper import MIN_ABSTRACT_CHARS, MIN_CITATIONS
 
 RULES = ("year", "title", "abstract", "citations")
 

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mdcr.core.errors import InputDataError
+from mdcr.core.stage import Work
 from mdcr.corpus import jsonl, s2ag
 from mdcr.corpus.prefilter_output import KEEP, SEQ_SHIFT, EdgeTable
 from mdcr.corpus.prefilter_rules import (
@@ -50,8 +52,6 @@ from mdcr.corpus.prefilter_scan import (
     stop_on_duplicates,
     summarize_malformed,
 )
-from mdcr.errors import InputDataError
-from mdcr.stage import Work
 
 if TYPE_CHECKING:
     import duckdb

@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from mdcr.core.errors import InputDataError
 from mdcr.corpus import jsonl
-from mdcr.errors import InputDataError
 
 DATASETS = ("papers", "abstracts", "citations")
 PATTERNS = ("*.jsonl.gz", "*.jsonl", "*.gz")

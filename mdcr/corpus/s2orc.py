@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mdcr.core.errors import InputDataError
 from mdcr.corpus import jsonl
-from mdcr.errors import InputDataError
 
 SHARD_PATTERNS = ("metadata_*.jsonl.gz", "metadata_*.jsonl")
 FALLBACK_PATTERNS = ("*.jsonl.gz", "*.jsonl")

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mdcr.contracts.paper import QUERY_YEAR
 from mdcr.corpus import synth_text as st
-from mdcr.paper import QUERY_YEAR
 
 if TYPE_CHECKING:
     from mdcr.corpus.synth_config import SynthConfig

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import argparse
 
-from mdcr.errors import ConfigError, MdcrError
+from mdcr.core.errors import ConfigError, MdcrError
 
 
 def run_export_format(args: argparse.Namespace) -> int:
-    from mdcr.outputs import stage_of
+    from mdcr.contracts.outputs import stage_of
 
     if args.out.exists() and not args.out.is_dir():
         raise ConfigError(f"export --out '{args.out}' is a file; give a folder")
     if args.format == "beir":
+        from mdcr.contracts.paper import DEPTH, RECALL_K
         from mdcr.ecosystem import beir_export
-        from mdcr.paper import DEPTH, RECALL_K
 
         if args.qrels is None or args.run is not None:
             raise MdcrError(

@@ -26,14 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from mdcr.config import input_path, param, setting
-from mdcr.device import DEVICE_HELP, check_device_spec
+from mdcr.contracts.paper import DEPTH, RECALL_K
+from mdcr.core.config import input_path, param, setting
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 from mdcr.engine import EngineSettings, check_engine_settings
-from mdcr.errors import ConfigError, InputDataError
 from mdcr.index.bm25_data import PoolData, PoolInfo, PoolJob, PoolWorker, open_pool_worker
 from mdcr.measures import registry as measures
-from mdcr.paper import DEPTH, RECALL_K
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.retrievers.device import DEVICE_HELP, check_device_spec
 
 SWEEP_DEVICE_HELP = f"{DEVICE_HELP}; the sweep uses one GPU, torch's, and Lucene none"
 
@@ -235,7 +235,7 @@ def _pool_run(
 def _write_part(path: Path, table: pa.Table) -> None:
     import pyarrow.parquet as pq
 
-    from mdcr.atomic import atomic_path
+    from mdcr.core.atomic import atomic_path
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
@@ -266,11 +266,11 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from mdcr.artifacts import RUNS
-    from mdcr.builtin_encoders import BM25
-    from mdcr.facts import RunInfo
+    from mdcr.contracts.artifacts import RUNS
+    from mdcr.contracts.facts import RunInfo
     from mdcr.index.runs import RunWriter
-    from mdcr.retriever_identity import BM25_IDENTITY
+    from mdcr.retrievers.builtin import BM25
+    from mdcr.retrievers.identity import BM25_IDENTITY
 
     params = ctx.inputs.get("params") or []
     if params:
@@ -403,9 +403,9 @@ def grid_rankings(
     """((k1, b), the pool's ranked papers per query) at every grid point, by either backend
     (the sweep on ``device``; Lucene with its indexes under ``index_dir``)."""
     if backend == "sweep":
-        from mdcr.device import resolve_device
         from mdcr.index.lucene import default_threads
         from mdcr.index.sweep import sweep_pool
+        from mdcr.retrievers.device import resolve_device
 
         ids, docs = data.pool_texts_sorted(pool.pool_id)
         if not len(ids):
@@ -465,7 +465,7 @@ def run_bm25_tune(cfg: TuneConfig, ctx: StageContext) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from mdcr.atomic import atomic_write_text
+    from mdcr.core.atomic import atomic_write_text
 
     metric = metric_name(cfg.metric, cfg.depth)
     # the grid holds the paper's measures (at this depth) and the one maximised
@@ -521,8 +521,8 @@ def _pool_job(
     depth: int,
     metrics: tuple[str, ...] = (),
 ) -> PoolJob:
-    from mdcr.device import resolve_device
     from mdcr.index.lucene import index_root
+    from mdcr.retrievers.device import resolve_device
 
     if cfg.backend == "sweep" and cfg.executor == "local":
         resolve_device(cfg.device)  # a GPU asked for but absent: one line, before any pool
@@ -578,7 +578,7 @@ def _map_pools(
 
 def bm25_pool(worker: PoolWorker, pool: PoolInfo) -> tuple[int, float]:
     """Search one pool at the job's (k1, b) and write its part; (queries, seconds)."""
-    from mdcr.atomic import atomic_write_text
+    from mdcr.core.atomic import atomic_write_text
     from mdcr.index.lucene import index_fingerprint
 
     job, data = worker.job, worker.data

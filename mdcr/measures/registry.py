@@ -13,8 +13,8 @@ A config names a measure by its kind (``score.metrics = ["map", "ndcg", "recall"
 
 Adding a measure is one :func:`register` call (see docs/architecture.md, "How to extend
 mdcr"); a duplicate kind is refused. An unknown name is a one-line error listing the
-registered ones: a :class:`~mdcr.errors.ConfigError` for a config value, an
-:class:`~mdcr.errors.InputDataError` for a stored name.
+registered ones: a :class:`~mdcr.core.errors.ConfigError` for a config value, an
+:class:`~mdcr.core.errors.InputDataError` for a stored name.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from mdcr.errors import ConfigError, InputDataError
+from mdcr.contracts.paper import DEPTH, MDCR_RECALL_K, RECALL_K
+from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.measures.chance import expected_ap, expected_ndcg, expected_recall
-from mdcr.paper import DEPTH, MDCR_RECALL_K, RECALL_K
 
 Cutoff = Literal["depth", "k"]
 # (n candidates, m relevant among them, r relevant in the qrels, cut-off) -> expectation

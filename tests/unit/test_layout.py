@@ -114,7 +114,7 @@ def test_modules_stay_short(path: Path) -> None:
 
 
 def test_stage_entry_points_share_one_naming_convention() -> None:
-    from mdcr.stage import stages
+    from mdcr.core.stage import stages
 
     for spec in stages().values():
         if not spec.run.__module__.startswith("mdcr."):
@@ -154,7 +154,7 @@ def test_measures_use_only_core_modules() -> None:
 
 
 def test_the_layout_checker_finds_an_import_between_packages() -> None:
-    graph = {"mdcr.index.bm25": {"mdcr.eval.metrics", "mdcr.paper"}, "mdcr.eval": set()}
+    graph = {"mdcr.index.bm25": {"mdcr.eval.metrics", "mdcr.contracts.paper"}, "mdcr.eval": set()}
     assert _imports_between(graph, "mdcr.index", "mdcr.eval") == [
         "mdcr.index.bm25 -> mdcr.eval.metrics"
     ]
@@ -162,13 +162,13 @@ def test_the_layout_checker_finds_an_import_between_packages() -> None:
 
 def test_eval_never_imports_the_encoders() -> None:
     """Scoring and reporting read labels, paper names and built-in identities from the
-    low modules (mdcr.builtin_encoders, mdcr.retriever_identity), never from mdcr.encoders,
+    low modules (mdcr.retrievers.builtin, mdcr.retrievers.identity), never from mdcr.encoders,
     so that they work without the encoders' code (and its torch) loaded."""
     assert _imports_between(import_graph(), "mdcr.eval", "mdcr.encoders") == []
 
 
 def test_the_builtin_records_are_data_only() -> None:
-    """mdcr.builtin_encoders imports no mdcr module and no heavy library."""
+    """mdcr.retrievers.builtin imports no mdcr module and no heavy library."""
     tree = ast.parse((PACKAGE / "builtin_encoders.py").read_text())
     imported = {
         a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mdcr.pipeline import load_pipeline, planned_work
+from mdcr.core.pipeline import load_pipeline, planned_work
+from mdcr.core.stage import Work
+from mdcr.core.store import Store
 from mdcr.planning.timing import Machine, Rate, duration_text, estimate, load_rates
-from mdcr.stage import Work
-from mdcr.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ import pytest
 import mdcr
 from mdcr.benchmark.results import PER_POOL_COLUMNS, SUMMARY_COLUMNS
 from mdcr.cli import main
-from mdcr.errors import ConfigError, EncoderError, InputDataError
+from mdcr.core.errors import ConfigError, EncoderError, InputDataError
 from tests.unit.benchmark.test_evaluate import FIXTURE, _printed
 from tests.unit.encoders.fixtures import make_tiny_bert
 

@@ -19,12 +19,12 @@ import mdcr.encoders.stage
 import mdcr.index.dense
 from mdcr.benchmark.results import PER_POOL_COLUMNS, SUMMARY_COLUMNS
 from mdcr.cli import main
+from mdcr.contracts.paper import field_abbreviation, size_label
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.store import Store
 from mdcr.eval.document import read_report
 from mdcr.eval.score import SPEC as SCORE
 from mdcr.eval.score import ScoreConfig
-from mdcr.inputs import resolve_inputs
-from mdcr.paper import field_abbreviation, size_label
-from mdcr.store import Store
 from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
 
 LABELS = {"MAP": "map", "nDCG": "ndcg", "R@30": "recall"}

@@ -18,7 +18,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from mdcr.config import from_mapping
+from mdcr.core.config import from_mapping
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.stage import StageContext
 from mdcr.corpus import formats, jsonl
 from mdcr.corpus.formats import InputFormat, Scanned, register_format, unregister_format
 from mdcr.corpus.prefilter import SPEC, PrefilterConfig, plan_prefilter, prefilter_corpus
@@ -32,8 +34,6 @@ from mdcr.corpus.prefilter_scan import (
     summarize_malformed,
 )
 from mdcr.corpus.synth import write_shards
-from mdcr.errors import ConfigError, InputDataError
-from mdcr.stage import StageContext
 
 ABSTRACT = "An abstract that is long enough to pass the thirty character rule."
 

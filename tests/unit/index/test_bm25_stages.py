@@ -13,12 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mdcr.artifacts import RUNS
-from mdcr.errors import ConfigError, InputDataError
+from mdcr.contracts.artifacts import RUNS
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.store import Store
 from mdcr.index import bm25
 from mdcr.index.runs import rank_candidates
-from mdcr.inputs import resolve_inputs
-from mdcr.store import Store
 from tests.unit.encoders.fixtures import write_pools
 
 
@@ -219,7 +219,7 @@ def test_lucene_indexes_live_in_the_store_and_outputs_name_them(
 ) -> None:  # type: ignore[type-arg]
     """Indexes go to the store's lucene-index/, never the working folder; bm25-tune (on
     Lucene) and bm25 record the index they searched, so the catalog knows who uses it."""
-    from mdcr import catalog
+    from mdcr.catalog import entries as catalog
 
     corpus, pools = _known_case(tmp_path, s2orc_papers)
     (tmp_path / "cwd").mkdir()
@@ -346,7 +346,7 @@ def test_a_worker_process_reads_each_pool_in_one_scan_of_its_own(
 def test_a_gpu_asked_for_but_absent_stops_before_any_pool(
     tmp_path: Path, real: dict[str, Any], index_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("mdcr.device.cuda_device_count", lambda: 0)
+    monkeypatch.setattr("mdcr.retrievers.device.cuda_device_count", lambda: 0)
     cfg = bm25.TuneConfig(corpus=str(real["corpus"]), pools=str(real["pools"]), device="cuda:1")
     with pytest.raises(ConfigError, match=r"asks for GPU 1 but 0 GPU\(s\) are visible"):
         _execute(tmp_path / "home", bm25.TUNE_SPEC, cfg)

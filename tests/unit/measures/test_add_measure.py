@@ -13,13 +13,13 @@ import pandas as pd
 import pytest
 import pytrec_eval
 
-from mdcr.config import from_mapping
-from mdcr.errors import ConfigError
+from mdcr.core.config import from_mapping
+from mdcr.core.errors import ConfigError
+from mdcr.core.store import Store
 from mdcr.eval.score import ScoreConfig
 from mdcr.measures import registry
 from mdcr.measures.compute import score_pool
 from mdcr.measures.registry import Measure
-from mdcr.store import Store
 from tests.unit.eval.conftest import make_runs, run_score
 from tests.unit.eval.fakes import POOLS, FakePoolsConfig
 
