@@ -8,7 +8,6 @@ from typing import Literal
 
 from mdcr.contracts.paper import (
     MDCR_FIXED_TYPES,
-    MDCR_MODELS,
     MDCR_MOST_CITED_N,
     MDCR_PER_TYPE,
     MDCR_POSITIVE,
@@ -17,6 +16,7 @@ from mdcr.contracts.paper import (
 )
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError
+from mdcr.retrievers.builtin import MDCR_MODELS
 
 FIXED_TYPES, POSITIVE = MDCR_FIXED_TYPES, MDCR_POSITIVE
 

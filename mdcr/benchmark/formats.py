@@ -32,10 +32,10 @@ from typing import Any
 import pandas as pd
 
 from mdcr.contracts.paper import MDCR_FIXED_TYPES as FIXED_TYPES
-from mdcr.contracts.paper import MDCR_MODELS as PAPER_MODELS
 from mdcr.contracts.paper import MDCR_POSITIVE as POSITIVE
 from mdcr.core.atomic import atomic_path
 from mdcr.core.errors import InputDataError, require
+from mdcr.retrievers.builtin import MDCR_MODELS as PAPER_MODELS
 
 BENCHMARK_COLUMNS = ["query_id", "field", "paper_id", "candidate_type", "split"]
 PAPER_COLUMNS = ["paper_id", "title", "abstract"]

@@ -110,6 +110,13 @@ class Facts:
         return cls(**values)
 
     @classmethod
+    def match_record(cls, stage: str, given: Mapping[str, Any]) -> dict[str, Any]:
+        """What :meth:`mdcr.core.store.Store.find` matches in a ``stage`` output's
+        manifest for the given fields (checked: the stage records these facts, each
+        field is one of theirs)."""
+        return _finds_by(cls, stage, given)
+
+    @classmethod
     def of(cls, out: Output) -> Self:
         """The facts a finished output recorded."""
         return cls.from_record(out.info_record, str(out.path))
@@ -120,18 +127,16 @@ def facts_of_stage(stage: str) -> type[Facts] | None:
     return _BY_STAGE.get(stage)
 
 
-def find_record(stage: str, given: Mapping[str, Any]) -> dict[str, Any]:
-    """The manifest values ``Store.find(stage, **given)`` matches: the given fields by
-    their manifest keys, each value as recorded. An unknown field is a one-line error
-    naming the valid ones."""
-    if not given:
-        return {}
-    cls = facts_of_stage(stage)
-    if cls is None:
-        with_facts = ", ".join(sorted(_BY_STAGE))
+def _finds_by(cls: type[Facts], stage: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest values ``Store.find(stage, cls, **given)`` matches: the given fields by
+    their manifest keys, each value as recorded. A stage that records other facts, or an
+    unknown field, is a one-line error naming the valid ones."""
+    if stage not in cls.stages:
+        recorded = facts_of_stage(stage)
+        which = f"records {recorded.__name__}" if recorded else "records no facts"
         raise ConfigError(
-            f"Store.find('{stage}'): the {stage} stage records no facts to find outputs by; "
-            f"stages that do: {with_facts}"
+            f"Store.find('{stage}', {cls.__name__}): the {stage} stage {which}; "
+            f"{cls.__name__} is recorded by {', '.join(cls.stages) or 'no stage'}"
         )
     keys = cls.keys()
     unknown = [k for k in given if k not in keys]

@@ -15,6 +15,7 @@ from mdcr.contracts.facts import (
     MDCR_FORMAT,
     ORIGIN_LABELS,
     BenchmarkOrigin,
+    EncodeInfo,
     RankInfo,
     RunInfo,
     ScoreInfo,
@@ -73,7 +74,7 @@ def score_info(folder: Path) -> tuple[str, ScoreInfo] | None:
 def scores_on_pools(store: Store, pools_fingerprint: str) -> list[tuple[str, Path, ScoreInfo]]:
     """Every finished score output on these pools: (started, folder, info), oldest first."""
     found = []
-    for out in store.find("score", pools_fingerprint=pools_fingerprint):
+    for out in store.find("score", ScoreInfo, pools_fingerprint=pools_fingerprint):
         started = str(out.manifest.get("timings", {}).get("started", ""))
         found.append((started, out.path, ScoreInfo.of(out)))
     return sorted(found, key=lambda x: (x[0], str(x[1])))
@@ -81,7 +82,7 @@ def scores_on_pools(store: Store, pools_fingerprint: str) -> list[tuple[str, Pat
 
 def encode_outputs(store: Store, encoder_key: str) -> list[Path]:
     """Finished encode outputs whose vectors come from the same encoder (key)."""
-    return [out.path for out in store.find("encode", encoder_key=encoder_key)]
+    return [out.path for out in store.find("encode", EncodeInfo, encoder_key=encoder_key)]
 
 
 def benchmark_origin(folder: Path) -> BenchmarkOrigin:

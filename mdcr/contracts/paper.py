@@ -6,8 +6,6 @@ give the sampling rules; where each rule is applied is listed in docs/architectu
 
 from __future__ import annotations
 
-from mdcr.retrievers.builtin import mdcr_negative_models
-
 # Section 3, prefiltering S2ORC: a year, a non-empty title, an abstract of at least 30
 # characters and at least 3 citations.
 MIN_ABSTRACT_CHARS = 30
@@ -59,8 +57,8 @@ MDCR_POSITIVES = 5
 MDCR_PER_TYPE = 10
 MDCR_TOP_N = 200
 MDCR_MOST_CITED_N = 200
-# The three models are the built-in records with an MDCR negative role (BM25 first).
-MDCR_MODELS = mdcr_negative_models()
+# The three models are the built-in records with an MDCR negative role (BM25 first):
+# mdcr.retrievers.builtin.MDCR_MODELS.
 MDCR_FIXED_TYPES = ("graph", "most_cited", "random")
 MDCR_POSITIVE = "true"
 # Section 4.3: MDCR is scored with MAP and R@5 (five positives per query); mdcr adds nDCG.

@@ -42,11 +42,11 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from mdcr.contracts.facts import find_record
 from mdcr.core.config import params_of, settings_of
 from mdcr.core.errors import ConfigError, ManifestMismatchError, StorageError, storage_error
 from mdcr.core.fingerprints import artifact_fingerprint, fingerprint, sha256_file
@@ -69,6 +69,13 @@ def default_home() -> Path:
     from mdcr.core.home import find_home
 
     return find_home().path
+
+
+class FindsBy(Protocol):
+    """A facts class as :meth:`Store.find` uses it: what a stage's outputs must have
+    recorded for the given fields (manifest key -> value)."""
+
+    def match_record(self, stage: str, given: Mapping[str, Any]) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -170,15 +177,21 @@ class Store:
         """The finished output at ``path`` (None when it is not one)."""
         return open_output(path)
 
-    def find(self, stage: str, **info: Any) -> list[Output]:
-        """Finished outputs of ``stage`` whose recorded facts have every given value.
+    def find(self, stage: str, facts: FindsBy | None = None, **given: Any) -> list[Output]:
+        """Finished outputs of ``stage`` whose recorded ``facts`` have every given value.
 
         This is how a stage locates earlier outputs (the encode outputs of one encoder,
         the score outputs of one set of pools) without reading manifests itself. The keys
-        are the fields of the facts class the stage records (:mod:`mdcr.contracts.facts`); any
-        other key is a one-line error naming the valid ones.
+        are the fields of ``facts``, the facts class the stage records (the store knows
+        none: a contract, :mod:`mdcr.contracts.facts`, is handed to it); any other key is
+        a one-line error naming the valid ones. No facts and no keys: every output.
         """
-        wanted = find_record(stage, info)
+        if facts is None and given:
+            raise ConfigError(
+                f"Store.find('{stage}', {', '.join(given)}=...): pass the facts class the "
+                f"{stage} stage records, e.g. Store.find('{stage}', ScoreInfo, ...)"
+            )
+        wanted = facts.match_record(stage, given) if facts is not None else {}
         root = self.home / stage
         if not root.is_dir():
             return []

@@ -282,6 +282,11 @@ def mdcr_negative_models() -> tuple[str, ...]:
     return tuple(r.name for r in retrievers() if r.mdcr_negative)
 
 
+# Section 4.1 of the paper: the three models whose top candidates gave MDCR's model-based
+# negatives (BM25, SPECTER, SciNCL): the records with an MDCR negative role.
+MDCR_MODELS = mdcr_negative_models()
+
+
 def negative_type_label(candidate_type: str) -> str | None:
     """How a model-based negative type's candidates were chosen ("chosen by SPECTER");
     None for a type no built-in retriever chose."""

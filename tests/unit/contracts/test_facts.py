@@ -78,9 +78,13 @@ def test_find_matches_typed_facts_by_their_manifest_keys(tmp_path: Path) -> None
     old = _output(tmp_path, "score", "s1", ScoreInfo("p1", 500, 30, RUNS).as_record(), "1")
     _output(tmp_path, "score", "s2", ScoreInfo("p2", 500, 30, RUNS[:1]).as_record(), "2")
     new = _output(tmp_path, "score", "s3", ScoreInfo("p1", 100, 30, RUNS[1:]).as_record(), "3")
-    assert [o.path for o in store.find("score", pools_fingerprint="p1")] == [old, new]
-    assert [o.path for o in store.find("score", runs=RUNS)] == [old]  # key retriever_runs
-    assert [o.path for o in store.find("score", pools_fingerprint="p1", depth=100)] == [new]
+    assert [o.path for o in store.find("score", ScoreInfo, pools_fingerprint="p1")] == [old, new]
+    assert [o.path for o in store.find("score", ScoreInfo, runs=RUNS)] == [
+        old
+    ]  # key retriever_runs
+    assert [o.path for o in store.find("score", ScoreInfo, pools_fingerprint="p1", depth=100)] == [
+        new
+    ]
     assert [p for _, p, _ in scores_on_pools(store, "p1")] == [old, new]
     out = open_output(new)
     assert out is not None and ScoreInfo.of(out).runs == RUNS[1:]
@@ -90,15 +94,19 @@ def test_find_rejects_a_misspelled_key_in_one_line(tmp_path: Path) -> None:
     store = Store(tmp_path)
     _output(tmp_path, "score", "s1", ScoreInfo("p1", 500, 30, RUNS).as_record())
     with pytest.raises(ConfigError) as err:
-        store.find("score", pool_fingerprint="p1")  # pools_fingerprint, misspelled
+        store.find("score", ScoreInfo, pool_fingerprint="p1")  # pools_fingerprint, misspelled
     message = str(err.value)
     assert "\n" not in message
     assert "unknown fact 'pool_fingerprint'" in message
     assert "valid: pools_fingerprint, depth, recall_k, runs" in message
     with pytest.raises(ConfigError, match="unknown fact 'retriever_runs'; valid: "):
-        store.find("score", retriever_runs=[])  # the manifest key is not the field
+        store.find("score", ScoreInfo, retriever_runs=[])  # the manifest key is not the field
     with pytest.raises(ConfigError, match="the report stage records no facts"):
-        store.find("report", retriever="a")
+        store.find("report", RunInfo, retriever="a")
+    with pytest.raises(ConfigError, match="the search stage records RunInfo; ScoreInfo is rec"):
+        store.find("search", ScoreInfo, pools_fingerprint="p1")
+    with pytest.raises(ConfigError, match="pass the facts class the report stage records"):
+        store.find("report", retriever="a")  # the store knows no facts of its own
     assert store.find("report") == []  # no keys: every output of the stage
 
 

@@ -17,6 +17,7 @@ import pytest
 
 import mdcr
 from mdcr.cli import main
+from mdcr.contracts.facts import EncodeInfo
 from mdcr.core.errors import ConfigError, ManifestMismatchError
 from mdcr.core.integrity import damage
 from mdcr.core.manifests import read_manifest
@@ -262,9 +263,9 @@ def test_a_damaged_output_is_never_copied_from(copy: dict[str, Any]) -> None:
     home, enc = copy["home"], copy["folders"]["encode"]
     key = read_manifest(enc)["info"]["encoder_key"]  # type: ignore[index]
     store = Store(home)
-    assert [o.path for o in store.find("encode", encoder_key=key)] == [enc]
+    assert [o.path for o in store.find("encode", EncodeInfo, encoder_key=key)] == [enc]
     _truncate(enc / EMB)
-    assert store.find("encode", encoder_key=key) == []
+    assert store.find("encode", EncodeInfo, encoder_key=key) == []
 
 
 def test_verify_a_sound_store(built: dict[str, Any]) -> None:
