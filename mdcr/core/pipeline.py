@@ -27,11 +27,12 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mdcr.core.config import from_mapping, override
 from mdcr.core.errors import ConfigError, UnresolvedIdentityError
 from mdcr.core.inputs import resolve_inputs
+from mdcr.core.registry import Registry
 from mdcr.core.stage import PlanFacts, StagePlan, StageSpec, Work, get_stage, stages
 from mdcr.core.store import Artifact, Store
 
@@ -251,42 +252,40 @@ def planned_work(pipeline: Pipeline, store: Store) -> dict[str, Work]:
     return works
 
 
+class Clock(Protocol):
+    """Prices a dry run's steps in wall time (the built-in one: :mod:`mdcr.engine.clock`,
+    rates measured in the paper's rehearsals). The kernel only prints what it says."""
+
+    def step(self, cfg: Any, work: Work) -> tuple[float, list[str]]:
+        """A step's seconds (those that count for the total) and its lines."""
+        ...
+
+    def table(self, timed: list[tuple[str, str, Any, float]]) -> list[str]:
+        """The closing lines: each (step id, stage, config, seconds) and the total."""
+        ...
+
+
+# The dry run's clock, found by name in the modules that register one.
+CLOCKS: Registry[Clock] = Registry("dry-run clock", modules=("mdcr.engine.clock",))
+WALL_TIME = "wall time"
+
+
 def _print_time(step: Step, work: Work) -> float:
-    """Print a step's estimated time (and on Ray, when it runs there); return the one that
-    counts for the total."""
-    from mdcr.planning.timing import Machine, duration_text, estimate
-
-    machine = Machine.target()
-    est = estimate(work, machine)
-    print(f"    time: ~{duration_text(est.seconds)} on {machine.describe()} ({est.basis})")
-    if getattr(step.cfg, "executor", "local") == "ray" and work.parts:
-        from mdcr.engine.plan import ray_step_estimate
-
-        seconds, line = ray_step_estimate(step.cfg, work, machine)
+    """Print a step's estimated time; return the seconds that count for the total."""
+    seconds, lines = CLOCKS.get(WALL_TIME).step(step.cfg, work)
+    for line in lines:
         print(f"    {line}")
-        return seconds
-    return est.seconds
+    return seconds
 
 
 def _print_time_table(timed: list[tuple[Step, float]]) -> None:
     """The dry run's last lines: each step's estimated wall time and the total."""
-    from mdcr.planning.timing import Machine, duration_text
-
     if not timed:
         return
     print()
-    on_ray = any(getattr(step.cfg, "executor", "local") == "ray" for step, _ in timed)
-    print(
-        f"Estimated wall time on one machine with {Machine.target().describe()} "
-        "(MDCR_PLAN_CORES, MDCR_PLAN_GPUS; rates measured in the paper's rehearsals, "
-        "mdcr/planning/timing.py)"
-        + ("; steps marked 'on Ray' on the Ray workers their plan names:" if on_ray else ":")
-    )
-    for step, seconds in timed:
-        where = "  (on Ray)" if getattr(step.cfg, "executor", "local") == "ray" else ""
-        print(f"  {step.id:<20} {step.spec.name:<18} {duration_text(seconds):>8}{where}")
-    total = sum(seconds for _, seconds in timed)
-    print(f"  {'total':<20} {'':<18} {duration_text(total):>8}")
+    rows = [(step.id, step.spec.name, step.cfg, seconds) for step, seconds in timed]
+    for line in CLOCKS.get(WALL_TIME).table(rows):
+        print(line)
 
 
 def _dry_run_step(
