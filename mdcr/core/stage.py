@@ -1,6 +1,7 @@
 """Stages: a registry of pure functions from input artifacts and a typed config to outputs.
 
-A stage module registers a :class:`StageSpec` per stage it holds (most hold one;
+A stage module registers a :class:`StageSpec` per stage it holds (``register(spec)``, into
+:data:`STAGES`, one :class:`~mdcr.core.registry.Registry`) (most hold one;
 ``mdcr/index/bm25.py`` holds ``bm25-tune`` and ``bm25``). The CLI builds one subcommand per
 registered stage from its config dataclass, and pipeline files name stages by the same
 names. A duplicate registration is an error.
@@ -8,7 +9,6 @@ names. A duplicate registration is an error.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mdcr.core.errors import ConfigError
+from mdcr.core.registry import Registry
 
 T = TypeVar("T")
 
@@ -136,28 +137,23 @@ class StageSpec:
         return tuple((self.command or self.name).split())
 
 
-_REGISTRY: dict[str, StageSpec] = {}
+# Every stage by name; the built-in ones are registered by the modules above, imported the
+# first time the registry is read.
+STAGES: Registry[StageSpec] = Registry("stage", STAGE_MODULES)
 
 
 def register(spec: StageSpec) -> StageSpec:
-    if spec.name in _REGISTRY and _REGISTRY[spec.name] is not spec:
-        raise ConfigError(f"stage '{spec.name}' is registered twice; stage names must be unique")
-    _REGISTRY[spec.name] = spec
-    return spec
+    """Register ``spec`` under its name (one call next to the stage's definition)."""
+    return STAGES.register(spec.name, spec)
 
 
 def stages() -> dict[str, StageSpec]:
     """All registered stages, importing the stage modules on first use."""
-    for mod in STAGE_MODULES:
-        importlib.import_module(mod)
-    return dict(_REGISTRY)
+    return STAGES.items()
 
 
 def get_stage(name: str) -> StageSpec:
-    all_stages = stages()
-    if name not in all_stages:
-        raise ConfigError(f"unknown stage '{name}'; valid stages: {', '.join(sorted(all_stages))}")
-    return all_stages[name]
+    return STAGES.get(name)
 
 
 # Progress bars forced on (True) or off (False) whatever a run's ``quiet`` says; None:

@@ -12,7 +12,7 @@ from mdcr.cli import main
 from mdcr.core.errors import ConfigError
 from mdcr.core.home import find_home
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture()

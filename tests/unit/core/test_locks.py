@@ -18,7 +18,7 @@ import pytest
 
 from mdcr.core.locks import LockBusyError, exclusive
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CLI = textwrap.dedent(
     f"""
     import sys

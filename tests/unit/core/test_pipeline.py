@@ -137,7 +137,7 @@ def test_shipped_pipelines_load(name: str, monkeypatch: pytest.MonkeyPatch, tmp_
     import mdcr.index.bm25
     import mdcr.index.dense  # noqa: F401  (registers every stage the files name)
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     monkeypatch.setenv("S2ORC_DIR", str(tmp_path))
     sets: list[str] = []
     if name == "rehearsal":  # and at another scale, as scripts/bench_paper.py sets it

@@ -22,7 +22,7 @@ import pytest
 
 from mdcr.core.errors import StorageError, storage_error
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SYNTH = ["synth", "--n-papers", "2000", "--n-shards", "1", "-q"]
 
 

@@ -22,7 +22,7 @@ from mdcr.core.manifests import read_manifest
 from mdcr.core.store import Store
 from tests.unit.toy_stages import DOUBLE, SHARDS, SOURCE, DoubleConfig, ShardsConfig, SourceConfig
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_fingerprint_is_stable_and_sensitive() -> None:
