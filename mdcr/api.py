@@ -13,7 +13,7 @@ that asks for ``cache_key=``.
 
 ``mdcr.ls()``, ``mdcr.show(fp)``, ``mdcr.gc()`` and ``mdcr.verify()`` are the store's
 catalog, as ``mdcr ls``, ``mdcr show``, ``mdcr gc`` and ``mdcr verify`` print it
-(:mod:`mdcr.catalog`).
+(:mod:`mdcr.catalog.entries`).
 """
 
 from __future__ import annotations
@@ -71,14 +71,14 @@ def evaluate(
     ``engine="ray"`` runs encoding and search on Ray (``ray_address``, else ``$RAY_ADDRESS``,
     else a local Ray instance with ``ray_workers`` CPUs); results are the same.
     """
+    from mdcr.core.errors import ConfigError
+    from mdcr.core.home import find_home
+    from mdcr.core.stage import progress_bars
+    from mdcr.core.store import Store
     from mdcr.encoders.models.in_memory import register_model
     from mdcr.engine import engine_values
-    from mdcr.errors import ConfigError
     from mdcr.evaluation.request import EvaluateRequest
     from mdcr.evaluation.run import run_request
-    from mdcr.home import find_home
-    from mdcr.stage import progress_bars
-    from mdcr.store import Store
 
     if isinstance(model, str) and cache_key is not None:
         raise ConfigError(
@@ -123,12 +123,12 @@ def ls(
     """The store's outputs as a table, as ``mdcr ls`` lists them: stage, fingerprint, name
     (retriever or encoder), params (those not at their default), date (UTC), bytes, state
     (complete, running, unfinished, damaged) and path; Lucene indexes too (stage ``lucene-index``).
-    ``home``: the store (default: found as the CLI finds it, :mod:`mdcr.home`)."""
+    ``home``: the store (default: found as the CLI finds it, :mod:`mdcr.core.home`)."""
     import pandas as pd
 
-    from mdcr import catalog
-    from mdcr.catalog_text import ls_rows
-    from mdcr.home import find_home
+    from mdcr.catalog import entries as catalog
+    from mdcr.catalog.text import ls_rows
+    from mdcr.core.home import find_home
 
     entries = catalog.select(catalog.scan(find_home(home).path, stage), retriever)
     columns = ["stage", "fingerprint", "name", "params", "date", "bytes", "state", "path"]
@@ -141,8 +141,9 @@ def show(ref: str | Path, *, home: str | Path | None = None) -> dict[str, Any]:
     outputs that use it), ``numbers`` (its main numbers, as lines) and ``text`` (what
     ``mdcr show`` prints). ``ref``: a fingerprint (or 4+ of its first digits) or a
     folder."""
-    from mdcr import catalog, catalog_text
-    from mdcr.home import find_home
+    from mdcr.catalog import entries as catalog
+    from mdcr.catalog import text as catalog_text
+    from mdcr.core.home import find_home
 
     entry = catalog.find(find_home(home).path, str(ref))
     everything = catalog.scan(entry.path.parent.parent, size=False)
@@ -165,8 +166,8 @@ def gc(*stages: str, dry_run: bool = True, home: str | Path | None = None) -> pd
     ``mdcr gc --yes`` does."""
     import pandas as pd
 
-    from mdcr import catalog
-    from mdcr.home import find_home
+    from mdcr.catalog import entries as catalog
+    from mdcr.core.home import find_home
 
     items = catalog.garbage(catalog.scan(find_home(home).path), stages)
     table = pd.DataFrame(
@@ -194,8 +195,8 @@ def verify(ref: str | Path | None = None, *, home: str | Path | None = None) -> 
     is not what the manifest records, empty when ok)."""
     import pandas as pd
 
-    from mdcr import catalog
-    from mdcr.home import find_home
+    from mdcr.catalog import entries as catalog
+    from mdcr.core.home import find_home
 
     where = find_home(home).path
     entries = [catalog.find(where, str(ref))] if ref is not None else catalog.scan(where)

@@ -36,7 +36,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mdcr.errors import require
+from mdcr.core.errors import require
 
 POOL_K = (1, 3, 5, 10, 20, 100, 1000)
 TASK_PREFIX = "mdcr."

@@ -136,8 +136,8 @@ def fit(tables: list[Path], out: Path | None, pair_rates: dict[str, str]) -> int
     rehearsal's small pools can."""
     import tempfile
 
-    from mdcr.pipeline import load_pipeline, planned_work
-    from mdcr.store import Store
+    from mdcr.core.pipeline import load_pipeline, planned_work
+    from mdcr.core.store import Store
 
     observed: dict[str, list[tuple[float, float, float]]] = {}
     sources = {}
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         pair_rates = dict(p.split("=", 1) for p in args.pair_rate)
         return fit(args.fit, args.rates_out, pair_rates)
 
-    from mdcr.pipeline import load_pipeline
+    from mdcr.core.pipeline import load_pipeline
 
     sets = overrides(args.scale)
     home = args.home or REPO / "bench-out" / f"paper-{args.scale:g}"

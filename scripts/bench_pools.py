@@ -41,7 +41,7 @@ def generate_duckdb(out: Path, n: int, seed: int) -> None:
     """
     import duckdb
 
-    from mdcr.paper import MAG_FIELDS
+    from mdcr.contracts.paper import MAG_FIELDS
 
     out.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect()
@@ -123,9 +123,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import pyarrow.parquet as pq
 
-    from mdcr.inputs import resolve_inputs
+    from mdcr.core.inputs import resolve_inputs
+    from mdcr.core.store import Store
     from mdcr.pools.build import SPEC, PoolsConfig
-    from mdcr.store import Store
 
     scale = min(1.0, args.papers / FULL_PAPERS)
     cfg = PoolsConfig(

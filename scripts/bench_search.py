@@ -68,9 +68,9 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
-    from mdcr.device import resolve_device
     from mdcr.index.backends import make_backend
     from mdcr.index.exact import SearchStats, built_max_norm, exact_topk, exact_topk_multi
+    from mdcr.retrievers.device import resolve_device
 
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()

@@ -3,7 +3,7 @@
 A test that gives no store (no ``--home``, no ``home=``) would otherwise use the one the
 repository's ``mdcr.toml`` names, or the user's ``~/.cache/mdcr``; ``$MDCR_HOME`` points
 it to a temporary folder instead. Tests of the store's discovery unset it themselves.
-``$XDG_CACHE_HOME`` too: the record of stores written recently (``mdcr.recent``) lies in
+``$XDG_CACHE_HOME`` too: the record of stores written recently (``mdcr.core.recent``) lies in
 the user cache folder, never the user's own.
 """
 

@@ -69,17 +69,17 @@ import numpy as np
 
 from mdcr.benchmark.build_config import FIXED_TYPES, POSITIVE, BenchmarkConfig
 from mdcr.benchmark.lists import QueryList, hash_order, take, type_seed
-from mdcr.errors import ConfigError, InputDataError
-from mdcr.hints import option, require_splits
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.hints import option, require_splits
+from mdcr.core.stage import StageContext, StagePlan, StageSpec, Work, register
 from mdcr.pools.db import arrow_table
-from mdcr.stage import StageContext, StagePlan, StageSpec, Work, register
 
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
+    from mdcr.core.stage import PlanFacts
     from mdcr.pools.db import CorpusFiles
-    from mdcr.stage import PlanFacts
 
 SHORT_FILE = "short_queries.parquet"
 SUMMARY_FILE = "summary.md"
@@ -94,7 +94,7 @@ _RANDOM_BATCH = 64
 
 def load_queries(pools_dir: Path, cfg: BenchmarkConfig) -> pd.DataFrame:
     """The MDCR queries: field-level queries of the chosen splits and fields."""
-    from mdcr.artifacts import QUERIES
+    from mdcr.contracts.artifacts import QUERIES
 
     q = QUERIES.read_pandas(pools_dir)
     q = q[(q["setup"] == "field") & q["split"].isin(cfg.splits)]
@@ -117,7 +117,7 @@ def load_queries(pools_dir: Path, cfg: BenchmarkConfig) -> pd.DataFrame:
 
 def find_runs(runs: list[Path], models: tuple[str, ...], pools_dir: Path) -> dict[str, Path]:
     """The run folder of each model, by the retriever name its stage recorded."""
-    from mdcr.outputs import check_run_pools, run_info
+    from mdcr.contracts.outputs import check_run_pools, run_info
 
     by_name: dict[str, Path] = {}
     for folder in runs:
@@ -204,7 +204,7 @@ class Builder:
     def model_type(self, model: str, run: Path, pools: dict[tuple[str, str], str]) -> None:
         import pyarrow.compute as pc
 
-        from mdcr.artifacts import RUNS
+        from mdcr.contracts.artifacts import RUNS
 
         wanted = sorted(set(pools.values()))
         table = RUNS.read(
@@ -470,9 +470,9 @@ def summary_markdown(
 
 
 def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
-    from mdcr.artifacts import POOL_META
+    from mdcr.contracts.artifacts import POOL_META
     from mdcr.pools.db import CorpusFiles
-    from mdcr.retriever_identity import require_builtin
+    from mdcr.retrievers.identity import require_builtin
 
     corpus = CorpusFiles.in_folder(ctx.input("corpus"))
     pools_dir = ctx.input("pools")
@@ -581,7 +581,6 @@ def _write_benchmark(
     split, the HF datasets and summary.md."""
     import pandas as pd
 
-    from mdcr.artifacts import BENCHMARK, PAPERS, QUERIES
     from mdcr.benchmark.formats import (
         data_name,
         export_hf,
@@ -589,6 +588,7 @@ def _write_benchmark(
         write_papers_jsonl,
         write_release_json,
     )
+    from mdcr.contracts.artifacts import BENCHMARK, PAPERS, QUERIES
 
     bench.to_parquet(BENCHMARK.output(ctx, rows=len(bench)), index=False)
     qtab = pd.DataFrame(
@@ -628,8 +628,8 @@ def _record_benchmark(
     pools: dict[tuple[str, str], str],
 ) -> None:
     """The manifest facts: counts, the model runs and pools used, the rules applied."""
-    from mdcr.fingerprints import artifact_fingerprint
-    from mdcr.retriever_identity import identity_of
+    from mdcr.core.fingerprints import artifact_fingerprint
+    from mdcr.retrievers.identity import identity_of
 
     counts: dict[tuple[str, str], int] = (
         bench.groupby(["split", "candidate_type"]).size().to_dict()  # type: ignore[assignment]

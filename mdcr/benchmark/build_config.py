@@ -6,17 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from mdcr.config import input_path, param
-from mdcr.errors import ConfigError
-from mdcr.paper import (
+from mdcr.contracts.paper import (
     MDCR_FIXED_TYPES,
-    MDCR_MODELS,
     MDCR_MOST_CITED_N,
     MDCR_PER_TYPE,
     MDCR_POSITIVE,
     MDCR_POSITIVES,
     MDCR_TOP_N,
 )
+from mdcr.core.config import input_path, param
+from mdcr.core.errors import ConfigError
+from mdcr.retrievers.builtin import MDCR_MODELS
 
 FIXED_TYPES, POSITIVE = MDCR_FIXED_TYPES, MDCR_POSITIVE
 

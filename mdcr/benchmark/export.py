@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mdcr.errors import ConfigError, ManifestMismatchError
+from mdcr.core.errors import ConfigError, ManifestMismatchError
 from mdcr.exports.registry import Export, ExportRequest, register_export
 
 if TYPE_CHECKING:
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 
 def check_rank_benchmark(rank: Path, benchmark: Path) -> None:
     """A ranking of another benchmark would be paired with the wrong qrels: refuse it."""
-    from mdcr.fingerprints import artifact_fingerprint
-    from mdcr.outputs import rank_info
+    from mdcr.contracts.outputs import rank_info
+    from mdcr.core.fingerprints import artifact_fingerprint
 
     info = rank_info(rank)
     actual = artifact_fingerprint(benchmark)
@@ -66,13 +66,13 @@ def _splits(df: pd.DataFrame) -> list[str]:
 
 
 def rank_splits(rank: Path) -> list[str]:
-    from mdcr.artifacts import PAIR_SCORES
+    from mdcr.contracts.artifacts import PAIR_SCORES
 
     return _splits(PAIR_SCORES.read_pandas(rank, columns=["split"]))
 
 
 def benchmark_splits_of(benchmark: Path) -> list[str]:
-    from mdcr.artifacts import BENCHMARK
+    from mdcr.contracts.artifacts import BENCHMARK
 
     return _splits(BENCHMARK.read_pandas(benchmark, columns=["split"]))
 
@@ -81,10 +81,10 @@ def write_mdcr_run(
     rank: Path, path: Path, split: str, ties: str = "trec_eval", tag: str = "mdcr"
 ) -> int:
     """Write one split of a benchmark-rank output as a TREC run; return the number of lines."""
-    from mdcr.artifacts import PAIR_SCORES
-    from mdcr.atomic import atomic_path
     from mdcr.benchmark.scoring import rank_scores
-    from mdcr.outputs import rank_info
+    from mdcr.contracts.artifacts import PAIR_SCORES
+    from mdcr.contracts.outputs import rank_info
+    from mdcr.core.atomic import atomic_path
     from mdcr.scoring.trec import strictly_decreasing, written_ids
 
     rank_info(rank)  # a benchmark-rank output, or a one-line error
@@ -105,8 +105,8 @@ def write_mdcr_run(
 def write_mdcr_qrels(benchmark: Path, path: Path, split: str) -> int:
     """Write one split of a benchmark as TREC qrels, every candidate judged (1: in the
     ``true`` list, else 0); return the number of lines."""
-    from mdcr.atomic import atomic_path
     from mdcr.benchmark.formats import POSITIVE, read_benchmark
+    from mdcr.core.atomic import atomic_path
     from mdcr.scoring.trec import written_ids
 
     bench = read_benchmark(benchmark)

@@ -31,11 +31,11 @@ from typing import Any
 
 import pandas as pd
 
-from mdcr.atomic import atomic_path
-from mdcr.errors import InputDataError, require
-from mdcr.paper import MDCR_FIXED_TYPES as FIXED_TYPES
-from mdcr.paper import MDCR_MODELS as PAPER_MODELS
-from mdcr.paper import MDCR_POSITIVE as POSITIVE
+from mdcr.contracts.paper import MDCR_FIXED_TYPES as FIXED_TYPES
+from mdcr.contracts.paper import MDCR_POSITIVE as POSITIVE
+from mdcr.core.atomic import atomic_path
+from mdcr.core.errors import InputDataError, require
+from mdcr.retrievers.builtin import MDCR_MODELS as PAPER_MODELS
 
 BENCHMARK_COLUMNS = ["query_id", "field", "paper_id", "candidate_type", "split"]
 PAPER_COLUMNS = ["paper_id", "title", "abstract"]
@@ -85,7 +85,7 @@ def sort_benchmark(df: pd.DataFrame) -> pd.DataFrame:
 
 def read_benchmark(folder: Path) -> pd.DataFrame:
     """The internal benchmark rows of a ``benchmark`` or ``benchmark-import`` output."""
-    from mdcr.artifacts import BENCHMARK
+    from mdcr.contracts.artifacts import BENCHMARK
 
     bench = check_benchmark(BENCHMARK.read_pandas(folder), str(BENCHMARK.path(folder)))
     if bench.empty:
@@ -98,7 +98,7 @@ def read_benchmark(folder: Path) -> pd.DataFrame:
 
 def read_texts(folder: Path) -> pd.DataFrame:
     """The benchmark papers' ``paper_id, title, abstract`` (its data files, imported)."""
-    from mdcr.artifacts import PAPERS
+    from mdcr.contracts.artifacts import PAPERS
 
     if not PAPERS.exists(folder):
         raise InputDataError(
@@ -110,7 +110,7 @@ def read_texts(folder: Path) -> pd.DataFrame:
 
 def benchmark_splits(bench: pd.DataFrame, wanted: Sequence[str], where: str) -> list[str]:
     """The splits of ``bench`` to use: all it has, or the ``wanted`` ones (which it must have)."""
-    from mdcr.errors import ConfigError
+    from mdcr.core.errors import ConfigError
 
     have = [s for s in SPLITS if s in set(bench["split"])]
     if not wanted:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from mdcr.config import input_path, param
-from mdcr.errors import ConfigError, InputDataError
-from mdcr.stage import StageContext, StageSpec, register
+from mdcr.core.config import input_path, param
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.stage import StageContext, StageSpec, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -77,7 +77,7 @@ def files_to_read(source: Path, cfg: ImportConfig) -> dict[str, tuple[Path, Path
 def identify_benchmark_import(cfg: ImportConfig) -> dict[str, Any]:
     """The sha256 of every file the import reads and their origin (official or not)."""
     from mdcr.benchmark.release import origin_of
-    from mdcr.facts import MDCR_FORMAT, BenchmarkOrigin
+    from mdcr.contracts.facts import MDCR_FORMAT, BenchmarkOrigin
 
     source = Path(cfg.source).expanduser()
     if cfg.source.startswith("@") or not source.exists():
@@ -93,7 +93,6 @@ def identify_benchmark_import(cfg: ImportConfig) -> dict[str, Any]:
 def run_benchmark_import(cfg: ImportConfig, ctx: StageContext) -> None:
     import pandas as pd
 
-    from mdcr.artifacts import BENCHMARK, PAPERS
     from mdcr.benchmark.formats import (
         benchmark_splits,
         check_benchmark,
@@ -103,6 +102,7 @@ def run_benchmark_import(cfg: ImportConfig, ctx: StageContext) -> None:
         read_release_json,
         sort_benchmark,
     )
+    from mdcr.contracts.artifacts import BENCHMARK, PAPERS
 
     source = ctx.input("source")
     identity = ctx.identity or identify_benchmark_import(cfg)

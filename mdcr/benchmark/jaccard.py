@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from mdcr.config import input_path, param
-from mdcr.errors import ConfigError, InputDataError
-from mdcr.paper import MDCR_TOP_N
-from mdcr.stage import StageContext, StagePlan, StageSpec, register
+from mdcr.contracts.paper import MDCR_TOP_N
+from mdcr.core.config import input_path, param
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.stage import StageContext, StagePlan, StageSpec, register
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mdcr.stage import PlanFacts
+    from mdcr.core.stage import PlanFacts
 
 ALL = "ALL"
 
@@ -143,9 +143,9 @@ def suggest(matrix: pd.DataFrame, n: int) -> tuple[pd.DataFrame, list[str], list
 
 
 def run_benchmark_jaccard(cfg: JaccardConfig, ctx: StageContext) -> None:
-    from mdcr.artifacts import POOL_META, QRELS, RUNS
     from mdcr.benchmark.build import find_runs, pool_of
-    from mdcr.outputs import run_info
+    from mdcr.contracts.artifacts import POOL_META, QRELS, RUNS
+    from mdcr.contracts.outputs import run_info
 
     pools_dir = ctx.input("pools")
     folders = ctx.inputs.get("runs") or []

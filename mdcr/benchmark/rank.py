@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from mdcr.config import input_path, param, setting
-from mdcr.errors import ConfigError
+from mdcr.core.config import input_path, param, setting
+from mdcr.core.errors import ConfigError
+from mdcr.core.stage import StageContext, StagePlan, StageSpec, Work, register
 from mdcr.index.bm25.shared import DEFAULT_B, DEFAULT_K1
-from mdcr.stage import StageContext, StagePlan, StageSpec, Work, register
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mdcr.stage import PlanFacts
+    from mdcr.core.stage import PlanFacts
 
 BM25 = "bm25"
 
@@ -248,7 +248,6 @@ def _search_candidates(
 def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
     import pandas as pd
 
-    from mdcr.artifacts import PAIR_SCORES
     from mdcr.benchmark.formats import (
         benchmark_splits,
         check_score_keys,
@@ -258,9 +257,10 @@ def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
         scores_for,
         write_scores,
     )
-    from mdcr.facts import RankInfo
-    from mdcr.fingerprints import artifact_fingerprint
-    from mdcr.retriever_identity import BM25_IDENTITY, identity_of
+    from mdcr.contracts.artifacts import PAIR_SCORES
+    from mdcr.contracts.facts import RankInfo
+    from mdcr.core.fingerprints import artifact_fingerprint
+    from mdcr.retrievers.identity import BM25_IDENTITY, identity_of
 
     folder = ctx.input("benchmark")
     bench = read_benchmark(folder)

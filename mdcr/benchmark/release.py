@@ -33,11 +33,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mdcr.atomic import atomic_write_text
-from mdcr.errors import InputDataError
-from mdcr.facts import DECLARED, MDCR_FORMAT, OFFICIAL, BenchmarkOrigin
-from mdcr.fingerprints import sha256_file
-from mdcr.home import Home
+from mdcr.contracts.facts import DECLARED, MDCR_FORMAT, OFFICIAL, BenchmarkOrigin
+from mdcr.core.atomic import atomic_write_text
+from mdcr.core.errors import InputDataError
+from mdcr.core.fingerprints import sha256_file
+from mdcr.core.home import Home
 
 # The four release files and their addresses, as the "Data" section of the MDCR README
 # gives them: github.com/zoranmedic/mdcr, README.md (the same links at commits 5968682 and
@@ -343,7 +343,7 @@ def download_release(
     a time downloads into a folder (a second waits, or with ``wait=False`` stops naming
     the first). Returns the records by file name.
     """
-    from mdcr.locks import exclusive
+    from mdcr.core.locks import exclusive
 
     to.mkdir(parents=True, exist_ok=True)
     urls = release_urls(base_url)

@@ -5,7 +5,7 @@ Per field and macro-averaged, with the original MDCR scorer's semantics
 layouts, written through the one report model (:mod:`mdcr.scoring.document`): ``report.md``,
 ``report.json`` and ``tables/``.
 
-Each retriever's registry identity (:mod:`mdcr.retriever_identity`) decides its label and
+Each retriever's registry identity (:mod:`mdcr.retrievers.identity`) decides its label and
 whether it is set beside the paper's Tables 3 and 4 and published MDCR rows; its name
 never does. The manifest records the identities (``info.retriever_identities``) and the
 queries whose ``true`` list is empty (``info.queries_without_positives``).
@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from mdcr.config import input_path, param
-from mdcr.errors import ConfigError, ManifestMismatchError
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.core.config import input_path, param
+from mdcr.core.errors import ConfigError, ManifestMismatchError
+from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mdcr.facts import BenchmarkOrigin, RankInfo
+    from mdcr.contracts.facts import BenchmarkOrigin, RankInfo
     from mdcr.scoring.document import Section
 
 OFFICIAL_JSON = "official.json"
@@ -91,9 +91,9 @@ class Ranked:
 
 
 def _load_ranks(folders: list[Path], bench_fp: str) -> list[Ranked]:
-    from mdcr.artifacts import PAIR_SCORES
-    from mdcr.outputs import rank_info
-    from mdcr.retriever_identity import identity_of
+    from mdcr.contracts.artifacts import PAIR_SCORES
+    from mdcr.contracts.outputs import rank_info
+    from mdcr.retrievers.identity import identity_of
 
     out = []
     names: set[str] = set()
@@ -178,11 +178,11 @@ def _significance(
 
 
 def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
-    from mdcr.artifacts import BENCHMARK_METRICS
     from mdcr.benchmark.formats import read_benchmark
     from mdcr.benchmark.scoring import field_means, macro_means, queries_without_positives
-    from mdcr.fingerprints import artifact_fingerprint
-    from mdcr.outputs import benchmark_origin
+    from mdcr.contracts.artifacts import BENCHMARK_METRICS
+    from mdcr.contracts.outputs import benchmark_origin
+    from mdcr.core.fingerprints import artifact_fingerprint
     from mdcr.scoring.document import Report, write_report
 
     folder = ctx.input("benchmark")
@@ -319,7 +319,7 @@ def _method_lines(cfg: BenchScoreConfig, bench: pd.DataFrame, ranks: list[Ranked
         "Retrievers:",
         "",
     ]
-    from mdcr.retriever_identity import describe
+    from mdcr.retrievers.identity import describe
 
     for r in ranks:
         extra = f" ({r.info.detail})" if r.info.detail else ""
@@ -452,7 +452,7 @@ SPEC = register(
 
 def read_official_results(folder: Path) -> dict[str, Any]:
     """``{retriever: {split: {field or AVG: {metric: value}}}}`` as the original scorer prints."""
-    from mdcr.errors import InputDataError
+    from mdcr.core.errors import InputDataError
 
     path = folder / OFFICIAL_JSON
     if not path.is_file():

@@ -36,9 +36,9 @@ import numpy as np
 import pandas as pd
 
 from mdcr.benchmark.formats import POSITIVE, type_order
-from mdcr.errors import ConfigError, InputDataError
+from mdcr.contracts.paper import MDCR_RECALL_K, field_abbreviation
+from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.measures import registry as measures
-from mdcr.paper import MDCR_RECALL_K, field_abbreviation
 from mdcr.scoring.published import field_order, order_retrievers, retriever_label
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ ALL = "all"  # the subset name of the full candidate lists
 # Table 4's columns are kinds of negative candidates, not retrievers: the label says how a
 # column's candidates were chosen; the paper's column names (the keys of
 # mdcr/data/paper_results.json) are used only to find the paper's numbers. A model-based
-# type's label and column come from its retriever's record (mdcr/builtin_encoders.py);
+# type's label and column come from its retriever's record (mdcr/retrievers/builtin.py);
 # the fixed types' are these.
 FIXED_TYPE_LABELS = {
     "graph": "citation graph",
@@ -69,7 +69,7 @@ _SEP = "\x1f"
 
 def type_label(candidate_type: str) -> str:
     """A Table 4 column's label: how the type's candidates were chosen."""
-    from mdcr.builtin_encoders import negative_type_label
+    from mdcr.retrievers.builtin import negative_type_label
 
     return (
         FIXED_TYPE_LABELS.get(candidate_type)
@@ -80,7 +80,7 @@ def type_label(candidate_type: str) -> str:
 
 def paper_type_column(candidate_type: str) -> str | None:
     """The paper's Table 4 column of a candidate type (None: not one of the paper's)."""
-    from mdcr.builtin_encoders import record_for
+    from mdcr.retrievers.builtin import record_for
 
     record = record_for(candidate_type)
     if record is not None and record.mdcr_negative is not None:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from mdcr import __version__
 from mdcr.cli import catalog, download, evaluate, export, stages
 from mdcr.cli.options import add_common_options
-from mdcr.errors import MdcrError, storage_error
+from mdcr.core.errors import MdcrError, storage_error
 
 
 def build_parser() -> argparse.ArgumentParser:

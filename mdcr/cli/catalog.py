@@ -11,7 +11,7 @@ from mdcr.cli.options import add_common_options
 
 def add_parsers(sub: Any) -> None:
     """``mdcr ls``, ``mdcr show``, ``mdcr gc``, ``mdcr verify``: the store's catalog
-    (:mod:`mdcr.catalog`)."""
+    (:mod:`mdcr.catalog.entries`)."""
     p = sub.add_parser(
         "ls",
         help="list the store's outputs: stage, fingerprint, name, parameters, date, size, state",
@@ -70,8 +70,9 @@ def add_parsers(sub: Any) -> None:
 
 
 def _run_catalog(args: argparse.Namespace) -> int:
-    from mdcr import catalog, catalog_text
-    from mdcr.home import find_home
+    from mdcr.catalog import entries as catalog
+    from mdcr.catalog import text as catalog_text
+    from mdcr.core.home import find_home
 
     home = find_home(args.home)
     if args.command == "show":
@@ -91,7 +92,7 @@ def _run_catalog(args: argparse.Namespace) -> int:
         print("\n".join(catalog_text.verify_lines(checked)))
         return 1 if any(v.damage is not None for v in checked) else 0
     if args.command == "ls":
-        from mdcr.recent import hint_lines
+        from mdcr.core.recent import hint_lines
 
         entries = catalog.scan(home.path, args.stage)
         chosen = catalog.select(entries, args.retriever)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from mdcr.cli.options import add_common_options
-from mdcr.errors import MdcrError
+from mdcr.core.errors import MdcrError
 
 
 def add_parsers(sub: Any) -> None:
@@ -46,7 +46,7 @@ def _run_download(args: argparse.Namespace) -> int:
         records = register_release(folder, quiet=args.quiet)
     else:
         from mdcr.benchmark.release import store_folder
-        from mdcr.home import find_home
+        from mdcr.core.home import find_home
 
         folder = args.to if args.to is not None else store_folder(find_home(args.home), args.quiet)
         records = download_release(folder, quiet=args.quiet, wait=not args.no_wait)

@@ -109,7 +109,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         device=args.device,
         engine=engine_values(args),
     )
-    from mdcr.hints import typed_in
+    from mdcr.core.hints import typed_in
 
     with typed_in("cli", "evaluate"):
         store = open_store(args, holding=req.pools or req.benchmark)

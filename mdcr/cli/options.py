@@ -74,9 +74,9 @@ def open_store(
 ) -> Any:
     """The store: --home, $MDCR_HOME, the pipeline file's home or the store holding the
     output ``holding``, the nearest mdcr.toml or .mdcr, the user cache
-    (:func:`mdcr.home.find_home`)."""
-    from mdcr.home import find_home
-    from mdcr.store import Store
+    (:func:`mdcr.core.home.find_home`)."""
+    from mdcr.core.home import find_home
+    from mdcr.core.store import Store
 
     home = find_home(args.home, pipeline=pipeline_home, holding=holding)
     return Store(home.path, wait=not args.no_wait, source=home.source)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mdcr.cli.options import add_common_options, add_engine_options, engine_values, open_store
-from mdcr.config import (
+from mdcr.core.config import (
     config_fields,
     default_of,
     field_kind,
@@ -20,8 +20,8 @@ from mdcr.config import (
     renamed_keys,
     type_name,
 )
-from mdcr.errors import MdcrError
-from mdcr.stage import StageSpec, stages
+from mdcr.core.errors import MdcrError
+from mdcr.core.stage import StageSpec, stages
 
 
 def _option(name: str) -> str:
@@ -80,7 +80,7 @@ def _add_stage_parser(sub: Any, spec: StageSpec, groups: dict[str, Any]) -> None
 def _run_stage(args: argparse.Namespace) -> int:
     import tomllib
 
-    from mdcr.inputs import resolve_inputs
+    from mdcr.core.inputs import resolve_inputs
 
     spec = stages()[args._stage]
     values: dict[str, Any] = {}
@@ -96,12 +96,12 @@ def _run_stage(args: argparse.Namespace) -> int:
     if base is None:
         cfg = from_mapping(spec.config, cli, spec.name, from_text=True)
     else:
-        from mdcr.config import override
+        from mdcr.core.config import override
 
         cfg = override(base, {k: str(v) for k, v in cli.items()}, spec.name)
     inputs = resolve_inputs(cfg, where=spec.name)
     store = open_store(args)
-    from mdcr.hints import typed_in
+    from mdcr.core.hints import typed_in
 
     with typed_in("cli", spec.name):
         art = store.execute(spec, cfg, inputs, quiet=args.quiet)
@@ -110,13 +110,13 @@ def _run_stage(args: argparse.Namespace) -> int:
 
 
 def _run_pipeline(args: argparse.Namespace) -> int:
-    from mdcr.pipeline import load_pipeline, run_pipeline, set_engine, summarize
+    from mdcr.core.pipeline import load_pipeline, run_pipeline, set_engine, summarize
 
     pipeline = set_engine(load_pipeline(args.pipeline, args.overrides), engine_values(args))
     store = open_store(args, pipeline.home)
     if args.dry_run:  # the plan's folders are in this store
         print(f"store: {store.home} ({store.source})")
-    from mdcr.hints import typed_in
+    from mdcr.core.hints import typed_in
 
     with typed_in("file"):
         results = run_pipeline(

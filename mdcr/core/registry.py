@@ -14,7 +14,7 @@ import importlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Generic, TypeVar
 
-from mdcr.errors import ConfigError, MdcrError
+from mdcr.core.errors import ConfigError, MdcrError
 
 T = TypeVar("T")
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mdcr.core.errors import ConfigError, require
 from mdcr.ecosystem.beir.export import folder_name
-from mdcr.errors import ConfigError, require
 from mdcr.exports.registry import Export, ExportRequest, register_export
 
 TASK_PREFIX = "mdcr."
@@ -46,9 +46,9 @@ def _pick(names: list[str], wanted: str | None, where: Path) -> str:
 
 def _pool_scores(score: Path, retriever: str | None) -> tuple[str, str, dict[str, Any]]:
     """(retriever, run fingerprint, {task: {split: scores}}) of a score output."""
-    from mdcr.artifacts import POOL_MEANS, POOL_META
+    from mdcr.contracts.artifacts import POOL_MEANS, POOL_META
+    from mdcr.contracts.outputs import input_paths, score_info
     from mdcr.measures.registry import parse
-    from mdcr.outputs import input_paths, score_info
 
     means = POOL_MEANS.read_pandas(score).astype({"retriever": str, "pool_id": str})
     name = _pick(sorted(set(means["retriever"])), retriever, score)
@@ -80,7 +80,7 @@ def _pool_scores(score: Path, retriever: str | None) -> tuple[str, str, dict[str
 
 def _mdcr_scores(score: Path, retriever: str | None) -> tuple[str, str, dict[str, Any]]:
     """(retriever, ranking fingerprint, {task: {split: scores}}) of a benchmark-score output."""
-    from mdcr.manifests import read_manifest
+    from mdcr.core.manifests import read_manifest
 
     per_query = _read_parquet(score / "per_query.parquet")
     per_query = per_query[per_query["subset"] == "all"].astype({"retriever": str, "field": str})
@@ -117,7 +117,7 @@ def write_results(score: Path, out: Path, retriever: str | None = None) -> list[
     from mteb.models.model_meta import ModelMeta
     from mteb.results import TaskResult
 
-    from mdcr.outputs import stage_of
+    from mdcr.contracts.outputs import stage_of
 
     kind = stage_of(score)
     if kind == "score":

@@ -18,12 +18,13 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from mdcr.core.errors import ConfigError, EncoderError, first_line
+
 # The options an encoder is built with are declared once, beside the encode stage's fields.
-from mdcr.encoder_options import METRICS as METRICS
-from mdcr.encoder_options import RUNTIME_OPTIONS as RUNTIME_OPTIONS
-from mdcr.encoder_options import EncoderOptions as EncoderOptions
-from mdcr.encoder_options import Metric
-from mdcr.errors import ConfigError, EncoderError, first_line
+from mdcr.retrievers.options import METRICS as METRICS
+from mdcr.retrievers.options import RUNTIME_OPTIONS as RUNTIME_OPTIONS
+from mdcr.retrievers.options import EncoderOptions as EncoderOptions
+from mdcr.retrievers.options import Metric
 
 
 @dataclass(frozen=True)

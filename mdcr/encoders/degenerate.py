@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from mdcr.errors import InputDataError
+from mdcr.core.errors import InputDataError
 
 WARN_SHARE = 0.01
 SAME_SHARE = 0.5

@@ -49,7 +49,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from mdcr.errors import ConfigError, UnresolvedIdentityError
+from mdcr.core.errors import ConfigError, UnresolvedIdentityError
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _MDCR_DIR = Path(__file__).resolve().parents[1]
@@ -157,7 +157,7 @@ def hub_commit(model_id: str, revision: str | None) -> str:
     commit = cached_commit(model_id, rev)
     if commit is not None:
         return commit
-    from mdcr.hints import option
+    from mdcr.core.hints import option
 
     raise UnresolvedIdentityError(
         f"cannot tell which commit of model '{model_id}' (revision {rev}) to use: {reason} "

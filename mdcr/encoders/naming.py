@@ -1,7 +1,7 @@
 """Names a person can read for retrievers, and the setup that tells two retrievers apart.
 
 A retriever's name is a label: it is what reports, printouts and ``mdcr ls`` show, and
-it never decides what computes the scores (:mod:`mdcr.retriever_identity`). ``mdcr
+it never decides what computes the scores (:mod:`mdcr.retrievers.identity`). ``mdcr
 evaluate --encoder NAME=SPEC`` (``name=`` in the API) gives one; without it the name is:
 
 - a registry name (``minilm``, ``random``, ``bm25``): itself;
@@ -21,7 +21,7 @@ Two default names that would be equal in one command get a short hash of their s
 ``retriever``, ``score`` ``names``), never on ``encode``: renaming re-scores, it never
 re-encodes.
 
-What tells two retrievers apart is their setup (:mod:`mdcr.retriever_setups`), never
+What tells two retrievers apart is their setup (:mod:`mdcr.retrievers.setups`), never
 their names.
 """
 
@@ -32,7 +32,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mdcr.errors import ConfigError
+from mdcr.core.errors import ConfigError
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+/-]*$")
 _TITLE = re.compile(r"^#\s+([A-Za-z0-9][A-Za-z0-9_.+/-]*)\s*$")

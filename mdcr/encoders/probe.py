@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from mdcr.core.errors import InputDataError, MdcrError
 from mdcr.encoders.base import PaperText, encoder_failed, is_asymmetric, is_multi_vector
-from mdcr.errors import InputDataError, MdcrError
 
 PROBE_FILE = "probe_papers.json"
 # Said with an error met on a probe paper, which the user never gave.

@@ -5,7 +5,7 @@ registration is an error, and an unknown name gets a one-line error listing the 
 ones. Each entry declares which model options it takes, so an option that an encoder would
 ignore is refused rather than silently dropped.
 
-The built-in encoders are records (:mod:`mdcr.builtin_encoders`: model, defaults, options,
+The built-in encoders are records (:mod:`mdcr.retrievers.builtin`: model, defaults, options,
 label, paper name, MDCR negative role, vector size, cost); this module turns each record
 into an entry, with the factory and identity of its ``family``. Adding an encoder of a
 known family is one record there. Besides them:
@@ -27,8 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mdcr.builtin_encoders import BM25 as BM25_RECORD
-from mdcr.builtin_encoders import HF_OPTIONS, BuiltinEncoder, encoder_record
+from mdcr.core.errors import ConfigError
 from mdcr.encoders.base import (
     METRICS,
     Encoder,
@@ -36,7 +35,8 @@ from mdcr.encoders.base import (
     MultiVectorEncoder,
 )
 from mdcr.encoders.models.in_memory import MEM_PREFIX
-from mdcr.errors import ConfigError
+from mdcr.retrievers.builtin import BM25 as BM25_RECORD
+from mdcr.retrievers.builtin import HF_OPTIONS, BuiltinEncoder, encoder_record
 
 HF_PREFIX = "hf:"
 PY_PREFIX = "py:"
@@ -114,7 +114,7 @@ def register(entry: EncoderEntry) -> EncoderEntry:
 
 def encoder_names() -> list[str]:
     """The built-in and registered names (sorted), not counting the ``hf:``/``py:`` forms."""
-    from mdcr.builtin_encoders import ENCODERS
+    from mdcr.retrievers.builtin import ENCODERS
 
     return sorted({*(r.name for r in ENCODERS), *_REGISTRY})
 

@@ -15,7 +15,7 @@ output of the same key in this store already holds, with the same title and abst
 copied instead of encoded.
 
 Targets: any folder that names papers by the convention of
-:func:`mdcr.artifacts.target_sources` (``pools.parquet`` + ``queries.parquet`` from
+:func:`mdcr.contracts.artifacts.target_sources` (``pools.parquet`` + ``queries.parquet`` from
 ``pools``, ``benchmark.parquet`` from the MDCR benchmark, or a ``papers_to_encode.parquet``
 with ``paper_id``); without targets the whole corpus is encoded.
 """
@@ -33,19 +33,19 @@ from typing import Any, Literal
 
 import numpy as np
 
-from mdcr.config import canonical_json, input_path, param, params_of, setting
-from mdcr.device import check_device_spec
-from mdcr.encoder_options import (
+from mdcr.core.config import canonical_json, input_path, param, params_of, setting
+from mdcr.core.errors import ConfigError, MdcrError
+from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
+from mdcr.encoders.registry import valid_specs
+from mdcr.engine import EngineSettings, check_engine_settings
+from mdcr.retrievers.device import check_device_spec
+from mdcr.retrievers.options import (
     DEFAULT_STORAGE,
     EncoderOptions,
     ModelOptions,
     RuntimeOptions,
     options_of,
 )
-from mdcr.encoders.registry import valid_specs
-from mdcr.engine import EngineSettings, check_engine_settings
-from mdcr.errors import ConfigError, MdcrError
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
 TEXTS = "_texts.parquet"
 QUERY_TEXTS = "_query_texts.parquet"
@@ -55,7 +55,7 @@ _ROLE_PLURAL = {"document": "documents", "query": "queries"}
 @dataclass(frozen=True)
 class EncodeConfig(EngineSettings, RuntimeOptions, ModelOptions):
     """The encode stage: its own fields, then the encoder options (declared once in
-    :mod:`mdcr.encoder_options`) and the engine settings."""
+    :mod:`mdcr.retrievers.options`) and the engine settings."""
 
     corpus: str = input_path(
         help="prefilter output folder (papers.parquet: paper_id, title, abstract) or that file"
@@ -108,8 +108,8 @@ def identify_encode(cfg: EncodeConfig) -> dict[str, Any]:
     """The encoder's code and weights identity, the defaults the registry fills in for the
     model options left unset (``max_length = 0``: the encoder's default, e.g. 512) and the
     precision it will compute in."""
-    from mdcr.device import resolve_device, resolve_precision
     from mdcr.encoders.registry import identify_encoder, lookup, option_defaults
+    from mdcr.retrievers.device import resolve_device, resolve_precision
 
     entry, _ = lookup(cfg.encoder)
     out: dict[str, Any] = {"encoder": identify_encoder(cfg.encoder, cfg.options())}
@@ -137,8 +137,8 @@ def encoder_key(cfg: EncodeConfig, identity: dict[str, Any]) -> str:
 
 def _reuse_sources(cfg: EncodeConfig, ctx: StageContext, key: str) -> list[Any]:
     """Embedding stores of finished encode outputs with the same encoder key."""
+    from mdcr.contracts.outputs import encode_outputs
     from mdcr.encoders.store import EmbeddingStore
-    from mdcr.outputs import encode_outputs
 
     if not cfg.reuse or ctx.store is None:
         return []
@@ -366,7 +366,7 @@ class EncodeTally:
 
 
 def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
-    from mdcr.artifacts import PAPERS
+    from mdcr.contracts.artifacts import PAPERS
     from mdcr.encoders.base import encoder_identity
     from mdcr.engine import open_engine
 
@@ -467,7 +467,7 @@ def _encode_role(
     candidate as a document and every query paper (again) as a query."""
     import pyarrow.parquet as pq
 
-    from mdcr.atomic import atomic_path
+    from mdcr.core.atomic import atomic_path
     from mdcr.encoders.store import shard_names
     from mdcr.encoders.texts import write_texts
 
@@ -514,7 +514,7 @@ def _write_encoder_json(
     """The embedding store's ``encoder.json``: what made the vectors and their layout."""
     import pyarrow.parquet as pq
 
-    from mdcr.atomic import atomic_write_text
+    from mdcr.core.atomic import atomic_write_text
     from mdcr.encoders.base import is_asymmetric, is_multi_vector
     from mdcr.encoders.store import ENCODER_JSON
 
@@ -556,8 +556,8 @@ def _record_encode(
     tally: EncodeTally,
 ) -> None:
     """What the manifest tells later stages and readers about this encode."""
+    from mdcr.contracts.facts import EncodeInfo
     from mdcr.encoders.base import is_asymmetric, is_multi_vector
-    from mdcr.facts import EncodeInfo
 
     runner = getattr(encoder, "runner", None)
     counts, encode_s = tally.counts, tally.encode_s

@@ -41,8 +41,8 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     from mdcr.encoders.id_lookup import IdLookup
 
-from mdcr.atomic import atomic_path
-from mdcr.errors import InputDataError, ManifestMismatchError
+from mdcr.core.atomic import atomic_path
+from mdcr.core.errors import InputDataError, ManifestMismatchError
 
 ENCODER_JSON = "encoder.json"
 ROLE_PREFIX = {"document": "", "query": "query_"}
@@ -236,9 +236,9 @@ def assemble(
 
 def _check_whole(folder: Path) -> None:
     """A finished encode output whose files are not the sizes its manifest records is a
-    one-line error, never a traceback from a short memory map (:mod:`mdcr.integrity`)."""
-    from mdcr.integrity import damage, describe, fix
-    from mdcr.manifests import read_manifest
+    one-line error, never a traceback from a short memory map (:mod:`mdcr.core.integrity`)."""
+    from mdcr.core.integrity import damage, describe, fix
+    from mdcr.core.manifests import read_manifest
 
     manifest = read_manifest(folder)
     found = damage(folder, manifest, hashes="none") if manifest is not None else None

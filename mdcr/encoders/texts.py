@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast
 
-from mdcr.errors import InputDataError
+from mdcr.core.errors import InputDataError
 
 
 def _sql_path(path: Path) -> str:
@@ -50,7 +50,7 @@ def _collect_targets(
     """Fill the temporary table ``targets`` with the distinct paper ids to encode (every
     corpus paper without targets) and return their number; one line if some are not in
     the corpus."""
-    from mdcr.artifacts import target_sources
+    from mdcr.contracts.artifacts import target_sources
 
     if targets:
         selects = [

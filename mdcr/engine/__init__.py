@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
-from mdcr.config import setting
-from mdcr.errors import ConfigError, MissingDependencyError
-from mdcr.stage import StageContext
+from mdcr.core.config import setting
+from mdcr.core.errors import ConfigError, MissingDependencyError
+from mdcr.core.stage import StageContext
 
 S = TypeVar("S")
 T = TypeVar("T")

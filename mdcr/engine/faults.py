@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mdcr.errors import MdcrError
+from mdcr.core.errors import MdcrError
 
 ENV = "MDCR_FAULT"
 

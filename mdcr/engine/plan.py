@@ -15,8 +15,8 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from mdcr.errors import ConfigError, require
-from mdcr.stage import Work
+from mdcr.core.errors import ConfigError, require
+from mdcr.core.stage import Work
 
 if TYPE_CHECKING:
     from mdcr.planning.timing import Machine

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mdcr.errors import ConfigError, MdcrError, require
+from mdcr.core.errors import ConfigError, MdcrError, require
 
 S = TypeVar("S")
 T = TypeVar("T")

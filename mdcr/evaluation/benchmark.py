@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdcr.errors import ConfigError
+from mdcr.core.errors import ConfigError
 from mdcr.evaluation.request import (
     BM25,
     Evaluated,
@@ -27,15 +27,15 @@ from mdcr.evaluation.request import (
 )
 
 if TYPE_CHECKING:
-    from mdcr.pipeline import Pipeline, Step
-    from mdcr.store import Artifact, Store
+    from mdcr.core.pipeline import Pipeline, Step
+    from mdcr.core.store import Artifact, Store
 
 BENCHMARK_STAGES = ("benchmark", "benchmark-import")
 
 
 def _check_texts(folder: Path) -> None:
     """An import made without its data files cannot be encoded: name the user's files."""
-    from mdcr.manifests import open_output
+    from mdcr.core.manifests import open_output
 
     out = open_output(folder)
     if out is not None and out.stage == "benchmark-import" and out.info("texts") is False:
@@ -51,8 +51,8 @@ def benchmark_pipeline(req: EvaluateRequest) -> tuple[Pipeline, list[tuple[str, 
 
     Returns the pipeline and (retriever name, rank step id) per retriever.
     """
-    from mdcr.outputs import stage_of
-    from mdcr.pipeline import Pipeline
+    from mdcr.contracts.outputs import stage_of
+    from mdcr.core.pipeline import Pipeline
 
     path = req.benchmark
     if path is None:
@@ -67,7 +67,7 @@ def benchmark_pipeline(req: EvaluateRequest) -> tuple[Pipeline, list[tuple[str, 
         if needs_texts:
             _check_texts(path)
     else:
-        from mdcr.artifacts import BENCHMARK
+        from mdcr.contracts.artifacts import BENCHMARK
 
         if path.is_dir() and BENCHMARK.exists(path):
             raise ConfigError(
@@ -116,8 +116,8 @@ def benchmark_pipeline(req: EvaluateRequest) -> tuple[Pipeline, list[tuple[str, 
 
 def evaluate_benchmark(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Evaluated:
     """Rank and score ``req.encoders`` (and a scores file) on ``req.benchmark``."""
-    from mdcr.outputs import benchmark_origin
-    from mdcr.pipeline import run_pipeline, set_engine
+    from mdcr.contracts.outputs import benchmark_origin
+    from mdcr.core.pipeline import run_pipeline, set_engine
 
     req.check()
     pipeline, ranks = benchmark_pipeline(req)

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdcr.errors import ConfigError
+from mdcr.contracts.paper import DEPTH, RECALL_K
+from mdcr.core.errors import ConfigError
 from mdcr.evaluation.request import (
     BM25,
     Evaluated,
@@ -22,17 +23,16 @@ from mdcr.evaluation.request import (
     safe_id,
     step,
 )
-from mdcr.paper import DEPTH, RECALL_K
 
 if TYPE_CHECKING:
-    from mdcr.pipeline import Pipeline, Step
-    from mdcr.store import Store
+    from mdcr.core.pipeline import Pipeline, Step
+    from mdcr.core.store import Store
 
 
 def default_splits(req: EvaluateRequest) -> list[str]:
     """The splits searched with BM25 and reported: those asked for, else test, or the pools'
     own splits when they have no test split (a BEIR dataset with dev qrels only)."""
-    from mdcr.artifacts import POOL_META
+    from mdcr.contracts.artifacts import POOL_META
 
     if req.splits:
         return list(req.splits)
@@ -49,9 +49,9 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
     the depth and R@k of the newest earlier score output on the pools, so that the report
     compares like with like.
     """
-    from mdcr.fingerprints import artifact_fingerprint
-    from mdcr.outputs import input_paths, scores_on_pools, stage_of
-    from mdcr.pipeline import Pipeline
+    from mdcr.contracts.outputs import input_paths, scores_on_pools, stage_of
+    from mdcr.core.fingerprints import artifact_fingerprint
+    from mdcr.core.pipeline import Pipeline
 
     pools = req.pools
     if pools is None or stage_of(pools) not in ("pools", "beir-import"):
@@ -104,7 +104,7 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
 
 
 def check_names(store: Store, pools: Path, runs: list[tuple[str, Path]]) -> list[str]:
-    """Names scored earlier on these pools by another setup (:mod:`mdcr.retriever_setups`),
+    """Names scored earlier on these pools by another setup (:mod:`mdcr.retrievers.setups`),
     checked before anything is scored.
 
     The same spec in another setup (a ``py:`` encoder edited, a folder's weights retrained,
@@ -113,9 +113,9 @@ def check_names(store: Store, pools: Path, runs: list[tuple[str, Path]]) -> list
     score of that name already has this setup. Another spec under an old name is a one-line
     error. The same setup again is the same retriever, said nothing of.
     """
-    from mdcr.fingerprints import artifact_fingerprint
-    from mdcr.outputs import scores_on_pools
-    from mdcr.retriever_setups import run_setup
+    from mdcr.contracts.outputs import scores_on_pools
+    from mdcr.core.fingerprints import artifact_fingerprint
+    from mdcr.retrievers.setups import run_setup
 
     new = {
         name: {"retriever": name, "path": str(p), "fingerprint": artifact_fingerprint(p)}
@@ -168,8 +168,8 @@ def report_pipeline(req: EvaluateRequest, store: Store, scored: Path) -> tuple[P
     an output's other retrievers stay. An output whose every retriever is scored again
     later is left out. Returns the pipeline and the number of earlier outputs it includes.
     """
-    from mdcr.outputs import score_info, scores_on_pools
-    from mdcr.pipeline import Pipeline
+    from mdcr.contracts.outputs import score_info, scores_on_pools
+    from mdcr.core.pipeline import Pipeline
 
     found = score_info(scored)
     if found is None:
@@ -195,7 +195,7 @@ def report_pipeline(req: EvaluateRequest, store: Store, scored: Path) -> tuple[P
 
 def evaluate_pools(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Evaluated:
     """Search, score and report ``req.encoders`` on ``req.pools``; see the module docstring."""
-    from mdcr.pipeline import run_pipeline, set_engine
+    from mdcr.core.pipeline import run_pipeline, set_engine
 
     req.check()
     if req.pools is None:

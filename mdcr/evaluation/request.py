@@ -1,7 +1,7 @@
 """``mdcr evaluate``'s request, typed, and the pieces both of its pipelines are made of.
 
 ``mdcr evaluate`` scores encoders in one command by building a pipeline in code and
-handing it to the same runner as ``mdcr run`` (:func:`mdcr.pipeline.run_pipeline`), so
+handing it to the same runner as ``mdcr run`` (:func:`mdcr.core.pipeline.run_pipeline`), so
 every step is a cached stage output and reuse comes from fingerprints alone. On a
 benchmark the pipeline is built by :mod:`mdcr.evaluation.benchmark`, on pools by
 :mod:`mdcr.evaluation.pools`; :func:`mdcr.evaluation.run.run_request` picks the one a
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdcr.errors import ConfigError
+from mdcr.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from mdcr.facts import BenchmarkOrigin
-    from mdcr.pipeline import Step
+    from mdcr.contracts.facts import BenchmarkOrigin
+    from mdcr.core.pipeline import Step
 
 BM25 = "bm25"
 
@@ -123,9 +123,9 @@ class Evaluated:
 
 def step(step_id: str, stage: str, values: dict[str, Any]) -> Step:
     """A pipeline step of ``stage`` with its config from ``values`` (checked)."""
-    from mdcr.config import from_mapping
-    from mdcr.pipeline import Step
-    from mdcr.stage import get_stage
+    from mdcr.core.config import from_mapping
+    from mdcr.core.pipeline import Step
+    from mdcr.core.stage import get_stage
 
     spec = get_stage(stage)
     return Step(step_id, spec, from_mapping(spec.config, values, f"evaluate:{step_id}"))
@@ -150,9 +150,9 @@ def encode_set_target(item: str, names: list[str]) -> tuple[str, str]:
 def encode_options(req: EvaluateRequest, name: str = "") -> dict[str, Any]:
     """The encode stage's options from ``--encode-set`` (those for all, then those for
     retriever ``name``) and ``--device``, as typed values."""
-    from mdcr.config import parse_values
+    from mdcr.core.config import parse_values
+    from mdcr.core.pipeline import parse_overrides
     from mdcr.encoders.stage import EncodeConfig
-    from mdcr.pipeline import parse_overrides
 
     names = [n for n, _ in req.named()]
     common, own = [], []

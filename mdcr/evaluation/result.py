@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mdcr.errors import ConfigError
+from mdcr.core.errors import ConfigError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mdcr.facts import BenchmarkOrigin
+    from mdcr.contracts.facts import BenchmarkOrigin
     from mdcr.scoring.report import ReportConfig
 
 SUMMARY_COLUMNS = (
@@ -147,10 +147,10 @@ def _tidy(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 
 def _report_config(report: Path) -> ReportConfig:
     """The report stage's config of a finished report, its score inputs found again."""
-    from mdcr.config import from_mapping
-    from mdcr.errors import InputDataError
-    from mdcr.manifests import read_manifest
-    from mdcr.outputs import input_paths
+    from mdcr.contracts.outputs import input_paths
+    from mdcr.core.config import from_mapping
+    from mdcr.core.errors import InputDataError
+    from mdcr.core.manifests import read_manifest
     from mdcr.scoring.report import ReportConfig
 
     manifest = read_manifest(report)
@@ -252,7 +252,7 @@ def benchmark_frames(scored: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def result_of(done: Finished) -> EvaluationResult:
     """The result of a finished evaluation, either mode: its frames and its printout."""
-    from mdcr.outputs import rank_info
+    from mdcr.contracts.outputs import rank_info
 
     if done.pools is not None:
         per_pool, summary = pools_frames(done.result)
@@ -287,7 +287,7 @@ def _cell(mean: float, std: float) -> str:
 
 
 def _row_label(setup: str, size: int, fld: object) -> str:
-    from mdcr.paper import field_abbreviation, size_label
+    from mdcr.contracts.paper import field_abbreviation, size_label
 
     if setup == "dataset":
         return f"dataset {size_label(size)}"
@@ -348,8 +348,8 @@ def write_scores_out(template: Path, ranks: Sequence[tuple[str, Path]]) -> list[
     """Copy each rank's scores file for the original scorer to the path ``template`` names."""
     import shutil
 
-    from mdcr.atomic import atomic_path
-    from mdcr.outputs import rank_info
+    from mdcr.contracts.outputs import rank_info
+    from mdcr.core.atomic import atomic_path
 
     written = []
     for spec, folder in ranks:
@@ -368,7 +368,7 @@ def benchmark_lines(done: Finished) -> list[str]:
     """The original scorer's printout per retriever and split, then the report's path."""
     from mdcr.benchmark.score import read_official_results
     from mdcr.benchmark.scoring import MDCR_METRICS, official_key
-    from mdcr.manifests import open_output
+    from mdcr.core.manifests import open_output
     from mdcr.scoring.published import comparable_with_published, order_retrievers, published_mdcr
 
     lines: list[str] = []

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from mdcr.core.store import Store
     from mdcr.evaluation.request import EvaluateRequest
     from mdcr.evaluation.result import EvaluationResult
-    from mdcr.store import Store
 
 
 def run_request(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> EvaluationResult:

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from mdcr.core.errors import ConfigError, MdcrError
 from mdcr.core.registry import Registry
-from mdcr.errors import ConfigError, MdcrError
 
 Need = Literal["required", "optional", "refused"]
 
@@ -119,7 +119,7 @@ def formats_help() -> str:
 
 
 def _stage_of(folder: Path) -> str | None:
-    from mdcr.outputs import stage_of
+    from mdcr.contracts.outputs import stage_of
 
     return stage_of(folder)
 

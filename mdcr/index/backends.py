@@ -25,8 +25,8 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from mdcr.device import Device
-from mdcr.errors import ConfigError, MissingDependencyError, require
+from mdcr.core.errors import ConfigError, MissingDependencyError, require
+from mdcr.retrievers.device import Device
 
 SearchMetric = Literal["ip", "l2"]
 FAISS_GPU_MAX_K = 2048

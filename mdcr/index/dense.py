@@ -26,12 +26,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from mdcr.config import input_path, param, setting
-from mdcr.device import DEVICE_HELP, check_device_spec
+from mdcr.contracts.paper import DEPTH
+from mdcr.core.config import input_path, param, setting
+from mdcr.core.errors import ConfigError
+from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 from mdcr.engine import EngineSettings, check_engine_settings
-from mdcr.errors import ConfigError
-from mdcr.paper import DEPTH
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.retrievers.device import DEVICE_HELP, check_device_spec
 
 # Vectors indexed at once: 2M x 768 is about 9 GB (float16 rows and Faiss's float32 copy),
 # the paper's largest single-vector pool in one index.
@@ -76,7 +76,7 @@ def read_pool_queries(pools_dir: Path) -> dict[str, list[str]]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from mdcr.artifacts import QRELS
+    from mdcr.contracts.artifacts import QRELS
 
     table = QRELS.read(pools_dir, columns=["pool_id", "query_id"])
     # Plain strings: the pools stage may dictionary-encode pool_id (one dictionary per
@@ -97,7 +97,7 @@ def read_pool_papers(pools_dir: Path, pool_id: str) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from mdcr.artifacts import POOLS
+    from mdcr.contracts.artifacts import POOLS
 
     col = POOLS.read(pools_dir, columns=["paper_id"], filters=[("pool_id", "=", pool_id)])[
         "paper_id"
@@ -312,9 +312,9 @@ class SearchWorker:
 
 
 def open_search_worker(job: SearchJob) -> SearchWorker:
-    from mdcr.device import resolve_device
     from mdcr.encoders.store import EmbeddingStore
     from mdcr.index.backends import choose_backend
+    from mdcr.retrievers.device import resolve_device
 
     device = resolve_device(job.device)
     return SearchWorker(
@@ -346,14 +346,14 @@ def search_one_pool(worker: SearchWorker, pool: tuple[str, list[str]]) -> PoolRe
 
 
 def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
-    from mdcr.artifacts import RUNS
-    from mdcr.device import resolve_device
+    from mdcr.contracts.artifacts import RUNS
+    from mdcr.contracts.facts import RunInfo
+    from mdcr.core.fingerprints import artifact_fingerprint
     from mdcr.encoders.store import EmbeddingStore
     from mdcr.engine import open_engine
-    from mdcr.facts import RunInfo
-    from mdcr.fingerprints import artifact_fingerprint
     from mdcr.index.backends import choose_backend
     from mdcr.index.runs import RunWriter, run_table
+    from mdcr.retrievers.device import resolve_device
 
     pools_dir = ctx.input("pools")
     store = EmbeddingStore(ctx.input("embeddings"))
@@ -396,7 +396,7 @@ def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
             writer.write(run_table(pool_id, result.query_ids, result.ranked))
             per_pool[pool_id] = result.stats
     ctx.outputs[RUNS.file] = writer.rows
-    from mdcr.retriever_identity import identity_of
+    from mdcr.retrievers.identity import identity_of
 
     identity = identity_of(ctx.input("embeddings"))
     RunInfo(store.name, artifact_fingerprint(pools_dir), identity).record(ctx)

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mdcr.artifacts import RUNS
+from mdcr.contracts.artifacts import RUNS
 
 if TYPE_CHECKING:
     from types import TracebackType

@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from mdcr.errors import InputDataError, require
+from mdcr.core.errors import InputDataError, require
 from mdcr.measures.registry import parse
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ A config names a measure by its kind (``score.metrics = ["map", "ndcg", "recall"
 
 Adding a measure is one :func:`register` call (see docs/architecture.md, "How to extend
 mdcr"); a duplicate kind is refused. An unknown name is a one-line error listing the
-registered ones: a :class:`~mdcr.errors.ConfigError` for a config value, an
-:class:`~mdcr.errors.InputDataError` for a stored name.
+registered ones: a :class:`~mdcr.core.errors.ConfigError` for a config value, an
+:class:`~mdcr.core.errors.InputDataError` for a stored name.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from mdcr.errors import ConfigError, InputDataError
+from mdcr.contracts.paper import DEPTH, MDCR_RECALL_K, RECALL_K
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.registry import Registry
 from mdcr.measures.chance import expected_ap, expected_ndcg, expected_recall
-from mdcr.paper import DEPTH, MDCR_RECALL_K, RECALL_K
 
 Cutoff = Literal["depth", "k"]
 # (n candidates, m relevant among them, r relevant in the qrels, cut-off) -> expectation
@@ -106,7 +107,8 @@ class Measure:
         return {"ranx": self.ranx, "cutoff": self.cutoff, "chance": chance}
 
 
-_MEASURES: dict[str, Measure] = {}
+# Every measure by kind; the built-in ones are registered at the end of this module.
+MEASURES: Registry[Measure] = Registry("measure")
 
 # How every value is shown (report.md, `mdcr evaluate`, `mdcr show`): metric x 100 with one
 # decimal, under its table label (``MAP``, ``nDCG``, ``R@30``; ``R@5`` on MDCR).
@@ -126,17 +128,16 @@ def register(measure: Measure) -> Measure:
             f"measure kind {measure.kind!r}: use lower-case letters, digits and '_' "
             "(it is written as kind@k)"
         )
-    if measure.kind in _MEASURES:
+    if measure.kind in MEASURES:
         raise ConfigError(f"measure '{measure.kind}' is registered already; pick another kind")
     if measure.cutoff not in ("depth", "k"):
         raise ConfigError(f"measure '{measure.kind}': cutoff must be 'depth' or 'k'")
-    _MEASURES[measure.kind] = measure
-    return measure
+    return MEASURES.register(measure.kind, measure)
 
 
 def measures() -> tuple[Measure, ...]:
     """The registered measures in table order."""
-    return tuple(sorted(_MEASURES.values(), key=lambda m: (m.order, m.kind)))
+    return tuple(sorted(MEASURES.items().values(), key=lambda m: (m.order, m.kind)))
 
 
 def kinds() -> tuple[str, ...]:
@@ -145,7 +146,7 @@ def kinds() -> tuple[str, ...]:
 
 def get(kind: str, where: str = "metric") -> Measure:
     """The measure of a config's kind (``map``); unknown: a ConfigError naming ``where``."""
-    m = _MEASURES.get(kind)
+    m = MEASURES.items().get(kind)
     if m is None:
         raise ConfigError(f"{where}: unknown measure {kind!r}; valid: {', '.join(kinds())}")
     return m
@@ -156,7 +157,7 @@ def parse(name: str) -> tuple[Measure, int | None]:
 
     A name that no registered measure has is an InputDataError listing the valid forms."""
     match = _NAME.match(name)
-    m = _MEASURES.get(match.group(1)) if match else None
+    m = MEASURES.items().get(match.group(1)) if match else None
     if match is None or m is None or (match.group(2) is None and m.cutoff == "k"):
         forms = ", ".join(f"{x.kind}@N" if x.cutoff == "k" else f"{x.kind}[@N]" for x in measures())
         raise InputDataError(f"unknown measure name '{name}'; registered: {forms}")
@@ -175,7 +176,7 @@ def shown_name(name: str) -> str:
     try:
         m, k = parse(name)
     except InputDataError:
-        kind = _MEASURES.get(name)  # a config kind: recall's cut-off is unknown here
+        kind = MEASURES.items().get(name)  # a config kind: recall's cut-off is unknown here
         return name if kind is None else kind.label
     return m.label_at(k)
 
@@ -251,7 +252,7 @@ RECALL = register(
         order=2,
     )
 )
-BUILT_IN = frozenset(_MEASURES)
+BUILT_IN = frozenset(MEASURES)
 
 # The paper's measures (section 3: MAP, nDCG at depth 500 and R@30; section 4.2, MDCR:
 # MAP, nDCG over the whole candidate list and R@5), as config kinds and stored names.

@@ -2,7 +2,7 @@
 
 A stage's ``plan(cfg, inputs, upstream)`` sees its own config, the folders its inputs will
 be (which do not exist yet in a dry run of a fresh pipeline) and the typed
-:class:`~mdcr.stage.PlanFacts` that the plans of those inputs returned: ``pools`` says how
+:class:`~mdcr.core.stage.PlanFacts` that the plans of those inputs returned: ``pools`` says how
 many pools and papers it will make, ``benchmark`` how many papers its lists hold, and
 ``encode`` turns those into papers to encode and disk; every plan states its work,
 priced in wall time by :mod:`mdcr.planning.timing`. A built input is
@@ -37,8 +37,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mdcr.paper import CITED_PER_QUERY
-from mdcr.stage import PlanFacts
+from mdcr.contracts.paper import CITED_PER_QUERY
+from mdcr.core.stage import PlanFacts
 
 CORPUS_PAPERS = 16_000_000
 INPUT_RECORDS = 81_100_000
@@ -189,7 +189,7 @@ def corpus_papers(
     """(papers in the corpus, measured?): counted in a built prefilter output, else its
     plan's estimate, else the stated default."""
     if corpus is not None:
-        from mdcr.artifacts import PAPERS
+        from mdcr.contracts.artifacts import PAPERS
 
         file = PAPERS.path(corpus)
         if file.is_file():
@@ -281,7 +281,7 @@ def benchmark_estimate(
     cfg: Any, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
 ) -> tuple[str, PlanFacts | None]:
     """Papers of the MDCR benchmark (queries and candidates), as text and facts."""
-    from mdcr.artifacts import QUERIES
+    from mdcr.contracts.artifacts import QUERIES
 
     pools = _first(inputs, "pools")
     per = 1 + cfg.n_true + cfg.n_per_type * (len(cfg.models) + 3)
@@ -313,7 +313,7 @@ def target_papers(
     if len(built) == len(targets):
         import duckdb
 
-        from mdcr.artifacts import target_sources
+        from mdcr.contracts.artifacts import target_sources
 
         selects = [
             f"SELECT CAST({col} AS VARCHAR) AS p FROM read_parquet('{f}')"
@@ -346,7 +346,7 @@ def encode_estimate(
     """Papers to encode and the disk of the float16 store, as text, and the papers.
 
     ``cost``: the encoder's time per paper relative to a BERT-base encoder (0: no model).
-    The time is the stage's :class:`~mdcr.stage.Work`, priced by mdcr/planning/timing.py.
+    The time is the stage's :class:`~mdcr.core.stage.Work`, priced by mdcr/planning/timing.py.
     """
     corpus = _first(inputs, "corpus")
     papers, how = target_papers(inputs.get("targets") or [], corpus, upstream)

@@ -1,6 +1,6 @@
 """Wall-time estimates for ``mdcr run --dry-run``: each stage's work priced by measured rates.
 
-A stage's plan states its work (:class:`~mdcr.stage.Work`): the key of a rate, units that
+A stage's plan states its work (:class:`~mdcr.core.stage.Work`): the key of a rate, units that
 grow linearly (records, papers, queries) and pairs (pool size x queries, for search and
 BM25). A rate is ``fixed_s + unit_s * units + pair_s * pairs`` seconds on the machine it
 was measured on: the 2-core development machine, in the rehearsals of the paper at
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from mdcr.stage import Work
+from mdcr.core.stage import Work
 
 REFERENCE_CORES = 2
 CORES = 16

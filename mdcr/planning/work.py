@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from mdcr.core.stage import PlanFacts, Work
 from mdcr.planning.sizes import ASPIRE_SENTENCES
-from mdcr.stage import PlanFacts, Work
 
 # Vectors of this size make one unit of search pairs; others count in proportion.
 UNIT_DIM = 768

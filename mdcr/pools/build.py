@@ -44,10 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from mdcr.artifacts import POOL_META, POOL_SUMMARY, POOLS, QRELS, QUERIES
-from mdcr.config import input_path, param
-from mdcr.errors import ConfigError, InputDataError
-from mdcr.paper import (
+from mdcr.contracts.artifacts import POOL_META, POOL_SUMMARY, POOLS, QRELS, QUERIES
+from mdcr.contracts.paper import (
     DATASET_POOL_SIZES,
     DATASET_QUERIES,
     FIELD_POOL_SIZE,
@@ -57,8 +55,10 @@ from mdcr.paper import (
     QUERY_YEAR,
     REPETITIONS,
 )
+from mdcr.core.config import input_path, param
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 from mdcr.pools.db import arrow_table
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
 if TYPE_CHECKING:
     import duckdb

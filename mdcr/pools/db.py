@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdcr.artifacts import CITATIONS, CORPUS_PAPERS
-from mdcr.errors import ConfigError, InputDataError
+from mdcr.contracts.artifacts import CITATIONS, CORPUS_PAPERS
+from mdcr.core.errors import ConfigError, InputDataError
 
 if TYPE_CHECKING:
     import duckdb

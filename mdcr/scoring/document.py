@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from mdcr.scoring.tables import Cell, Table
 
 if TYPE_CHECKING:
-    from mdcr.stage import StageContext
+    from mdcr.core.stage import StageContext
 
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"
@@ -216,7 +216,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
 
 def read_report(folder: Path) -> Report:
     """The report model a stage saved in ``folder`` (``report.json``)."""
-    from mdcr.errors import InputDataError
+    from mdcr.core.errors import InputDataError
 
     path = folder / REPORT_JSON
     if not path.is_file():

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mdcr.errors import require
+from mdcr.core.errors import require
 
 _SAVE_META = {"png": {"Software": None}, "svg": {"Date": None}}
 

@@ -8,7 +8,7 @@ A number of ours is compared with the paper's only when the setup is the paper's
 test split, the same model, dataset-level pools of 200k/500k/1M/2M or field-level pools
 of 100k, and the same metric definition (MAP and nDCG at depth 500, R@30; MDCR: R@5).
 "The same model" is decided by the retriever's registry identity
-(:mod:`mdcr.retriever_identity`: the built-in record with a ``paper_name``, and BM25, at
+(:mod:`mdcr.retrievers.identity`: the built-in record with a ``paper_name``, and BM25, at
 its default setup), never by its name: a ``py:`` encoder called ``specter`` gets no paper row.
 Published MDCR rows beyond the paper are matched the same way (and, where a row names the
 model's commit, only at that commit).
@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from mdcr.contracts.paper import MAG_FIELDS, MDCR_RECALL_K
 from mdcr.measures import registry as measures
-from mdcr.paper import MAG_FIELDS, MDCR_RECALL_K
 
 if TYPE_CHECKING:
-    from mdcr.facts import BenchmarkOrigin
+    from mdcr.contracts.facts import BenchmarkOrigin
 
 # The paper's column label -> our metric name: MAP, nDCG and R@30 of the pools (at depth
 # 500), and MDCR's R@5 (``MAP``, ``nDCG``, ``R@30``, ``R@5``).
@@ -53,7 +53,7 @@ def citation() -> str:
 
 def paper_retrievers() -> list[str]:
     """Our names of the paper's models, in the order of the paper's tables."""
-    from mdcr.builtin_encoders import paper_names
+    from mdcr.retrievers.builtin import paper_names
 
     ours = {paper: name for name, paper in paper_names().items()}
     order: list[str] = []
@@ -73,8 +73,8 @@ def order_retrievers(names: Sequence[str]) -> list[str]:
 
 def retriever_label(name: str) -> str:
     """A retriever's display name: the paper's for its models, else its record's label
-    (:mod:`mdcr.builtin_encoders`), else the name."""
-    from mdcr.builtin_encoders import retriever_label as label
+    (:mod:`mdcr.retrievers.builtin`), else the name."""
+    from mdcr.retrievers.builtin import retriever_label as label
 
     return label(name)
 
@@ -82,7 +82,7 @@ def retriever_label(name: str) -> str:
 def label_for(name: str, identity: Mapping[str, Any] | None) -> str:
     """A retriever's display name: the paper's or the registry's label when it is the
     built-in entry of that name (by identity), else its name as recorded."""
-    from mdcr.retriever_identity import builtin_key
+    from mdcr.retrievers.identity import builtin_key
 
     return retriever_label(name) if builtin_key(identity) == name else name
 
@@ -90,7 +90,7 @@ def label_for(name: str, identity: Mapping[str, Any] | None) -> str:
 def paper_models(identities: Mapping[str, Mapping[str, Any] | None]) -> dict[str, str]:
     """Retriever name -> the paper's model it is, for the retrievers whose identity is one
     of the paper's models at its default setup (the others are not compared)."""
-    from mdcr.retriever_identity import builtin_key, paper_model
+    from mdcr.retrievers.identity import builtin_key, paper_model
 
     # One retriever per paper model: the one named after its entry, else the first by name.
     order = sorted(identities, key=lambda n: (builtin_key(identities[n]) != n, n))
@@ -199,7 +199,7 @@ def load_published_mdcr() -> dict[str, Any]:
 
 def published_mdcr(identity: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """The published MDCR test rows of a retriever, by its registry identity
-    (:mod:`mdcr.retriever_identity`), each with its source's citation (``field`` is a field
+    (:mod:`mdcr.retrievers.identity`), each with its source's citation (``field`` is a field
     name or ``AVG``; metrics x100 as published).
 
     A row applies only to the built-in entry it names, at its default setup, and, where
@@ -207,7 +207,7 @@ def published_mdcr(identity: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     built-in entry (a ``py:``/``hf:`` encoder, a model object, a scores file) gets none,
     whatever its name.
     """
-    from mdcr.retriever_identity import default_setup, model_commit
+    from mdcr.retrievers.identity import default_setup, model_commit
 
     key = default_setup(identity)
     if key is None:

@@ -24,9 +24,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from mdcr.config import input_path, param
-from mdcr.errors import ConfigError, InputDataError, ManifestMismatchError
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
+from mdcr.core.config import input_path, param
+from mdcr.core.errors import ConfigError, InputDataError, ManifestMismatchError
+from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -114,7 +114,7 @@ def load_scores(folders: list[Path], repeated: str = "error") -> Scores:
     of them is an error, or with ``repeated="last"`` taken from the last one holding it."""
     import pandas as pd
 
-    from mdcr.artifacts import CHANCE, POOL_MEANS, POOL_METRICS
+    from mdcr.contracts.artifacts import CHANCE, POOL_MEANS, POOL_METRICS
 
     pq_frames, pp_frames, ch_frames = [], [], []
     sources: list[dict[str, Any]] = []
@@ -168,7 +168,7 @@ def load_scores(folders: list[Path], repeated: str = "error") -> Scores:
 
 def _score_source(folder: Path) -> dict[str, Any]:
     """What the report says of one score output: its fingerprint, pools, runs, cut-offs."""
-    from mdcr.outputs import score_info
+    from mdcr.contracts.outputs import score_info
 
     found = score_info(folder)
     fp, info = found if found is not None else ("(no manifest)", None)
@@ -199,9 +199,9 @@ def _keep_last(
 
 
 def retriever_identities(scores: Scores) -> dict[str, Any]:
-    """Each reported retriever's registry identity (:mod:`mdcr.retriever_identity`), from
+    """Each reported retriever's registry identity (:mod:`mdcr.retrievers.identity`), from
     the score output it is taken from; None where it is not a built-in entry."""
-    from mdcr.retriever_identity import run_identity
+    from mdcr.retrievers.identity import run_identity
 
     out: dict[str, Any] = {}
     for src in scores.sources:  # oldest first: a later output's run wins, as its scores do
@@ -212,9 +212,9 @@ def retriever_identities(scores: Scores) -> dict[str, Any]:
 
 
 def _retriever_lines(scores: Scores, retrievers: list[str]) -> list[str]:
-    """A table of every reported retriever's setup (:mod:`mdcr.retriever_setups`): its
+    """A table of every reported retriever's setup (:mod:`mdcr.retrievers.setups`): its
     spec, the model's commit or digest and the options that change its outputs."""
-    from mdcr.retriever_setups import run_setup
+    from mdcr.retrievers.setups import run_setup
 
     entries: dict[str, Any] = {}
     for src in scores.sources:  # oldest first: the output a retriever is taken from wins
@@ -230,7 +230,7 @@ def _retriever_lines(scores: Scores, retrievers: list[str]) -> list[str]:
 
 
 def _inputs_lines(scores: Scores) -> list[str]:
-    from mdcr.retriever_identity import describe
+    from mdcr.retrievers.identity import describe
 
     lines = [
         "| score output | fingerprint | pools fingerprint | depth | R@k |",
@@ -274,7 +274,7 @@ def _inputs_lines(scores: Scores) -> list[str]:
 
 
 def _setup_lines(per_pool: pd.DataFrame) -> list[str]:
-    from mdcr.paper import field_abbreviation, size_label
+    from mdcr.contracts.paper import field_abbreviation, size_label
 
     lines = [
         "| split | setup | pool size | field | repetitions | queries per pool |",
@@ -335,8 +335,8 @@ def _methods_lines(c: Context, scores: Scores) -> list[str]:
 def benchmark_section(folder: Path, splits: tuple[str, ...]) -> Section:
     """The MDCR benchmark's part of the report: a benchmark-score output's report model,
     with its sections for the report's splits, one heading level down."""
-    from mdcr.fingerprints import artifact_fingerprint
-    from mdcr.outputs import stage_of
+    from mdcr.contracts.outputs import stage_of
+    from mdcr.core.fingerprints import artifact_fingerprint
     from mdcr.scoring.document import Section, read_report
 
     if stage_of(folder) != "benchmark-score":

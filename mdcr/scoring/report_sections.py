@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdcr.paper import field_abbreviation, size_label
+from mdcr.contracts.paper import field_abbreviation, size_label
 from mdcr.scoring.aggregate import CHANCE_ROW
 from mdcr.scoring.document import Section
 from mdcr.scoring.published import field_order, paper_retrievers
@@ -57,7 +57,7 @@ class Context:
     significance: list[pd.DataFrame] = field(default_factory=list)
     # Tables only written under tables/ (full versions of tables shown in part).
     file_tables: list[Table] = field(default_factory=list)
-    # Each retriever's registry identity (mdcr.retriever_identity); None: not a built-in entry.
+    # Each retriever's registry identity (mdcr.retrievers.identity); None: not a built-in entry.
     identities: dict[str, Any] = field(default_factory=dict)
 
     def rel(self, paths: list[Path]) -> list[str]:
@@ -474,7 +474,7 @@ def _field_plots(
 
 def _not_compared_lines(c: Context, models: dict[str, str]) -> list[str]:
     """Retrievers named like one of the paper's models that are not that built-in entry."""
-    from mdcr.retriever_identity import describe
+    from mdcr.retrievers.identity import describe
 
     names = [r for r in c.retrievers if r in paper_retrievers() and r not in models]
     if not names:
@@ -504,7 +504,7 @@ def paper_section(c: Context, agg: pd.DataFrame) -> Section:
     if cells.empty:
         s.body.append(_nothing_to_compare(c, t, present))
         return s
-    from mdcr.builtin_encoders import paper_names
+    from mdcr.retrievers.builtin import paper_names
 
     missing = [m for m in paper_retrievers() if paper_names().get(m) not in models.values()]
     if missing:

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdcr.config import input_path, param
-from mdcr.errors import ConfigError, InputDataError
+from mdcr.contracts.paper import DEPTH, RECALL_K
+from mdcr.core.config import input_path, param
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 from mdcr.measures import registry as measures
-from mdcr.paper import DEPTH, RECALL_K
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -67,7 +67,7 @@ class ScoreConfig:
 
 def retriever_names(runs: list[Path], names: tuple[str, ...]) -> list[str]:
     """The retriever name of each run: from ``names`` if given, else what its stage recorded."""
-    from mdcr.outputs import run_info
+    from mdcr.contracts.outputs import run_info
 
     if names and len(names) != len(runs):
         raise ConfigError(
@@ -103,7 +103,7 @@ def score_run(
     import pandas as pd
     import pyarrow.parquet as pq
 
-    from mdcr.artifacts import RUNS
+    from mdcr.contracts.artifacts import RUNS
     from mdcr.measures.compute import score_pool
 
     run_file = RUNS.require(run_file)
@@ -159,7 +159,7 @@ def chance_per_pool(
     import duckdb
     import pandas as pd
 
-    from mdcr.artifacts import POOLS
+    from mdcr.contracts.artifacts import POOLS
     from mdcr.scoring.aggregate import POOL_KEYS
 
     con = duckdb.connect()
@@ -231,13 +231,13 @@ def _score_runs(
     ctx: StageContext,
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Every run's per-query values (sorted by retriever, pool, metric, query) and what
-    score records of each run (:attr:`mdcr.facts.ScoreInfo.runs`)."""
+    score records of each run (:attr:`mdcr.contracts.facts.ScoreInfo.runs`)."""
     import pandas as pd
 
-    from mdcr.artifacts import RUNS
-    from mdcr.fingerprints import artifact_fingerprint
-    from mdcr.outputs import check_run_pools
-    from mdcr.retriever_identity import identity_of
+    from mdcr.contracts.artifacts import RUNS
+    from mdcr.contracts.outputs import check_run_pools
+    from mdcr.core.fingerprints import artifact_fingerprint
+    from mdcr.retrievers.identity import identity_of
 
     pools_dir = ctx.input("pools")
     frames = []
@@ -279,7 +279,7 @@ def _write_chance(
     ctx: StageContext,
 ) -> None:
     """The expected-chance values of the scored pools (none without pools.parquet)."""
-    from mdcr.artifacts import CHANCE, POOLS
+    from mdcr.contracts.artifacts import CHANCE, POOLS
 
     if not POOLS.exists(pools_dir):
         ctx.log(f"[score] no pools.parquet in '{pools_dir}'; no expected-chance values")
@@ -292,9 +292,9 @@ def _write_chance(
 
 
 def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
-    from mdcr.artifacts import POOL_MEANS, POOL_META, POOL_METRICS, QRELS
-    from mdcr.facts import ScoreInfo
-    from mdcr.fingerprints import artifact_fingerprint
+    from mdcr.contracts.artifacts import POOL_MEANS, POOL_META, POOL_METRICS, QRELS
+    from mdcr.contracts.facts import ScoreInfo
+    from mdcr.core.fingerprints import artifact_fingerprint
     from mdcr.scoring.aggregate import per_pool_means
 
     pools_dir = ctx.input("pools")

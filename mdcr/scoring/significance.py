@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from mdcr.errors import ConfigError, require
+from mdcr.core.errors import ConfigError, require
 
 STAT_TESTS = ("fisher", "student")
 CORRECTIONS = ("holm", "bonferroni")

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdcr.errors import InputDataError
+from mdcr.core.errors import InputDataError
 from mdcr.exports.registry import Export, ExportRequest, register_export
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def trec_ids(ids: Iterable[str], what: str, where: Path | str) -> list[str]:
 
 
 def _run_frame(folder: Path, pool_id: str | None) -> pd.DataFrame:
-    from mdcr.artifacts import RUNS
+    from mdcr.contracts.artifacts import RUNS
 
     filters = [("pool_id", "==", pool_id)] if pool_id else None
     df = RUNS.read_pandas(folder, filters=filters)
@@ -74,7 +74,7 @@ def _run_frame(folder: Path, pool_id: str | None) -> pd.DataFrame:
 
 
 def _qrels_frame(folder: Path, pool_id: str | None) -> pd.DataFrame:
-    from mdcr.artifacts import QRELS
+    from mdcr.contracts.artifacts import QRELS
 
     filters = [("pool_id", "==", pool_id)] if pool_id else None
     return QRELS.read_pandas(folder, filters=filters).astype(
@@ -86,9 +86,9 @@ def check_same_pools(run: Path, qrels: Path) -> None:
     """A run and qrels of different pools would pair silently into wrong metrics: refuse
     them. The run's recorded pools fingerprint must be the qrels' pools output's, and every
     (pool, query) of the run must have qrels."""
-    from mdcr.artifacts import QRELS, RUNS, Contract
-    from mdcr.errors import ManifestMismatchError
-    from mdcr.outputs import check_run_pools
+    from mdcr.contracts.artifacts import QRELS, RUNS, Contract
+    from mdcr.contracts.outputs import check_run_pools
+    from mdcr.core.errors import ManifestMismatchError
 
     check_run_pools(run, qrels)
     columns = ["pool_id", "query_id"]
@@ -182,7 +182,7 @@ def load_qrels(folder: Path | str, pool_id: str | None = None) -> Any:
 
 def write_trec_run(folder: Path, path: Path, tag: str = "mdcr") -> int:
     """Write a run output as a TREC run file; return the number of lines."""
-    from mdcr.atomic import atomic_path
+    from mdcr.core.atomic import atomic_path
 
     df = _run_frame(folder, None).sort_values(["pool_id", "query_id", "rank"], kind="stable")
     df = df.reset_index(drop=True)
@@ -196,7 +196,7 @@ def write_trec_run(folder: Path, path: Path, tag: str = "mdcr") -> int:
 
 def write_trec_qrels(folder: Path, path: Path) -> int:
     """Write a pools output's qrels as a TREC qrels file; return the number of lines."""
-    from mdcr.atomic import atomic_path
+    from mdcr.core.atomic import atomic_path
 
     df = _qrels_frame(folder, None).sort_values(["pool_id", "query_id", "paper_id"])
     topics, docs = written_ids(df, folder)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mdcr.errors import InputDataError
+from mdcr.core.errors import InputDataError
 
 
 def add_or_fail(state: int, item: int) -> int:

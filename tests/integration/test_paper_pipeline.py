@@ -24,8 +24,8 @@ import mdcr.index.bm25.search
 import mdcr.index.bm25.tune
 import mdcr.index.dense  # noqa: F401  (registers encode, search, bm25 if STAGE_MODULES lacks them)
 from mdcr.cli import main
-from mdcr.manifests import read_manifest
-from mdcr.paper import FIELD_ABBREVIATIONS
+from mdcr.contracts.paper import FIELD_ABBREVIATIONS
+from mdcr.core.manifests import read_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "paper.toml"
@@ -57,8 +57,8 @@ for _step, _cls in ENCODERS.items():
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    from mdcr.core.store import Store
     from mdcr.corpus.synth.stage import SPEC, SynthConfig
-    from mdcr.store import Store
 
     home = tmp_path_factory.mktemp("paper")
     shards = (

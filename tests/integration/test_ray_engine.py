@@ -231,7 +231,7 @@ def test_an_encode_stopped_on_one_engine_resumes_on_the_other(
 MAP_SCRIPT = """
 import functools, json, sys
 from mdcr.engine.ray import connect
-from mdcr.errors import InputDataError
+from mdcr.core.errors import InputDataError
 from tests.integration.ray_helpers import add_or_fail
 
 engine = connect("", 0, shared=[sys.argv[1]])

@@ -12,8 +12,8 @@ import pandas as pd
 
 from mdcr.benchmark.formats import read_papers_jsonl, read_release_json, read_scores
 from mdcr.cli import main
-from mdcr.home import read_marker
-from mdcr.pipeline import load_pipeline
+from mdcr.core.home import read_marker
+from mdcr.core.pipeline import load_pipeline
 
 BOM = b"\xef\xbb\xbf"
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "mdcr_format_fixture"

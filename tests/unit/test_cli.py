@@ -10,7 +10,7 @@ import pytest
 
 import tests.unit.toy_stages  # noqa: F401  (registers the toy stages)
 from mdcr.cli import main
-from mdcr.stage import stages
+from mdcr.core.stage import stages
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 
 from mdcr.cli import main
-from mdcr.config import config_fields, field_kind, from_mapping, params_of, settings_of
+from mdcr.core.config import config_fields, field_kind, from_mapping, params_of, settings_of
+from mdcr.core.errors import ConfigError
+from mdcr.core.fingerprints import fingerprint
+from mdcr.core.pipeline import load_pipeline, set_engine
+from mdcr.core.stage import get_stage
 from mdcr.engine import engine_values
 from mdcr.engine.faults import FaultInjected, fault_point
 from mdcr.engine.local import LocalEngine
 from mdcr.engine.ray import probe, unreachable_error
-from mdcr.errors import ConfigError
-from mdcr.fingerprints import fingerprint
-from mdcr.pipeline import load_pipeline, set_engine
-from mdcr.stage import get_stage
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "pipelines" / "demo.toml"
@@ -68,7 +68,7 @@ def test_the_engine_settings_are_declared_once_for_every_stage_that_scales_out()
 def test_the_bm25_key_engine_is_now_backend_with_a_line_naming_it(
     stage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from mdcr.config import parse_values
+    from mdcr.core.config import parse_values
 
     config = get_stage(stage).config
     named = "key 'engine' is now called 'backend'"
@@ -196,10 +196,10 @@ def test_dry_run_on_ray_splits_each_step_into_its_parts(
 ) -> None:
     """The paper's plan with --engine ray on 100 workers: encode shards on GPUs, pools on
     CPUs, never faster than the largest pool; the other steps as on one machine."""
+    from mdcr.core.pipeline import planned_work
+    from mdcr.core.store import Store
     from mdcr.engine.plan import ray_step_estimate
-    from mdcr.pipeline import planned_work
     from mdcr.planning.timing import Machine, estimate
-    from mdcr.store import Store
 
     monkeypatch.setenv("S2ORC_DIR", str(tmp_path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -1,5 +1,6 @@
-"""The package's layout: no import circle between mdcr modules or subpackages, no module
-grown too long, and one naming convention for stage entry points."""
+"""The package's layout: the packages by role and the arrows allowed between them
+(docs/architecture.md, "Layout"), no import circle between mdcr modules or subpackages,
+no module grown too long, and one naming convention for stage entry points."""
 
 from __future__ import annotations
 
@@ -114,7 +115,7 @@ def test_modules_stay_short(path: Path) -> None:
 
 
 def test_stage_entry_points_share_one_naming_convention() -> None:
-    from mdcr.stage import stages
+    from mdcr.core.stage import stages
 
     for spec in stages().values():
         if not spec.run.__module__.startswith("mdcr."):
@@ -155,7 +156,7 @@ def test_measures_use_only_core_modules() -> None:
 
 def test_the_layout_checker_finds_an_import_between_packages() -> None:
     graph = {
-        "mdcr.index.bm25.tune": {"mdcr.scoring.metrics", "mdcr.paper"},
+        "mdcr.index.bm25.tune": {"mdcr.scoring.metrics", "mdcr.contracts.paper"},
         "mdcr.scoring": set(),
     }
     assert _imports_between(graph, "mdcr.index", "mdcr.scoring") == [
@@ -165,14 +166,14 @@ def test_the_layout_checker_finds_an_import_between_packages() -> None:
 
 def test_eval_never_imports_the_encoders() -> None:
     """Scoring and reporting read labels, paper names and built-in identities from the
-    low modules (mdcr.builtin_encoders, mdcr.retriever_identity), never from mdcr.encoders,
+    low modules (mdcr.retrievers.builtin, mdcr.retrievers.identity), never from mdcr.encoders,
     so that they work without the encoders' code (and its torch) loaded."""
     assert _imports_between(import_graph(), "mdcr.scoring", "mdcr.encoders") == []
 
 
 def test_the_builtin_records_are_data_only() -> None:
-    """mdcr.builtin_encoders imports no mdcr module and no heavy library."""
-    tree = ast.parse((PACKAGE / "builtin_encoders.py").read_text())
+    """mdcr.retrievers.builtin imports no mdcr module and no heavy library."""
+    tree = ast.parse((PACKAGE / "retrievers" / "builtin.py").read_text())
     imported = {
         a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
     } | {
@@ -251,3 +252,60 @@ def test_the_checker_finds_an_import_of_evaluation_from_a_stage() -> None:
     assert _importers_outside(graph, "mdcr.evaluation", FACES) == [
         "mdcr.benchmark.rank -> mdcr.evaluation.request"
     ]
+
+
+# The packages by role, lowest first; each may import its own modules and those of the
+# roles listed for it, nothing else of mdcr (docs/architecture.md, "Layout").
+LOWER_ROLES: dict[str, tuple[str, ...]] = {
+    "mdcr.core": (),
+    "mdcr.contracts": ("mdcr.core",),
+    "mdcr.retrievers": ("mdcr.core", "mdcr.contracts"),
+}
+MAX_ROOT_MODULES = 5
+
+
+def _arrows_out_of_role(
+    graph: dict[str, set[str]], role: str, allowed: tuple[str, ...]
+) -> list[str]:
+    return sorted(
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        if _is_in(a, role)
+        for b in targets
+        if not any(_is_in(b, p) for p in (role, *allowed))
+    )
+
+
+@pytest.mark.parametrize("role", sorted(LOWER_ROLES))
+def test_the_low_roles_import_only_what_lies_below_them(role: str) -> None:
+    """The kernel imports nothing of the domain (no stage, contract, retriever or paper);
+    the contracts only the kernel; the retriever records the kernel and the contracts."""
+    assert _arrows_out_of_role(import_graph(), role, LOWER_ROLES[role]) == []
+
+
+def test_the_role_checker_finds_a_kernel_module_importing_the_domain() -> None:
+    graph = {"mdcr.core.store": {"mdcr.contracts.facts", "mdcr.core.locks"}}
+    assert _arrows_out_of_role(graph, "mdcr.core", ()) == [
+        "mdcr.core.store -> mdcr.contracts.facts"
+    ]
+
+
+def test_the_root_holds_the_faces_alone() -> None:
+    """The package's root keeps __init__ and the faces; every other module lives in the
+    package of its role."""
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, root
+
+
+def test_the_kernel_names_no_domain_module_but_to_discover_plug_ins() -> None:
+    """The kernel reaches the domain only through its registries: a registry names the
+    modules that register built-in plug-ins (imported when it is first read); no other
+    string in the kernel imports a domain module."""
+    for path in sorted((PACKAGE / "core").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module":
+                arg = node.args[0] if node.args else None
+                assert not (isinstance(arg, ast.Constant) and str(arg.value).startswith("mdcr.")), (
+                    f"{path.name} imports {arg.value if isinstance(arg, ast.Constant) else arg}"
+                )

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mdcr.pipeline import load_pipeline, planned_work
+from mdcr.core.pipeline import load_pipeline, planned_work
+from mdcr.core.stage import Work
+from mdcr.core.store import Store
 from mdcr.planning.timing import (
     GpuRates,
     Machine,
@@ -19,8 +21,6 @@ from mdcr.planning.timing import (
     load_gpu_rates,
     load_rates,
 )
-from mdcr.stage import Work
-from mdcr.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 

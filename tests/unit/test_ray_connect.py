@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from mdcr.core.errors import ConfigError
 from mdcr.engine.ray import _host_port, connect_timeout
-from mdcr.errors import ConfigError
 from tests.unit.encoders.fixtures import write_corpus
 
 pytest.importorskip("ray")

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mdcr.config import input_path, param
-from mdcr.stage import StageContext, StageSpec, register
+from mdcr.core.config import input_path, param
+from mdcr.core.stage import StageContext, StageSpec, register
 
 
 @dataclass(frozen=True)

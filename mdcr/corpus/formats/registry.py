@@ -21,25 +21,27 @@ one :func:`register_format` call next to its definition.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.registry import Registry
 from mdcr.corpus import jsonl
 from mdcr.corpus.prefilter.output import outbound_edge_keys
 from mdcr.corpus.prefilter.scan import DatasetScan
-from mdcr.errors import ConfigError, InputDataError
 
 if TYPE_CHECKING:
     import duckdb
 
-    from mdcr.stage import PlanFacts, Work
+    from mdcr.core.stage import PlanFacts, Work
 
 AUTO = "auto"
 # The modules that register the built-in formats, imported on first use.
 BUILTIN_MODULES = ("mdcr.corpus.formats.s2orc", "mdcr.corpus.formats.s2ag")
+# Every input format by name (one registry, filled by :func:`register_format`).
+FORMATS: Registry[InputFormat] = Registry("input format", BUILTIN_MODULES)
 
 
 @dataclass
@@ -116,35 +118,33 @@ class InputFormat:
         return self.describe(cfg) if self.describe is not None else self.label
 
 
-_REGISTRY: dict[str, InputFormat] = {}
-
-
 def register_format(fmt: InputFormat) -> InputFormat:
     """Add an input format; a second one of the same name, or a second default, is an error."""
     if fmt.name == AUTO or not fmt.name:
         raise ConfigError(f"input format name {fmt.name!r} is reserved; choose another")
-    if fmt.name in _REGISTRY and _REGISTRY[fmt.name] is not fmt:
+    held = FORMATS.items()  # the built-ins first (a no-op while they register)
+    if fmt.name in held and held[fmt.name] is not fmt:
         raise ConfigError(f"input format '{fmt.name}' is registered twice; names must be unique")
-    default = [f.name for f in _REGISTRY.values() if f.detect is None and f.name != fmt.name]
+    default = [f.name for f in held.values() if f.detect is None and f.name != fmt.name]
     if fmt.detect is None and default:
         raise ConfigError(
             f"input format '{fmt.name}' has no detect function, and '{default[0]}' is already "
             "the default format; give it one"
         )
-    _REGISTRY[fmt.name] = fmt
-    return fmt
+    return FORMATS.register(fmt.name, fmt)
 
 
 def unregister_format(name: str) -> None:
     """Remove a registered format (the tests restore the registry with it)."""
-    _REGISTRY.pop(name, None)
+    FORMATS.unregister(name)
 
 
 def input_formats() -> dict[str, InputFormat]:
-    """All registered formats, in registration order (the built-in ones first)."""
-    for module in BUILTIN_MODULES:
-        importlib.import_module(module)
-    return dict(_REGISTRY)
+    """All registered formats: the default one (S2ORC) first, then the others in
+    registration order (the built-in ones first)."""
+    formats = FORMATS.items()
+    ordered = sorted(formats.values(), key=lambda f: f.detect is not None)  # stable
+    return {f.name: f for f in ordered}
 
 
 def format_choices() -> tuple[str, ...]:

@@ -59,6 +59,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mdcr.core.errors import InputDataError
+from mdcr.core.stage import PlanFacts, Work
 from mdcr.corpus import jsonl
 from mdcr.corpus.formats.registry import InputFormat, InputSize, Scanned, register_format
 from mdcr.corpus.prefilter.output import KEEP, SEQ_SHIFT, EdgeTable
@@ -77,8 +79,6 @@ from mdcr.corpus.prefilter.scan import (
     stop_on_duplicates,
     summarize_malformed,
 )
-from mdcr.errors import InputDataError
-from mdcr.stage import PlanFacts, Work
 
 if TYPE_CHECKING:
     import duckdb

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from mdcr.atomic import atomic_path
+from mdcr.core.atomic import atomic_path
 from mdcr.corpus import jsonl
 
 DATASET_NAMES = ("papers", "abstracts", "citations")

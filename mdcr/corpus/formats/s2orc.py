@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mdcr.core.errors import InputDataError
+from mdcr.core.stage import PlanFacts, Work
 from mdcr.corpus import jsonl
 from mdcr.corpus.formats.registry import InputFormat, InputSize, Scanned, register_format
 from mdcr.corpus.prefilter.output import SEQ_SHIFT
@@ -41,8 +43,6 @@ from mdcr.corpus.prefilter.scan import (
     stop_on_duplicates,
     summarize_malformed,
 )
-from mdcr.errors import InputDataError
-from mdcr.stage import PlanFacts, Work
 
 if TYPE_CHECKING:
     import duckdb

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdcr.artifacts import CITATIONS, CORPUS_PAPERS
+from mdcr.contracts.artifacts import CITATIONS, CORPUS_PAPERS
 
 if TYPE_CHECKING:
     import duckdb

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from mdcr.config import input_path, param
+from mdcr.contracts.paper import MIN_ABSTRACT_CHARS, MIN_CITATIONS
+from mdcr.core.config import input_path, param
+from mdcr.core.errors import ConfigError
 from mdcr.corpus import jsonl
 from mdcr.corpus.formats import registry as formats
-from mdcr.errors import ConfigError
-from mdcr.paper import MIN_ABSTRACT_CHARS, MIN_CITATIONS
 
 RULES = ("year", "title", "abstract", "citations")
 

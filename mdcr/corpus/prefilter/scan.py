@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mdcr.core.errors import InputDataError
 from mdcr.corpus import jsonl
 from mdcr.corpus.prefilter.output import SEQ_SHIFT
-from mdcr.errors import InputDataError
 
 if TYPE_CHECKING:
     import duckdb

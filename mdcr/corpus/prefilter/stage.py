@@ -64,7 +64,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdcr.artifacts import CITATIONS, CORPUS_PAPERS
+from mdcr.contracts.artifacts import CITATIONS, CORPUS_PAPERS
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 from mdcr.corpus.formats import registry as formats
 from mdcr.corpus.formats.registry import InputFormat, Scanned
 from mdcr.corpus.prefilter.output import write_outputs
@@ -75,8 +77,6 @@ from mdcr.corpus.prefilter.rules import (
 from mdcr.corpus.prefilter.scan import (
     first_line,
 )
-from mdcr.errors import ConfigError, InputDataError
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
 if TYPE_CHECKING:
     import duckdb

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
-from mdcr.config import param
-from mdcr.errors import ConfigError
+from mdcr.core.config import param
+from mdcr.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mdcr.contracts.paper import QUERY_YEAR
 from mdcr.corpus.synth import text as st
-from mdcr.paper import QUERY_YEAR
 
 if TYPE_CHECKING:
     from mdcr.corpus.synth.config import SynthConfig

@@ -38,7 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from mdcr.atomic import atomic_path
+from mdcr.contracts.paper import QUERY_YEAR
+from mdcr.core.atomic import atomic_path
+from mdcr.core.errors import ConfigError
+from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 from mdcr.corpus.formats.s2ag_write import (
     S2agWriter,
     abstract_record,
@@ -49,9 +52,6 @@ from mdcr.corpus.formats.s2ag_write import (
 from mdcr.corpus.synth import text as st
 from mdcr.corpus.synth.config import SynthConfig, make_config
 from mdcr.corpus.synth.graph import CHUNK, Latent, edge_chunks, latent_corpus, py_rng_for, rng_for
-from mdcr.errors import ConfigError
-from mdcr.paper import QUERY_YEAR
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
 # Defaults of write_tables (post-prefilter form): every paper has at least 3 references.
 TABLES_MIN_REFS = 3

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mdcr.core.errors import ConfigError
 from mdcr.ecosystem.beir.layout import BeirFolder, paper_text, write_folder
-from mdcr.errors import ConfigError
 from mdcr.exports.registry import Export, ExportRequest, register_export
 
 # (title, abstract) -> (corpus title, corpus text, query text)
@@ -113,7 +113,7 @@ def _unique_names(keys: list[str]) -> dict[str, str]:
 
 
 def _write_index(out: Path, payload: dict[str, Any]) -> Path:
-    from mdcr.atomic import atomic_path
+    from mdcr.core.atomic import atomic_path
 
     path = out / INDEX
     with atomic_path(path) as tmp:
@@ -125,9 +125,9 @@ def export_pools(
     pools: Path, out: Path, depth: int, recall_k: int, encoder: str | None = None
 ) -> list[Path]:
     """Write every pool of a pools output as a BEIR folder under ``out``; return them."""
-    from mdcr.artifacts import PAPERS, POOL_META, POOLS, QRELS
-    from mdcr.outputs import input_paths
-    from mdcr.paper import DEPTH
+    from mdcr.contracts.artifacts import PAPERS, POOL_META, POOLS, QRELS
+    from mdcr.contracts.outputs import input_paths
+    from mdcr.contracts.paper import DEPTH
 
     corpus_dirs = input_paths(pools, "corpus")
     papers_dir = corpus_dirs[0] if corpus_dirs else pools
@@ -178,9 +178,9 @@ def export_pools(
 
 def export_benchmark(benchmark: Path, out: Path, encoder: str | None = None) -> list[Path]:
     """Write an MDCR benchmark as one BEIR folder per field under ``out``; return them."""
-    from mdcr.artifacts import PAPERS
     from mdcr.benchmark.formats import POSITIVE, read_benchmark
-    from mdcr.paper import MDCR_RECALL_K
+    from mdcr.contracts.artifacts import PAPERS
+    from mdcr.contracts.paper import MDCR_RECALL_K
 
     bench = read_benchmark(benchmark).astype({"field": str, "query_id": str, "paper_id": str})
     papers = PAPERS.read_pandas(benchmark, columns=["paper_id", "title", "abstract"])
@@ -245,7 +245,7 @@ def _lines(out: Path, folders: list[Path]) -> list[str]:
 
 def export_beir_pools(request: ExportRequest) -> list[str]:
     """``mdcr export --format beir --pools POOLS``: one BEIR folder per pool."""
-    from mdcr.paper import DEPTH, RECALL_K
+    from mdcr.contracts.paper import DEPTH, RECALL_K
 
     assert request.qrels is not None
     folders = export_pools(request.qrels, request.out, DEPTH, RECALL_K, encoder=request.encoder)

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mdcr.config import input_path, param
-from mdcr.errors import ConfigError, InputDataError
-from mdcr.stage import StageContext, StageSpec, register
+from mdcr.core.config import input_path, param
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.stage import StageContext, StageSpec, register
 
 QUERY_PREFIX = "q:"
 POOL_PREFIX = "beir/"
@@ -94,7 +94,7 @@ def _splits(source: Path, cfg: BeirImportConfig) -> tuple[dict[str, str], list[s
 def run_beir_import(cfg: BeirImportConfig, ctx: StageContext) -> None:
     import pandas as pd
 
-    from mdcr.artifacts import PAPERS, POOL_META, POOLS, QRELS, QUERIES
+    from mdcr.contracts.artifacts import PAPERS, POOL_META, POOLS, QRELS, QUERIES
     from mdcr.ecosystem.beir.layout import ReadCounts, read_jsonl, read_qrels_tsv
 
     source = ctx.input("source")

@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mdcr.core.errors import InputDataError
 from mdcr.encoders.models.mteb_model import paper_text
-from mdcr.errors import InputDataError
 
 __all__ = ["BeirFolder", "paper_text", "write_folder"]
 
@@ -65,7 +65,7 @@ def _check_id(value: str, what: str) -> str:
 
 
 def _write_lines(path: Path, lines: Iterable[str]) -> None:
-    from mdcr.atomic import atomic_path
+    from mdcr.core.atomic import atomic_path
 
     with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as f:
         for line in lines:

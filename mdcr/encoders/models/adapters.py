@@ -24,7 +24,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from mdcr.errors import ConfigError, InputDataError, require
+from mdcr.core.errors import ConfigError, InputDataError, require
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHT_FILES = ("adapter_model.safetensors", "pytorch_adapter.bin")

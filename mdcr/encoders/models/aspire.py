@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from mdcr.core.errors import ConfigError, require
 from mdcr.encoders.base import Metric, PaperText
 from mdcr.encoders.models.hf import Layers, Prepared, TransformerRunner
-from mdcr.errors import ConfigError, require
 
 if TYPE_CHECKING:
     import torch

@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from mdcr.device import resolve_device, resolve_precision
+from mdcr.core.errors import ConfigError, InputDataError, require
 from mdcr.encoders.base import Metric, PaperText
 from mdcr.encoders.batching import pad_batch, plan_batches
 from mdcr.encoders.progress import papers_done
-from mdcr.errors import ConfigError, InputDataError, require
+from mdcr.retrievers.device import resolve_device, resolve_precision
 
 if TYPE_CHECKING:
     import torch

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from mdcr.core.errors import ConfigError, InputDataError, MdcrError, first_line
 from mdcr.encoders.base import METRICS, Metric, PaperText, encoder_failed
 from mdcr.encoders.state_digest import UnhashableState, state_digest
-from mdcr.errors import ConfigError, InputDataError, MdcrError, first_line
 
 MEM_PREFIX = "mem:"
 # spec argument ("<name>@<digest>") -> (the encoder, its identity)

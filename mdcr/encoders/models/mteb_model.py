@@ -84,7 +84,7 @@ class MtebModel:
     asymmetric = True
 
     def __init__(self, model: Any, name: str, metric: str | None, batch_size: int = 32) -> None:
-        from mdcr.errors import ConfigError
+        from mdcr.core.errors import ConfigError
 
         self.model = model
         self.name = name

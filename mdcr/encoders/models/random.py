@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mdcr.core.errors import ConfigError
 from mdcr.encoders.base import Metric, PaperText
-from mdcr.errors import ConfigError
 
 DEFAULT_DIM = 768
 

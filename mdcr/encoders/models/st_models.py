@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from mdcr.core.errors import ConfigError, InputDataError, require
 from mdcr.encoders.base import EncoderOptions, Metric, PaperText
-from mdcr.errors import ConfigError, InputDataError, require
 
 MODULES_JSON = "modules.json"
 # sentence-transformers' pooling modes -> mdcr's.
@@ -175,7 +175,7 @@ class LibraryEncoder:
         o: EncoderOptions,
         prompts: dict[str, str],
     ) -> None:
-        from mdcr.device import resolve_device
+        from mdcr.retrievers.device import resolve_device
 
         self.model = settings.model
         self.device = resolve_device(o.device)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdcr.errors import InputDataError
+from mdcr.core.errors import InputDataError
 
 if TYPE_CHECKING:
     import duckdb
@@ -35,8 +35,8 @@ class PoolData:
     def __init__(self, corpus: Path, pools: Path, threads: int) -> None:
         import duckdb
 
-        from mdcr.artifacts import PAPERS, POOL_META, POOLS, QRELS
-        from mdcr.fingerprints import artifact_fingerprint
+        from mdcr.contracts.artifacts import PAPERS, POOL_META, POOLS, QRELS
+        from mdcr.core.fingerprints import artifact_fingerprint
 
         self.corpus_fp = artifact_fingerprint(corpus)
         self.pools_fp = artifact_fingerprint(pools)
@@ -217,7 +217,7 @@ def open_pool_worker(job: PoolJob) -> PoolWorker:
     import os
     import socket
 
-    from mdcr.stage import StageContext
+    from mdcr.core.stage import StageContext
 
     if not job.threads:  # the CPUs Ray gave this worker (it sets OMP_NUM_THREADS to them)
         job = dataclasses.replace(job, threads=int(os.environ.get("OMP_NUM_THREADS") or 1))

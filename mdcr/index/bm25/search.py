@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from mdcr.config import input_path, param, setting
-from mdcr.device import check_device_spec
+from mdcr.contracts.paper import DEPTH
+from mdcr.core.config import input_path, param, setting
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 from mdcr.engine import EngineSettings, check_engine_settings
-from mdcr.errors import ConfigError, InputDataError
 from mdcr.index.bm25.data import PoolData, PoolInfo, PoolWorker
 from mdcr.index.bm25.shared import (
     DEFAULT_B,
@@ -33,8 +34,7 @@ from mdcr.index.bm25.shared import (
     write_part,
 )
 from mdcr.index.bm25.tune import read_chosen
-from mdcr.paper import DEPTH
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.retrievers.device import check_device_spec
 
 if TYPE_CHECKING:
     import numpy as np
@@ -79,11 +79,11 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from mdcr.artifacts import RUNS
-    from mdcr.builtin_encoders import BM25
-    from mdcr.facts import RunInfo
+    from mdcr.contracts.artifacts import RUNS
+    from mdcr.contracts.facts import RunInfo
     from mdcr.index.runs import RunWriter
-    from mdcr.retriever_identity import BM25_IDENTITY
+    from mdcr.retrievers.builtin import BM25
+    from mdcr.retrievers.identity import BM25_IDENTITY
 
     params = ctx.inputs.get("params") or []
     if params:
@@ -148,7 +148,7 @@ def _terms_summary(terms: list[np.ndarray]) -> dict[str, Any]:
 
 def bm25_pool(worker: PoolWorker, pool: PoolInfo) -> tuple[int, float]:
     """Search one pool at the job's (k1, b) and write its part; (queries, seconds)."""
-    from mdcr.atomic import atomic_write_text
+    from mdcr.core.atomic import atomic_write_text
     from mdcr.index.lucene.indexes import index_fingerprint
 
     job, data = worker.job, worker.data

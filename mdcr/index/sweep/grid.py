@@ -39,8 +39,8 @@ import numpy as np
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    from mdcr.device import Device
     from mdcr.index.sweep.torch_kernel import TorchPostings
+    from mdcr.retrievers.device import Device
 
 
 def _small_float() -> tuple[Callable[[int], int], np.ndarray]:
@@ -265,7 +265,7 @@ def sweep_pool(
     GPU through torch (one query at a time, the pool's postings held there), else on
     ``threads`` CPU threads.
     """
-    from mdcr.errors import InputDataError
+    from mdcr.core.errors import InputDataError
     from mdcr.index.lucene.indexes import MAX_QUERY_TERMS, Analyzer
 
     analyzer = Analyzer()

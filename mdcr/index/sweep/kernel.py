@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from mdcr.errors import require
+from mdcr.core.errors import require
 
 TF_CAP = 8  # term frequencies below this share cached term scores
 CACHE_ROWS = 32_768  # distinct (query term, tf, norm byte) triples cached per query

@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from mdcr.config import input_path, param
-from mdcr.fingerprints import artifact_fingerprint
+from mdcr.core.config import input_path, param
+from mdcr.core.fingerprints import artifact_fingerprint
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.stage import StageContext, StageSpec, register
+from mdcr.core.store import Store
 from mdcr.index.runs import RunWriter, rank_candidates, run_table
-from mdcr.inputs import resolve_inputs
 from mdcr.pools.build import SPEC as POOLS_SPEC
 from mdcr.pools.build import PoolsConfig
-from mdcr.stage import StageContext, StageSpec, register
-from mdcr.store import Store
 
 FIELDS = ("Biology", "Computer Science", "Medicine")
 

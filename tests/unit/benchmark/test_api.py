@@ -12,7 +12,7 @@ import pytest
 
 import mdcr
 from mdcr.cli import main
-from mdcr.errors import ConfigError, EncoderError, InputDataError
+from mdcr.core.errors import ConfigError, EncoderError, InputDataError
 from mdcr.evaluation.result import PER_POOL_COLUMNS, SUMMARY_COLUMNS
 from tests.unit.encoders.fixtures import make_tiny_bert
 from tests.unit.evaluation.test_evaluate import FIXTURE, _printed

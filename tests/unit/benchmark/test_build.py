@@ -18,10 +18,10 @@ from mdcr.benchmark.formats import (
     read_release_json,
     sort_benchmark,
 )
-from mdcr.errors import ConfigError, InputDataError
-from mdcr.inputs import resolve_inputs
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.store import Store
 from mdcr.pools.seeds import sample_key
-from mdcr.store import Store
 from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
 
 MODELS = ("bm25", "specter", "scincl")

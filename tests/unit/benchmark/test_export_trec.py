@@ -28,7 +28,7 @@ def _only(home: Path, stage: str, retriever: str | None = None) -> Path:
 
 def _bench_of(rank: Path) -> Path:
     """The benchmark a benchmark-rank output ranked."""
-    from mdcr.outputs import input_paths
+    from mdcr.contracts.outputs import input_paths
 
     (bench,) = input_paths(rank, "benchmark")
     return bench
@@ -109,8 +109,8 @@ def test_paper_id_ties_are_written_as_strictly_decreasing_scores(
 ) -> None:
     """benchmark-score with ties=paper_id and the export with --ties paper_id agree."""
     from mdcr.benchmark.score import SPEC, BenchScoreConfig
-    from mdcr.inputs import resolve_inputs
-    from mdcr.store import Store
+    from mdcr.core.inputs import resolve_inputs
+    from mdcr.core.store import Store
 
     rank = _only(home, "benchmark-rank", "tied")
     bench = _bench_of(rank)
@@ -170,8 +170,8 @@ def test_the_mdcr_report_tests_every_pair_of_retrievers(home: Path) -> None:
     from scipy.stats import ttest_rel
 
     from mdcr.benchmark.score import SPEC, BenchScoreConfig
-    from mdcr.inputs import resolve_inputs
-    from mdcr.store import Store
+    from mdcr.core.inputs import resolve_inputs
+    from mdcr.core.store import Store
 
     ranks = (
         str(_only(home, "benchmark-rank", "graded")),

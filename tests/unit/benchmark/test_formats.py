@@ -23,7 +23,7 @@ from mdcr.benchmark.formats import (
     write_release_json,
     write_scores,
 )
-from mdcr.errors import InputDataError
+from mdcr.core.errors import InputDataError
 
 FIXTURE = Path(__file__).resolve().parents[2] / "data" / "mdcr_format_fixture"
 

@@ -27,9 +27,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from mdcr.benchmark.build import SPEC, BenchmarkConfig
-from mdcr.errors import InputDataError
-from mdcr.inputs import resolve_inputs
-from mdcr.store import Store
+from mdcr.core.errors import InputDataError
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.store import Store
 
 CS = "Computer Science"
 EDGES = [

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from mdcr.benchmark.jaccard import SPEC, JaccardConfig
-from mdcr.inputs import resolve_inputs
-from mdcr.manifests import read_manifest
-from mdcr.store import Store
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.manifests import read_manifest
+from mdcr.core.store import Store
 from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
 
 TOP = 30
@@ -66,7 +66,7 @@ def test_suggestion_avoids_the_twin(result: dict) -> None:
 
 
 def test_needs_two_runs(result: dict, tmp_path: Path) -> None:
-    from mdcr.errors import ConfigError
+    from mdcr.core.errors import ConfigError
 
     cfg = JaccardConfig(pools=str(result["pools"]), runs=(str(result["runs"]["bm25"]),))
     with pytest.raises(ConfigError, match="at least two models"):

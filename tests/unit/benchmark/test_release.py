@@ -22,8 +22,8 @@ from mdcr.benchmark.release import (
     register_release,
 )
 from mdcr.cli import main
-from mdcr.errors import InputDataError
-from mdcr.facts import DECLARED, MDCR_FORMAT, OFFICIAL
+from mdcr.contracts.facts import DECLARED, MDCR_FORMAT, OFFICIAL
+from mdcr.core.errors import InputDataError
 from tests.unit.benchmark.release_server import release_bytes, serve
 
 FIXTURE = Path(__file__).resolve().parents[2] / "data" / "mdcr_format_fixture"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.core.registry import Registry
-from mdcr.errors import ConfigError, InputDataError
 
 
 def test_register_get_and_list_sorted() -> None:

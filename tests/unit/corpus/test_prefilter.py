@@ -18,12 +18,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.stage import StageContext
 from mdcr.corpus import jsonl
 from mdcr.corpus.formats import s2orc
 from mdcr.corpus.prefilter import output as prefilter_output
 from mdcr.corpus.prefilter.stage import SPEC, PrefilterConfig, prefilter_corpus
-from mdcr.errors import ConfigError, InputDataError
-from mdcr.stage import StageContext
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "s2orc_sample" / "metadata_sample.jsonl"
 DIRECTIONS = ("total", "either", "in", "out", "both")

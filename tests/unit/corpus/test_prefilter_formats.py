@@ -18,7 +18,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from mdcr.config import from_mapping
+from mdcr.core.config import from_mapping
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.stage import StageContext
 from mdcr.corpus import jsonl
 from mdcr.corpus.formats import registry as formats
 from mdcr.corpus.formats.registry import InputFormat, Scanned, register_format, unregister_format
@@ -33,8 +35,6 @@ from mdcr.corpus.prefilter.scan import (
 )
 from mdcr.corpus.prefilter.stage import SPEC, PrefilterConfig, plan_prefilter, prefilter_corpus
 from mdcr.corpus.synth.stage import write_shards
-from mdcr.errors import ConfigError, InputDataError
-from mdcr.stage import StageContext
 
 ABSTRACT = "An abstract that is long enough to pass the thirty character rule."
 

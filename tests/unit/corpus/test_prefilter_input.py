@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from mdcr.cli import main
+from mdcr.core.errors import InputDataError
 from mdcr.corpus import jsonl
 from mdcr.corpus.prefilter.stage import PrefilterConfig, prefilter_corpus
-from mdcr.errors import InputDataError
 
 LAYOUTS = ("s2orc", "s2ag")
 ABSTRACT = "An abstract that is long enough to pass the thirty character rule."

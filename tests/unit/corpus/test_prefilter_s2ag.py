@@ -14,11 +14,11 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from mdcr.core.errors import InputDataError
 from mdcr.corpus.formats.s2ag_write import rewrite_s2orc
 from mdcr.corpus.prefilter import output as prefilter_output
 from mdcr.corpus.prefilter.stage import PrefilterConfig, prefilter_corpus
 from mdcr.corpus.synth.stage import write_shards
-from mdcr.errors import InputDataError
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "s2orc_sample" / "metadata_sample.jsonl"
 ABSTRACT = "An abstract that is long enough to pass the thirty character rule."

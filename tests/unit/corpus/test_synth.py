@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mdcr.core.errors import ConfigError
 from mdcr.corpus.synth.stage import SynthConfig, write_shards, write_tables
 from mdcr.corpus.synth.text import FIELDS, SHORT_ABSTRACTS
-from mdcr.errors import ConfigError
 
 SAMPLE = Path(__file__).parents[2] / "data" / "s2orc_sample" / "metadata_sample.jsonl"
 N = 4000
@@ -449,8 +449,8 @@ def test_knobs_change_failure_shares(tmp_path: Path) -> None:
 
 
 def test_stage_writes_manifest(tmp_path: Path) -> None:
-    from mdcr.stage import get_stage
-    from mdcr.store import Store
+    from mdcr.core.stage import get_stage
+    from mdcr.core.store import Store
 
     spec = get_stage("synth")
     cfg = SynthConfig(n_papers=600, n_shards=2, seed=3)

@@ -8,8 +8,8 @@ from typing import Any
 
 from mdcr.benchmark.importer import SPEC as IMPORT
 from mdcr.benchmark.importer import ImportConfig
-from mdcr.inputs import resolve_inputs
-from mdcr.store import Store
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.store import Store
 
 FIXTURE = Path(__file__).resolve().parents[2] / "data" / "mdcr_format_fixture"
 

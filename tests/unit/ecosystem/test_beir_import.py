@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from mdcr.cli import main
-from mdcr.manifests import read_manifest
+from mdcr.core.manifests import read_manifest
 
 WORDS = [
     "cell",

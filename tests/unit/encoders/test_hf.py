@@ -10,10 +10,10 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertModel
 
+from mdcr.core.errors import ConfigError
 from mdcr.encoders.base import PaperText
 from mdcr.encoders.models.hf import HFEncoder, model_revision
 from mdcr.encoders.registry import EncoderOptions, build_encoder
-from mdcr.errors import ConfigError
 from tests.unit.encoders.fixtures import random_text
 
 

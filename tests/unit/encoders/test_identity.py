@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mdcr.core.errors import ConfigError, UnresolvedIdentityError
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.store import Store
 from mdcr.encoders.registry import identify_encoder
 from mdcr.encoders.stage import SPEC, EncodeConfig
 from mdcr.encoders.store import EmbeddingStore
-from mdcr.errors import ConfigError, UnresolvedIdentityError
-from mdcr.inputs import resolve_inputs
-from mdcr.store import Store
 from tests.unit.encoders.fixtures import make_tiny_bert, write_corpus
 
 REPO = Path(__file__).resolve().parents[3]

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mdcr.core.errors import ConfigError
 from mdcr.encoders.models.in_memory import model_identity
 from mdcr.encoders.state_digest import UnhashableState, state_digest
-from mdcr.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
 

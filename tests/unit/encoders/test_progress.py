@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.stage import StageContext
+from mdcr.core.store import Store
 from mdcr.encoders.progress import ShardProgress, papers_done, report_to
 from mdcr.encoders.stage import SPEC, EncodeConfig
-from mdcr.inputs import resolve_inputs
-from mdcr.stage import StageContext
-from mdcr.store import Store
 from tests.unit.encoders.fixtures import write_corpus, write_pools
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.encoders.base import Encoder, PaperText, encoder_identity
 from mdcr.encoders.registry import (
     EncoderEntry,
@@ -16,7 +17,6 @@ from mdcr.encoders.registry import (
     lookup,
     register,
 )
-from mdcr.errors import ConfigError, InputDataError
 
 
 def test_builtin_names_match_the_architecture() -> None:
@@ -152,9 +152,9 @@ def test_an_encoders_own_defaults_are_what_it_builds_with_and_are_hashed(
     there is a new output, never the vectors made under the old one."""
     import dataclasses
 
+    from mdcr.core.store import Store
     from mdcr.encoders.registry import build_encoder, lookup, option_defaults
     from mdcr.encoders.stage import SPEC, EncodeConfig, identify_encode
-    from mdcr.store import Store
 
     minilm = build_encoder("minilm")
     assert (minilm.max_length, minilm.pooling, minilm.metric) == (256, "mean", "cos")
@@ -167,7 +167,7 @@ def test_an_encoders_own_defaults_are_what_it_builds_with_and_are_hashed(
 
     store = Store(tmp_path)
     before = store.plan(SPEC, cfg, {}).fingerprint
-    from mdcr import builtin_encoders
+    from mdcr.retrievers import builtin as builtin_encoders
 
     edited = [
         dataclasses.replace(r, dim=32) if r.name == "random" else r

@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.store import Store
 from mdcr.encoders.base import PaperText
 from mdcr.encoders.registry import EncoderOptions, build_encoder
 from mdcr.encoders.stage import SPEC, EncodeConfig
 from mdcr.encoders.store import EmbeddingStore
-from mdcr.inputs import resolve_inputs
-from mdcr.store import Store
 from tests.unit.encoders.fixtures import write_corpus, write_pools
 
 ROLE_MODULE = """

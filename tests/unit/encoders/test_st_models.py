@@ -112,9 +112,9 @@ def test_the_real_minilm_through_hf_equals_minilm() -> None:
 def test_without_a_config_the_choices_are_said_and_recorded(
     tmp_path: Path, tiny_bert: Path
 ) -> None:
+    from mdcr.core.inputs import resolve_inputs
+    from mdcr.core.store import Store
     from mdcr.encoders.stage import SPEC, EncodeConfig
-    from mdcr.inputs import resolve_inputs
-    from mdcr.store import Store
     from tests.unit.encoders.fixtures import write_corpus
 
     write_corpus(tmp_path / "corpus", 5)

@@ -15,13 +15,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from mdcr.core.errors import ConfigError, EncoderError, InputDataError
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.store import Store
 from mdcr.encoders.base import PaperText
 from mdcr.encoders.stage import SPEC, EncodeConfig
 from mdcr.encoders.store import EmbeddingStore
 from mdcr.engine.faults import FaultInjected
-from mdcr.errors import ConfigError, EncoderError, InputDataError
-from mdcr.inputs import resolve_inputs
-from mdcr.store import Store
 from tests.unit.encoders.fixtures import write_corpus, write_pools
 
 REPO = Path(__file__).resolve().parents[3]
@@ -125,8 +125,8 @@ def test_kill_and_resume_gives_identical_output(setup: dict[str, Path], tmp_path
         f"""
         from pathlib import Path
         from mdcr.encoders.stage import SPEC, EncodeConfig
-        from mdcr.inputs import resolve_inputs
-        from mdcr.store import Store
+        from mdcr.core.inputs import resolve_inputs
+        from mdcr.core.store import Store
         cfg = EncodeConfig(**{kw!r})
         Store(Path({str(setup["home"])!r})).execute(SPEC, cfg, resolve_inputs(cfg), quiet=True)
         """

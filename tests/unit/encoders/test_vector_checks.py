@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.store import Store
 from mdcr.encoders.base import PaperText
 from mdcr.encoders.stage import SPEC, EncodeConfig
 from mdcr.encoders.store import checked_vectors
-from mdcr.errors import ConfigError, InputDataError
-from mdcr.inputs import resolve_inputs
-from mdcr.store import Store
 from tests.unit.encoders.fixtures import write_corpus
 
 PAPERS = [PaperText(f"p{i}", "t", "a") for i in range(3)]
@@ -406,7 +406,7 @@ def test_an_exception_inside_encode_is_one_line_naming_the_encoder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from mdcr.cli import main
-    from mdcr.errors import EncoderError
+    from mdcr.core.errors import EncoderError
 
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "bad_vectors_mod.py").write_text(BAD_MODULE)

@@ -226,7 +226,7 @@ def test_an_edited_encoder_never_returns_cached_numbers(
 
 def test_encode_set_passes_parameters_and_settings(tmp_path: Path, capsys) -> None:
     """--encode-set reaches the encode step: a parameter is hashed, a setting recorded."""
-    from mdcr.manifests import read_manifest
+    from mdcr.core.manifests import read_manifest
 
     home = tmp_path / "home"
     argv = ["evaluate", "--encoder", "minilm", "--benchmark", str(FIXTURE), "--home", str(home)]
@@ -293,7 +293,7 @@ def test_a_name_never_brings_published_or_paper_numbers(evaluated: dict, capsys)
 def test_evaluate_requests_that_cannot_work_name_the_option(
     request_args: dict, message: str
 ) -> None:
-    from mdcr.errors import ConfigError
+    from mdcr.core.errors import ConfigError
     from mdcr.evaluation.request import EvaluateRequest
 
     req = EvaluateRequest(benchmark=FIXTURE, **request_args)

@@ -76,8 +76,8 @@ def test_asymmetric_must_be_a_bool(tmp_path: Path, capsys) -> None:
 
 
 def test_an_embedding_store_with_a_non_bool_flag_is_refused(tmp_path: Path, capsys) -> None:
+    from mdcr.core.errors import InputDataError
     from mdcr.encoders.store import ENCODER_JSON, EmbeddingStore
-    from mdcr.errors import InputDataError
 
     assert main([*_evaluate(tmp_path), "--encoder", "random"]) == 0
     capsys.readouterr()

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from mdcr.cli import main
+from mdcr.core.errors import ConfigError
 from mdcr.encoders.naming import model_object_name, name_retrievers
-from mdcr.errors import ConfigError
 from tests.unit.evaluation.test_evaluate import FIXTURE, _printed
 
 
 def _encode_params(home: Path) -> list[dict]:
-    from mdcr.manifests import read_manifest
+    from mdcr.core.manifests import read_manifest
 
     out = []
     for p in sorted((home / "encode").iterdir()):

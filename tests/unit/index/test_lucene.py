@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mdcr.errors import InputDataError
+from mdcr.core.errors import InputDataError
 
 
 def _build(path: Path, ids: list[str], texts: list[str], threads: int = 2) -> dict:  # type: ignore[type-arg]

@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from mdcr.artifacts import RUNS
-from mdcr.errors import InputDataError
+from mdcr.contracts.artifacts import RUNS
+from mdcr.core.errors import InputDataError
 from mdcr.index.runs import RunWriter, rank_candidates, run_table
 
 

@@ -13,13 +13,13 @@ import pandas as pd
 import pytest
 import pytrec_eval
 
-from mdcr.config import from_mapping
-from mdcr.errors import ConfigError
+from mdcr.core.config import from_mapping
+from mdcr.core.errors import ConfigError
+from mdcr.core.store import Store
 from mdcr.measures import registry
 from mdcr.measures.compute import score_pool
 from mdcr.measures.registry import Measure
 from mdcr.scoring.score import ScoreConfig
-from mdcr.store import Store
 from tests.unit.scoring.conftest import make_runs, run_score
 from tests.unit.scoring.fakes import POOLS, FakePoolsConfig
 
@@ -33,10 +33,9 @@ def expected_precision(n: int, m: int, r: int, k: int) -> float:
 
 
 @pytest.fixture
-def precision(monkeypatch: pytest.MonkeyPatch) -> Iterator[Measure]:
-    monkeypatch.setattr(registry, "_MEASURES", dict(registry._MEASURES))  # restored after
+def precision() -> Iterator[Measure]:
     # The whole of adding a measure:
-    yield registry.register(
+    measure = registry.register(
         Measure(
             kind="precision",
             label="P",
@@ -47,6 +46,8 @@ def precision(monkeypatch: pytest.MonkeyPatch) -> Iterator[Measure]:
             chance=expected_precision,
         )
     )
+    yield measure
+    registry.MEASURES.unregister("precision")  # the registry as it was
 
 
 def _pytrec(qrels: pd.DataFrame, run: pd.DataFrame, measure: str) -> dict[str, float]:
@@ -136,7 +137,6 @@ def test_the_registry_refuses_a_duplicate_and_is_restored_after_a_test(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert registry.kinds() == registry.PAPER_KINDS  # the fixture above left nothing behind
-    monkeypatch.setattr(registry, "_MEASURES", dict(registry._MEASURES))
     with pytest.raises(ConfigError, match="registered already"):
         registry.register(registry.MAP)
     with pytest.raises(ConfigError, match="lower-case"):

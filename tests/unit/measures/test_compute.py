@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import pytrec_eval
 
-from mdcr.errors import InputDataError
+from mdcr.core.errors import InputDataError
 from mdcr.index.runs import rank_candidates
 from mdcr.measures.compute import score_pool
 from mdcr.measures.registry import label as metric_label

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from mdcr.errors import ConfigError, InputDataError
+from mdcr.contracts.paper import DEPTH, MDCR_RECALL_K, RECALL_K
+from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.measures import registry
-from mdcr.paper import DEPTH, MDCR_RECALL_K, RECALL_K
 
 
 def test_the_papers_names_labels_and_order() -> None:

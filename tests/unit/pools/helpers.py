@@ -9,9 +9,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from mdcr.inputs import resolve_inputs
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.store import Store
 from mdcr.pools.build import SPEC, PoolsConfig
-from mdcr.store import Store
 
 
 def run_pools(home: Path, corpus: Path, **params: Any) -> Path:

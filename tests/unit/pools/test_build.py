@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mdcr.errors import ConfigError, InputDataError
-from mdcr.fingerprints import sha256_file
+from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.fingerprints import sha256_file
 from mdcr.pools.build import PoolsConfig, summary_text
 from mdcr.pools.queries import split_of
 from mdcr.pools.seeds import sample_key
@@ -315,7 +315,7 @@ def test_shared_ranking_nests_sizes_and_shares_splits(tmp_path: Path) -> None:
 
 
 def test_stage_is_registered_with_plan() -> None:
-    from mdcr.stage import get_stage
+    from mdcr.core.stage import get_stage
 
     spec = get_stage("pools")
     assert spec.config is PoolsConfig

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from mdcr.config import from_mapping
-from mdcr.store import Store
+from mdcr.core.config import from_mapping
+from mdcr.core.store import Store
 from tests.unit.measures.conftest import warm_up_ranx
 
 

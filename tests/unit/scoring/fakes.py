@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from mdcr.config import input_path, param
-from mdcr.fingerprints import artifact_fingerprint
+from mdcr.core.config import input_path, param
+from mdcr.core.fingerprints import artifact_fingerprint
+from mdcr.core.stage import StageContext, StageSpec, register
 from mdcr.index.runs import RunWriter, rank_candidates, run_table
-from mdcr.stage import StageContext, StageSpec, register
 
 
 @dataclass(frozen=True)

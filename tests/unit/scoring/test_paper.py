@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mdcr.paper import FIELD_ABBREVIATIONS, field_abbreviation, size_label
+from mdcr.contracts.paper import FIELD_ABBREVIATIONS, field_abbreviation, size_label
 from mdcr.scoring.published import (
     compare_with_paper,
     label_for,
@@ -84,7 +84,7 @@ def test_field_averages_match_the_fields() -> None:
 
 
 def test_names_and_labels() -> None:
-    from mdcr.builtin_encoders import paper_names
+    from mdcr.retrievers.builtin import paper_names
 
     assert paper_names()["aspire-bm"] == "Aspire-BM" and "minilm" not in paper_names()
     # The paper's models in the order of its tables, from the registry's paper names.
@@ -144,7 +144,7 @@ def test_compare_with_paper_deltas_and_rank_correlation() -> None:
 
 
 def _builtin(key: str, **options: object) -> dict:
-    """The identity a run of the built-in entry ``key`` records (mdcr.retriever_identity)."""
+    """The identity a run of the built-in entry ``key`` records (mdcr.retrievers.identity)."""
     return {"builtin": key, "model": {"commit": "c0ffee"}, "options": dict(options)}
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mdcr.config import from_mapping
-from mdcr.errors import InputDataError
+from mdcr.core.config import from_mapping
+from mdcr.core.errors import InputDataError
 from mdcr.scoring.report_sections import CHANCE_ROW
 from tests.unit.scoring.conftest import Built, make_runs, run_report, run_score
 from tests.unit.scoring.fakes import POOLS, FakePoolsConfig
@@ -225,7 +225,7 @@ def test_a_retriever_scored_again_is_taken_from_the_last_output(built: Built) ->
 
 
 def test_report_is_byte_identical_when_rebuilt(built: Built, report: Path, tmp_path: Path) -> None:
-    from mdcr.store import Store
+    from mdcr.core.store import Store
 
     again = run_report(Store(tmp_path), [built.score])
     first = json.loads((report / "manifest.json").read_text())["outputs"]
@@ -235,7 +235,7 @@ def test_report_is_byte_identical_when_rebuilt(built: Built, report: Path, tmp_p
 
 
 def test_paper_section_field_level(tmp_path: Path) -> None:
-    from mdcr.paper import FIELD_ABBREVIATIONS
+    from mdcr.contracts.paper import FIELD_ABBREVIATIONS
     from mdcr.scoring.published import paper_values
     from mdcr.scoring.report_sections import Context, SectionOptions, paper_section
 

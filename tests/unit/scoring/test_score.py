@@ -8,8 +8,8 @@ import json
 import pandas as pd
 import pytest
 
-from mdcr.config import from_mapping
-from mdcr.errors import ConfigError, ManifestMismatchError
+from mdcr.core.config import from_mapping
+from mdcr.core.errors import ConfigError, ManifestMismatchError
 from mdcr.measures.compute import score_pool
 from mdcr.measures.registry import expected as expected_metric
 from tests.unit.scoring.conftest import Built, make_runs, run_score

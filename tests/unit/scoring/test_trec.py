@@ -84,9 +84,9 @@ def test_export_refuses_run_and_qrels_of_different_pools(
 ) -> None:
     import shutil
 
-    from mdcr.config import from_mapping
-    from mdcr.fingerprints import artifact_fingerprint
-    from mdcr.store import Store
+    from mdcr.core.config import from_mapping
+    from mdcr.core.fingerprints import artifact_fingerprint
+    from mdcr.core.store import Store
     from tests.unit.scoring.fakes import POOLS, FakePoolsConfig
 
     cfg = from_mapping(FakePoolsConfig, {"fields": ["Biology", "Medicine"]}, "p")

@@ -1,0 +1,1 @@
+"""The catalog: the store's entries, who uses what, gc, and their words."""

@@ -1,0 +1,1 @@
+"""The data contracts: files, facts, finished outputs, the paper's constants."""

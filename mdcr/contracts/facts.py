@@ -1,0 +1,257 @@
+"""The facts a stage records in its manifest for later stages, typed and declared once.
+
+A facts class is a frozen dataclass of :func:`fact` fields: each field declares its
+manifest key (its own name unless given: ``runs`` is stored as ``retriever_runs``) and
+its default, and the class names the stages that record it. :meth:`Facts.record` writes
+the facts into a running stage's manifest (``info``), :meth:`Facts.of` reads them back
+from a finished output, and :meth:`mdcr.core.store.Store.find` takes the field names as the
+only keys it matches on. Manifests keep their keys and values, so existing stores stay
+readable.
+
+| facts | recorded by | keys |
+|---|---|---|
+| :class:`RunInfo` | search, bm25 | retriever, pools_fingerprint, retriever_identity |
+| :class:`RankInfo` | benchmark-rank | retriever, method, benchmark_fingerprint, splits, detail, |
+| | | retriever_identity |
+| :class:`ScoreInfo` | score | pools_fingerprint, depth, recall_k, retriever_runs |
+| :class:`EncodeInfo` | encode | encoder_key |
+
+:class:`BenchmarkOrigin` is the value benchmark-import records as ``origin``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+from mdcr.contracts.paper import DEPTH, RECALL_K
+from mdcr.core.errors import ConfigError, ManifestMismatchError
+
+if TYPE_CHECKING:
+    from mdcr.core.manifests import Output
+    from mdcr.core.stage import StageContext
+
+_KEY = "mdcr_manifest_key"
+# Which built-in registry entry ranked (mdcr.retrievers.identity): a run's name never says.
+RETRIEVER_IDENTITY = "retriever_identity"
+# The stages whose outputs record facts, and the class each records.
+_BY_STAGE: dict[str, type[Facts]] = {}
+
+
+def fact(key: str | None = None, *, default: Any = dataclasses.MISSING) -> Any:
+    """A fact field: its manifest key (the field's name when None) and its default (a
+    fact without a default must be in the manifest)."""
+    return dataclasses.field(default=default, metadata={_KEY: key})
+
+
+def _to_record(value: Any) -> Any:
+    """A value as the manifest records it (tuples as lists)."""
+    return [_to_record(v) for v in value] if isinstance(value, tuple) else value
+
+
+def _from_record(hint: Any, value: Any) -> Any:
+    """A recorded value as the field's declared type: ``str``, ``int``, ``tuple[...]``;
+    anything else (a mapping, None) as recorded."""
+    if hint is str:
+        return str(value)
+    if hint is int:
+        return int(value)
+    if typing.get_origin(hint) is tuple:
+        return tuple(value)
+    return value
+
+
+class Facts:
+    """Base of the facts classes (a frozen dataclass of :func:`fact` fields). ``stages``:
+    the stages that record them; a stage records one facts class at most."""
+
+    stages: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for stage in cls.stages:
+            if stage in _BY_STAGE:
+                raise ValueError(f"stage '{stage}' records {_BY_STAGE[stage].__name__} already")
+            _BY_STAGE[stage] = cls
+
+    @classmethod
+    def keys(cls) -> dict[str, str]:
+        """Field name -> manifest key, in declaration order."""
+        return {
+            f.name: f.metadata.get(_KEY) or f.name
+            for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+        }
+
+    def as_record(self) -> dict[str, Any]:
+        """The facts as the manifest's ``info`` holds them, by manifest key."""
+        return {key: _to_record(getattr(self, name)) for name, key in self.keys().items()}
+
+    def record(self, ctx: StageContext) -> None:
+        """Record the facts in the running stage's manifest."""
+        for key, value in self.as_record().items():
+            ctx.record(key, value)
+
+    @classmethod
+    def from_record(cls, info: Mapping[str, Any], where: str) -> Self:
+        """The facts in a manifest's ``info`` (``where``: the folder, for the error)."""
+        hints = typing.get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            key = f.metadata.get(_KEY) or f.name
+            if key in info:
+                values[f.name] = _from_record(hints[f.name], info[key])
+            elif f.default is dataclasses.MISSING:
+                raise ManifestMismatchError(
+                    f"'{where}': its manifest records no '{key}'; re-run the step that made it"
+                )
+        return cls(**values)
+
+    @classmethod
+    def match_record(cls, stage: str, given: Mapping[str, Any]) -> dict[str, Any]:
+        """What :meth:`mdcr.core.store.Store.find` matches in a ``stage`` output's
+        manifest for the given fields (checked: the stage records these facts, each
+        field is one of theirs)."""
+        return _finds_by(cls, stage, given)
+
+    @classmethod
+    def of(cls, out: Output) -> Self:
+        """The facts a finished output recorded."""
+        return cls.from_record(out.info_record, str(out.path))
+
+
+def facts_of_stage(stage: str) -> type[Facts] | None:
+    """The facts class ``stage`` records (None: it records none to find outputs by)."""
+    return _BY_STAGE.get(stage)
+
+
+def _finds_by(cls: type[Facts], stage: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest values ``Store.find(stage, cls, **given)`` matches: the given fields by
+    their manifest keys, each value as recorded. A stage that records other facts, or an
+    unknown field, is a one-line error naming the valid ones."""
+    if stage not in cls.stages:
+        recorded = facts_of_stage(stage)
+        which = f"records {recorded.__name__}" if recorded else "records no facts"
+        raise ConfigError(
+            f"Store.find('{stage}', {cls.__name__}): the {stage} stage {which}; "
+            f"{cls.__name__} is recorded by {', '.join(cls.stages) or 'no stage'}"
+        )
+    keys = cls.keys()
+    unknown = [k for k in given if k not in keys]
+    if unknown:
+        raise ConfigError(
+            f"Store.find('{stage}'): unknown fact '{unknown[0]}'; valid: {', '.join(keys)}"
+        )
+    return {keys[k]: _to_record(v) for k, v in given.items()}
+
+
+# -- the facts ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunInfo(Facts):
+    """What a run-making stage (search, bm25) records: who ranked, on which pools, and
+    the retriever's registry identity (None: not a built-in entry; for runs recorded
+    before identities were, :func:`mdcr.retrievers.identity.identity_of` derives it)."""
+
+    stages: ClassVar[tuple[str, ...]] = ("search", "bm25")
+
+    retriever: str = fact()
+    pools_fingerprint: str = fact(default="")
+    identity: Mapping[str, Any] | None = fact(RETRIEVER_IDENTITY, default=None)
+
+
+@dataclass(frozen=True)
+class RankInfo(Facts):
+    """What benchmark-rank records: who scored the pairs, how, on which benchmark."""
+
+    stages: ClassVar[tuple[str, ...]] = ("benchmark-rank",)
+
+    retriever: str = fact()
+    method: str = fact()
+    benchmark_fingerprint: str = fact()
+    splits: tuple[str, ...] = fact(default=())
+    detail: str = fact(default="")  # "metric cos", "k1 0.9, b 0.4", "scores file x.json"
+    identity: Mapping[str, Any] | None = fact(RETRIEVER_IDENTITY, default=None)
+
+
+@dataclass(frozen=True)
+class ScoreInfo(Facts):
+    """What score records: the pools it scored on, its cut-offs and the runs it scored."""
+
+    stages: ClassVar[tuple[str, ...]] = ("score",)
+
+    pools_fingerprint: str = fact(default="")
+    depth: int = fact(default=DEPTH)
+    recall_k: int = fact(default=RECALL_K)
+    # Each run: retriever, path, fingerprint, identity, counts.
+    runs: tuple[dict[str, Any], ...] = fact("retriever_runs", default=())
+
+    @property
+    def retrievers(self) -> set[str]:
+        return {str(r.get("retriever")) for r in self.runs}
+
+
+@dataclass(frozen=True)
+class EncodeInfo(Facts):
+    """What encode records to be found again: its encoder key (the encode fingerprint
+    without its inputs; :func:`mdcr.encoders.stage.encoder_key`). Outputs of one key hold
+    the same vector for one text."""
+
+    stages: ClassVar[tuple[str, ...]] = ("encode",)
+
+    encoder_key: str = fact()
+
+
+# What a benchmark's files are. benchmark-import records it as "origin" (decided by
+# mdcr.benchmark.release from provenance records, and hashed into the import's identity);
+# a benchmark build is built. Only an official benchmark stands beside published numbers.
+OFFICIAL, DECLARED, MDCR_FORMAT, BUILT = "official", "declared", "mdcr-format", "built"
+ORIGIN_LABELS = {
+    OFFICIAL: "official",
+    DECLARED: "official (declared by the user)",
+    MDCR_FORMAT: "an MDCR-format benchmark",
+    BUILT: "a benchmark built by mdcr",
+}
+
+
+@dataclass(frozen=True)
+class BenchmarkOrigin:
+    """Where a benchmark's files come from: ``kind`` (official, declared, mdcr-format,
+    built) and a one-line ``detail`` (the files' record, or why they are not official)."""
+
+    kind: str
+    detail: str = ""
+
+    @property
+    def official(self) -> bool:
+        """The official release, proven by provenance (downloaded, or declared by the user)."""
+        return self.kind in (OFFICIAL, DECLARED)
+
+    @property
+    def label(self) -> str:
+        """``official``, ``official (declared by the user)``, ``an MDCR-format benchmark``
+        or ``a benchmark built by mdcr``."""
+        return ORIGIN_LABELS[self.kind]
+
+    def files(self, split: str) -> str:
+        """The benchmark's files as a phrase: ``the official MDCR test files``, ``the
+        official (declared by the user) MDCR test files``."""
+        if self.official:
+            return f"the {self.label} MDCR {split} files"
+        return f"{self.label} (its {split} split)"
+
+    def line(self) -> str:
+        """One line for printouts and reports: what the benchmark is, and why."""
+        if self.kind == OFFICIAL:
+            what = "the official MDCR release"
+        elif self.kind == DECLARED:
+            what = f"the MDCR release, {self.label}"
+        else:
+            what = f"{self.label}, not the official MDCR release"
+        return f"Benchmark: {what}" + (f"; {self.detail}" if self.detail else "") + "."
+
+    def as_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "detail": self.detail}

@@ -1,0 +1,1 @@
+"""The retrievers as records: built-ins, options, identity, setups; no torch."""

@@ -1,0 +1,167 @@
+"""The encoder options, declared once: the encode stage's fields, its command-line flags, the
+options an encoder is built with (:class:`EncoderOptions`) and their checks all derive
+from the declarations below.
+
+- Model options (:class:`ModelOptions`) change the vectors; each encoder takes some of
+  them (its record's ``options``, :mod:`mdcr.retrievers.builtin`) and refuses the others.
+  ``None`` means unset: the encoder's own default, which the encode fingerprint hashes
+  (``option_defaults``).
+- Runtime options (:class:`RuntimeOptions`) decide how the vectors are computed: device,
+  batch size, workers (settings, never hashed) and the precision (hashed as what it
+  resolves to).
+
+An unset option is hashed, and recorded in the manifest, as the value that meant "unset"
+before ``None`` did (``0``, ``"default"``, ``""``, ``False``; each declaration names
+it), so fingerprints made before stay valid; a value given equal to that form counts as
+unset too (``seed = 0``, ``trust_remote_code = false``: the same fingerprint, the same
+vectors). Adding an option is one declaration here, plus the factories that use it and
+the records that take it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from mdcr.core.config import param, setting
+from mdcr.core.errors import ConfigError
+from mdcr.retrievers.device import DEVICE_HELP
+
+Metric = Literal["ip", "l2", "cos"]
+METRICS: tuple[str, ...] = ("ip", "l2", "cos")
+# How the encode stage stores vectors unless told otherwise (its ``storage`` parameter).
+DEFAULT_STORAGE = "float16"
+
+
+def option(recorded_unset: Any, *, help: str, minimum: int | None = None) -> Any:
+    """A model option: unset (``None``) by default, hashed and recorded as
+    ``recorded_unset`` when unset; ``minimum``: the least value of a number."""
+    field = param(None, help=help, unset=recorded_unset)
+    meta = {**field.metadata, "option": True, "minimum": minimum}
+    return dataclasses.field(default=None, metadata=meta)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelOptions:
+    """The options that change the vectors; ``None``: the encoder's own default."""
+
+    max_length: int | None = option(
+        0, help="max tokens per paper; unset = the encoder's default", minimum=1
+    )
+    pooling: Literal["cls", "mean", "max", "last"] | None = option(
+        "default",
+        help="token pooling; unset = the encoder's own (a sentence-transformers config's, if "
+        "the model has one); last = the last non-padding token",
+    )
+    metric: Literal["ip", "l2", "cos"] | None = option(
+        "default", help="similarity override; unset = what the encoder was trained for"
+    )
+    input_format: Literal["sep", "pair", "space"] | None = option(
+        "default",
+        help="sep = title [SEP] abstract; pair = tokenizer pair; space = 'title abstract'",
+    )
+    layers: Literal["last", "all"] | None = option(
+        "default", help="token vectors from the last layer, or the mean over all layers"
+    )
+    dim: int | None = option(0, help="random encoder: vector size; unset = 768", minimum=1)
+    seed: int | None = option(0, help="random encoder: seed; unset = 0", minimum=0)
+    trust_remote_code: bool | None = option(
+        False, help="allow model code from the hub (hf: models); unset = no"
+    )
+    revision: str | None = option(
+        "", help="hub revision (branch, tag or commit) of the model; unset = its default branch"
+    )
+    query_prompt: str | None = option(
+        None,
+        help="text put before each query paper, or a prompt name from the model's "
+        "sentence-transformers config; unset = the config's 'query' prompt (if any). A "
+        "query prompt other than the document prompt makes the encoder asymmetric: query "
+        "papers are encoded once more, as queries",
+    )
+    document_prompt: str | None = option(
+        None,
+        help="text or prompt name put before each candidate paper; unset = the config's "
+        "'document' prompt, else its default prompt (if any)",
+    )
+
+    def is_unset(self, name: str) -> bool:
+        """Whether model option ``name`` is unset: ``None``, or the form unset is hashed as."""
+        value = getattr(self, name)
+        return value is None or value == _RECORDED_UNSET[name]
+
+    def given(self) -> list[str]:
+        """Names of the model options that are set."""
+        return [name for name in MODEL_OPTIONS if not self.is_unset(name)]
+
+    def check_options(self, where: str) -> None:
+        """One-line errors for option values out of range (``where``: the stage name)."""
+        for name in MODEL_OPTIONS:
+            value, least = getattr(self, name), _MINIMUM[name]
+            if least is not None and value is not None and value < least:
+                raise ConfigError(
+                    f"{where}.{name}: {value} is not valid; use >= {least}, or leave it "
+                    "unset for the encoder's default"
+                )
+        if self.revision == "":
+            raise ConfigError(f"{where}.revision: '' is not a revision; leave it unset")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeOptions:
+    """How the vectors are computed: settings (never hashed), and the precision (hashed as
+    what ``auto`` resolves to)."""
+
+    precision: Literal["auto", "fp32", "bf16", "fp16", "bf16-weights", "fp16-weights"] = param(
+        "auto",
+        help="auto = bf16 autocast on CUDA (fp16 if no bf16), fp32 on CPU; "
+        "*-weights = cast the model itself (faster, slightly less exact); the resolved "
+        "value is hashed",
+        resolved=True,
+    )
+    batch_tokens: int | None = setting(
+        None, help="padded tokens per batch; unset = 2048 on CPU, 131072 on GPU"
+    )
+    device: str = setting("auto", help=f"where to encode: {DEVICE_HELP}")
+    workers: int | None = setting(
+        None, help="processes for sentence splitting (Aspire); unset = auto"
+    )
+
+    def check_runtime(self, where: str) -> None:
+        for name in ("batch_tokens", "workers"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(
+                    f"{where}.{name}: {value} is not valid; use >= 1, or leave it unset"
+                )
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncoderOptions(ModelOptions, RuntimeOptions):
+    """The options an encoder is built with: the model options, then the runtime ones."""
+
+    def runtime(self, *, workers: bool = False) -> dict[str, Any]:
+        """Runtime options as keyword arguments (``workers`` only for encoders that split)."""
+        names = [n for n in RUNTIME_OPTIONS if workers or n != "workers"]
+        return {name: getattr(self, name) for name in names}
+
+
+MODEL_OPTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ModelOptions))
+RUNTIME_OPTIONS: tuple[str, ...] = ("device", "precision", "batch_tokens", "workers")
+ENCODER_OPTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(EncoderOptions))
+_RECORDED_UNSET = {f.name: f.metadata["unset"] for f in dataclasses.fields(ModelOptions)}
+_MINIMUM = {f.name: f.metadata["minimum"] for f in dataclasses.fields(ModelOptions)}
+
+
+def options_of(cfg: Any) -> EncoderOptions:
+    """The encoder options a config (the encode stage's) holds, by name."""
+    return EncoderOptions(**{name: getattr(cfg, name) for name in ENCODER_OPTIONS})
+
+
+def recorded_option_defaults() -> dict[str, Any]:
+    """The model and runtime parameters at their defaults, as a manifest records them."""
+    out = dict(_RECORDED_UNSET)
+    out["precision"] = next(
+        f.default for f in dataclasses.fields(RuntimeOptions) if f.name == "precision"
+    )
+    return out

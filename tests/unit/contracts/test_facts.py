@@ -1,0 +1,117 @@
+"""Manifest facts: typed fields with their manifest keys, and Store.find's keys checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mdcr.contracts.facts import EncodeInfo, RankInfo, RunInfo, ScoreInfo, facts_of_stage
+from mdcr.contracts.outputs import rank_info, score_info, scores_on_pools
+from mdcr.contracts.paper import DEPTH, RECALL_K
+from mdcr.core.errors import ConfigError, ManifestMismatchError
+from mdcr.core.manifests import open_output, write_manifest
+from mdcr.core.store import Store
+
+RUNS = (
+    {"retriever": "a", "path": "/x/a", "fingerprint": "f1", "identity": None},
+    {"retriever": "b", "path": "/x/b", "fingerprint": "f2", "identity": {"builtin": "bm25"}},
+)
+
+
+def _output(home: Path, stage: str, fp: str, info: dict, started: str = "") -> Path:
+    """A finished output folder as a stage leaves it (only what the readers look at)."""
+    folder = home / stage / fp
+    folder.mkdir(parents=True)
+    manifest = {
+        "stage": stage,
+        "fingerprint": fp,
+        "info": info,
+        "timings": {"started": started},
+        "complete": True,
+    }
+    write_manifest(folder, manifest)
+    return folder
+
+
+def test_facts_keep_the_manifest_keys_of_existing_stores() -> None:
+    """The keys and values manifests already hold (runs as retriever_runs, tuples as lists)."""
+    score = ScoreInfo("p1", 100, 10, RUNS)
+    assert score.as_record() == {
+        "pools_fingerprint": "p1",
+        "depth": 100,
+        "recall_k": 10,
+        "retriever_runs": [dict(r) for r in RUNS],
+    }
+    run = RunInfo("specter", "p1", {"builtin": "specter"})
+    assert run.as_record() == {
+        "retriever": "specter",
+        "pools_fingerprint": "p1",
+        "retriever_identity": {"builtin": "specter"},
+    }
+    rank = RankInfo("bm25", "bm25", "b1", ("test", "valid"), "k1 0.9, b 0.4")
+    assert rank.as_record()["splits"] == ["test", "valid"]
+    assert set(rank.as_record()) == {
+        "retriever",
+        "method",
+        "benchmark_fingerprint",
+        "splits",
+        "detail",
+        "retriever_identity",
+    }
+    assert EncodeInfo("k").as_record() == {"encoder_key": "k"}
+    for facts in (score, run, rank):
+        assert type(facts).from_record(facts.as_record(), "here") == facts
+
+
+def test_defaults_come_from_the_paper_and_required_facts_are_required(tmp_path: Path) -> None:
+    old = _output(tmp_path, "score", "s0", {"pools_fingerprint": "p1"})  # cut-offs unrecorded
+    _, info = score_info(old) or ("", None)
+    assert info == ScoreInfo("p1", DEPTH, RECALL_K, ())
+    rank = _output(tmp_path, "benchmark-rank", "r0", {"retriever": "x", "method": "scores"})
+    with pytest.raises(ManifestMismatchError, match="records no 'benchmark_fingerprint'"):
+        rank_info(rank)
+
+
+def test_find_matches_typed_facts_by_their_manifest_keys(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    old = _output(tmp_path, "score", "s1", ScoreInfo("p1", 500, 30, RUNS).as_record(), "1")
+    _output(tmp_path, "score", "s2", ScoreInfo("p2", 500, 30, RUNS[:1]).as_record(), "2")
+    new = _output(tmp_path, "score", "s3", ScoreInfo("p1", 100, 30, RUNS[1:]).as_record(), "3")
+    assert [o.path for o in store.find("score", ScoreInfo, pools_fingerprint="p1")] == [old, new]
+    assert [o.path for o in store.find("score", ScoreInfo, runs=RUNS)] == [
+        old
+    ]  # key retriever_runs
+    assert [o.path for o in store.find("score", ScoreInfo, pools_fingerprint="p1", depth=100)] == [
+        new
+    ]
+    assert [p for _, p, _ in scores_on_pools(store, "p1")] == [old, new]
+    out = open_output(new)
+    assert out is not None and ScoreInfo.of(out).runs == RUNS[1:]
+
+
+def test_find_rejects_a_misspelled_key_in_one_line(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    _output(tmp_path, "score", "s1", ScoreInfo("p1", 500, 30, RUNS).as_record())
+    with pytest.raises(ConfigError) as err:
+        store.find("score", ScoreInfo, pool_fingerprint="p1")  # pools_fingerprint, misspelled
+    message = str(err.value)
+    assert "\n" not in message
+    assert "unknown fact 'pool_fingerprint'" in message
+    assert "valid: pools_fingerprint, depth, recall_k, runs" in message
+    with pytest.raises(ConfigError, match="unknown fact 'retriever_runs'; valid: "):
+        store.find("score", ScoreInfo, retriever_runs=[])  # the manifest key is not the field
+    with pytest.raises(ConfigError, match="the report stage records no facts"):
+        store.find("report", RunInfo, retriever="a")
+    with pytest.raises(ConfigError, match="the search stage records RunInfo; ScoreInfo is rec"):
+        store.find("search", ScoreInfo, pools_fingerprint="p1")
+    with pytest.raises(ConfigError, match="pass the facts class the report stage records"):
+        store.find("report", retriever="a")  # the store knows no facts of its own
+    assert store.find("report") == []  # no keys: every output of the stage
+
+
+def test_each_stage_records_one_facts_class() -> None:
+    assert facts_of_stage("search") is RunInfo and facts_of_stage("bm25") is RunInfo
+    assert facts_of_stage("benchmark-rank") is RankInfo
+    assert facts_of_stage("score") is ScoreInfo and facts_of_stage("encode") is EncodeInfo
+    assert facts_of_stage("report") is None
