@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mdcr.config import input_path, param
 from mdcr.errors import ConfigError, InputDataError, ManifestMismatchError
+from mdcr.eval.comparison_params import IntervalParams, PairedTestParams
 from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ SPLITS = ("val", "test")
 
 
 @dataclass(frozen=True)
-class ReportConfig:
+class ReportConfig(PairedTestParams, IntervalParams):
     scores: tuple[str, ...] = input_path(help="score stage outputs (same pools)", multiple=True)
     benchmark: tuple[str, ...] = input_path(
         (),
@@ -46,16 +47,6 @@ class ReportConfig:
         multiple=True,
     )
     splits: tuple[str, ...] = param(("test",), help="splits to report: test, val")
-    stat_tests: tuple[str, ...] = param(
-        ("fisher", "student"),
-        help="paired tests: fisher (randomization), student (t-test); the first marks tables",
-    )
-    correction: Literal["holm", "bonferroni"] = param(
-        "holm", help="multiple-comparison correction within each table"
-    )
-    alpha: float = param(0.05, help="significance level after correction")
-    permutations: int = param(10000, help="permutations of the Fisher randomization test")
-    seed: int = param(42, help="seed of the randomization test's permutations")
     paper_comparison: bool = param(True, help="compare with the paper's published numbers")
     chance_rows: bool = param(True, help="add the analytic expected-chance row to tables")
     title: str = param("mdcr evaluation report", help="the report's title")
@@ -67,24 +58,13 @@ class ReportConfig:
     )
 
     def validate(self) -> None:
-        from mdcr.eval.significance import STAT_TESTS
-
         for s in self.splits:
             if s not in SPLITS:
                 raise ConfigError(f"report.splits: {s!r} is not valid; valid: val, test")
         if not self.splits:
             raise ConfigError("report.splits: empty; valid: val, test")
-        for t in self.stat_tests:
-            if t not in STAT_TESTS:
-                raise ConfigError(
-                    f"report.stat_tests: {t!r} is not valid; valid: {', '.join(STAT_TESTS)}"
-                )
-        if not self.stat_tests:
-            raise ConfigError("report.stat_tests: empty; valid: fisher, student")
-        if not 0 < self.alpha < 1:
-            raise ConfigError(f"report.alpha: must be between 0 and 1, got {self.alpha}")
-        if self.permutations < 100:
-            raise ConfigError(f"report.permutations: must be >= 100, got {self.permutations}")
+        self.validate_paired_tests("report")
+        self.validate_intervals("report")
 
 
 # ----------------------------------------------------------------------------- inputs
