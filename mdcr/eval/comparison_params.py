@@ -28,9 +28,7 @@ class PairedTestParams:
     )
     alpha: float = param(0.05, help="significance level after correction")
     permutations: int = param(10000, help="permutations of the Fisher randomization test")
-    seed: int = param(
-        42, help="seed of the randomization test's permutations and of the bootstrap"
-    )
+    seed: int = param(42, help="seed of the randomization test's permutations and of the bootstrap")
 
     def validate_paired_tests(self, where: str) -> None:
         from mdcr.eval.significance import STAT_TESTS

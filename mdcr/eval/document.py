@@ -176,9 +176,7 @@ def _cell_from_list(entry: list[Any]) -> Cell:
 
 
 def _table_from_dict(d: dict[str, Any]) -> Table:
-    cells = {
-        (str(e[0]), (str(e[1][0]), str(e[1][1]))): _cell_from_list(e) for e in d["cells"]
-    }
+    cells = {(str(e[0]), (str(e[1][0]), str(e[1][1]))): _cell_from_list(e) for e in d["cells"]}
     return Table(
         name=d["name"],
         title=d["title"],

@@ -163,9 +163,7 @@ def _bca_levels(
     return levels
 
 
-def minimum_detectable_effect(
-    differences: np.ndarray, alpha: float, power: float = POWER
-) -> float:
+def minimum_detectable_effect(differences: np.ndarray, alpha: float, power: float = POWER) -> float:
     """``(z_{1−α/2} + z_{power}) · sd(differences) / √n``: the smallest true mean
     difference a two-sided paired test at level ``alpha`` detects with ``power`` (normal
     approximation; ``alpha`` already corrected). NaN for fewer than two pairs."""

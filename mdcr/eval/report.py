@@ -336,7 +336,9 @@ def benchmark_section(folder: Path, splits: tuple[str, ...]) -> Section:
 def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     from mdcr.eval.aggregate import over_reps, query_means
     from mdcr.eval.document import Report, Section, write_report
+    from mdcr.eval.intervals import IntervalOptions
     from mdcr.eval.published import order_retrievers
+    from mdcr.eval.report_intervals import pool_values, write_intervals
     from mdcr.eval.report_sections import CHANCE_ROW, Context, SectionOptions, letters_for
     from mdcr.measures.registry import sort_key as metric_sort_key
 
@@ -350,10 +352,18 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     retrievers = order_retrievers(sorted(per_pool["retriever"].unique()))
     metrics = sorted(per_pool["metric"].unique(), key=metric_sort_key)
     options = SectionOptions(
-        cfg.stat_tests, cfg.correction, cfg.alpha, cfg.permutations, cfg.seed, cfg.chance_rows
+        cfg.stat_tests,
+        cfg.correction,
+        cfg.alpha,
+        cfg.permutations,
+        cfg.seed,
+        cfg.chance_rows,
+        cfg.baseline,
     )
     c = Context(options, retrievers, letters_for(retrievers), metrics, ctx.out)
     c.identities = retriever_identities(scores)
+    c.values = pool_values(per_query, scores.pool_meta)
+    c.interval_options = IntervalOptions(cfg.resamples, cfg.seed, cfg.interval_method)
 
     agg = over_reps(per_pool)
     chance = scores.chance[scores.chance["pool_id"].isin(pools)]
@@ -380,6 +390,7 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     report.sections += [benchmark_section(f, cfg.splits) for f in ctx.inputs.get("benchmark") or []]
     report.file_tables = c.file_tables
     sig = _write_significance(c, ctx)
+    write_intervals(c.intervals, ctx)
     write_report(report, ctx)
     _record_report(ctx, report, c, scores, sig)
 

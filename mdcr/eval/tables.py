@@ -54,6 +54,7 @@ class Table:
     digits: int = DIGITS
     std_in_text: bool = True  # False: std only in the CSV (wide tables)
     files: bool = True  # False: shown in report.md only, not written under tables/
+    companions: list[Table] = field(default_factory=list)  # shown right after this one
 
     @property
     def grouped(self) -> bool:
