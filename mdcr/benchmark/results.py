@@ -235,6 +235,7 @@ def benchmark_frames(scored: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def result_of(done: Finished) -> EvaluationResult:
     """The tidy frames of a finished evaluation, either mode."""
+    from mdcr.eval.summary_intervals import with_intervals
     from mdcr.outputs import rank_info
 
     if done.pools is not None:
@@ -243,6 +244,7 @@ def result_of(done: Finished) -> EvaluationResult:
     else:
         per_pool, summary = benchmark_frames(done.result)
         names = [rank_info(f).retriever for _, f in done.retrievers]
+    summary = with_intervals(summary, done.result)  # ci_low, ci_high, tied
     return EvaluationResult(
         summary, per_pool, done.result / "report.md", tuple(names), tuple(done.retrievers)
     )

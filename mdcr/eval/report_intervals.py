@@ -90,18 +90,22 @@ def annotate(
         d = paired_differences(values, base, ["pool_id", "query_id"])
         diffs = _cells(c, d, cell_keys, ["rep"], avg)
     rows: list[dict[str, Any]] = []
-    for r in means.to_dict("records"):
+    r: dict[str, Any]
+    for r in means.to_dict("records"):  # type: ignore[assignment]
         key = tuple(r[k] for k in cell_keys)
         cell = table.cells.get((r["retriever"], column(key)))
         is_tied = (*key, r["retriever"]) in tied
         if cell is not None and not sig.empty:
             cell.tied = is_tied
         rows.append({**r, "table": table.name, "kind": "mean", "tied": is_tied})
-    for r in diffs.to_dict("records"):
+    for r in diffs.to_dict("records"):  # type: ignore[assignment]
         key = tuple(r[k] for k in cell_keys)
         p = _adjusted_p(sig, cell_keys, key, r["retriever"], base, test)
         rows.append({**r, "table": table.name, "kind": f"minus {base}", "p_adjusted": p})
     frame = pd.DataFrame(rows)
+    for k in ("setup", "split", "size", "metric"):  # the table's fixed keys, for the frame
+        if k not in cell_keys and not values.empty and values[k].nunique() == 1:
+            frame[k] = values[k].iloc[0]
     c.intervals.append(frame)
     table.notes.append(_mde_line(c, sig, units, cell_keys, column, test))
     if tied:

@@ -1,0 +1,84 @@
+"""The interval columns of an evaluation's summary frame (``ci_low``, ``ci_high``, percent,
+and ``tied`` where the report decides it), for :mod:`mdcr.benchmark.results`.
+
+On pools they are the report's own (its ``intervals.parquet``: the same resamples, seed
+and method as its tables); on a benchmark they are drawn here from the benchmark-score
+output's per-query values with the report's default interval parameters: a field's
+queries as one stratum, the macro average with the fields as strata.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SCALE = 100.0
+
+
+def with_intervals(summary: pd.DataFrame, result: Path) -> pd.DataFrame:
+    """``summary`` with ``ci_low``, ``ci_high`` (percent) and ``tied`` columns (NaN/NA
+    where a row has none: the expected-chance row, a left-out AVG)."""
+    import pandas as pd
+
+    if (result / "intervals.parquet").exists():
+        found = _pools(pd.read_parquet(result / "intervals.parquet"))
+        keys = ["retriever", "setup", "split", "field", "pool_size", "measure"]
+    else:
+        found = _benchmark(result)
+        keys = ["retriever", "split", "field", "measure"]
+    if found.empty:
+        return summary.assign(ci_low=math.nan, ci_high=math.nan, tied=None)
+    found = found.assign(ci_low=found["ci_low"] * SCALE, ci_high=found["ci_high"] * SCALE)
+    left = summary.assign(
+        _field=summary["field"].astype(object).where(summary["field"].notna(), "")
+    )
+    right = found.assign(_field=found["field"].astype(object).where(found["field"].notna(), ""))
+    on = [k if k != "field" else "_field" for k in keys]
+    if "pool_size" in on:
+        left["pool_size"] = left["pool_size"].astype("Int64")
+        right["pool_size"] = right["pool_size"].astype("Int64")
+    right = right[[*on, "ci_low", "ci_high", "tied"]].drop_duplicates(on)
+    merged = left.merge(right, on=on, how="left", validate="many_to_one")
+    return merged.drop(columns="_field")
+
+
+def _text(column: pd.Series) -> pd.Series:
+    """A key column as text, empty where missing (so that missing keys match)."""
+    return column.astype(object).where(column.notna(), "")
+
+
+def _pools(frame: pd.DataFrame) -> pd.DataFrame:
+    """The report's mean intervals, keyed as the summary is (measures by their labels)."""
+    from mdcr.measures.registry import shown_name
+
+    means = frame[frame["kind"] == "mean"].copy()
+    if "field" not in means:
+        means["field"] = None
+    means["measure"] = means["metric"].map(lambda m: shown_name(str(m)))
+    means["pool_size"] = means["size"]
+    means.loc[means["setup"] == "dataset", "field"] = None
+    return means
+
+
+def _benchmark(scored: Path) -> pd.DataFrame:
+    """Per field and the macro average of each retriever, split and measure."""
+    import pandas as pd
+
+    from mdcr.artifacts import BENCHMARK_METRICS
+    from mdcr.eval.comparison_params import IntervalParams
+    from mdcr.eval.intervals import IntervalOptions, cell_intervals
+    from mdcr.measures.registry import shown_name
+
+    pq = BENCHMARK_METRICS.read_pandas(scored)
+    pq = pq[pq["subset"] == "all"]
+    defaults = IntervalParams()
+    options = IntervalOptions(defaults.resamples, 42, defaults.interval_method)
+    keys = ["retriever", "split", "metric"]
+    fields = cell_intervals(pq, [*keys, "field"], [], options)
+    avg = cell_intervals(pq, keys, ["field"], options).assign(field="AVG")
+    out = pd.concat([fields, avg], ignore_index=True)
+    return out.assign(measure=out["metric"].map(lambda m: shown_name(str(m))), tied=None)
