@@ -14,7 +14,9 @@ everything ``mdcr evaluate`` prints):
   expected-chance row (retriever ``expected chance``); ``setup`` is ``dataset`` (``field``
   empty) or ``field`` (each field and ``AVG``, their macro average). On a benchmark
   ``setup`` is ``mdcr``, ``pool_size`` empty and ``n`` 1 (each field's queries are scored
-  once), and ``AVG`` is the macro average over the fields.
+  once), and ``AVG`` is the macro average over the fields. ``ci_low`` and ``ci_high``: the
+  95% bootstrap interval of ``mean``, ``tied``: not significantly worse than the best
+  (pools; :mod:`mdcr.eval.summary_intervals`).
 - ``per_pool`` (:data:`PER_POOL_COLUMNS`): one row per retriever, pool (on a benchmark: a
   field's queries of a split) and measure, the mean over its ``n_queries`` queries.
 
@@ -49,6 +51,9 @@ SUMMARY_COLUMNS = (
     "mean",
     "std",
     "n",
+    "ci_low",
+    "ci_high",
+    "tied",
 )
 PER_POOL_COLUMNS = (
     "retriever",

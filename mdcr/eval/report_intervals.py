@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mdcr.eval.report_sections import Context
     from mdcr.eval.tables import Table
 
 Column = Callable[[tuple[Any, ...]], tuple[str, str]]
+Context = Any  # mdcr.eval.report_sections.Context (which calls this module)
 
 
 def pool_values(per_query: pd.DataFrame, pool_meta: pd.DataFrame) -> pd.DataFrame:

@@ -24,6 +24,7 @@ def with_intervals(summary: pd.DataFrame, result: Path) -> pd.DataFrame:
     where a row has none: the expected-chance row, a left-out AVG)."""
     import pandas as pd
 
+    summary = summary.drop(columns=[c for c in ("ci_low", "ci_high", "tied") if c in summary])
     if (result / "intervals.parquet").exists():
         found = _pools(pd.read_parquet(result / "intervals.parquet"))
         keys = ["retriever", "setup", "split", "field", "pool_size", "measure"]

@@ -92,6 +92,8 @@ def _report_cells(report: Path) -> dict[tuple[str, str, str, str], tuple[float, 
     cells = {}
     for section in read_report(report.parent).sections:
         for table in section.tables:
+            if table.name.endswith("_ci"):  # the intervals beside each table
+                continue
             if table.name.startswith("dataset_test"):
                 for (r, (size, metric)), c in table.cells.items():
                     cells[(metric, f"dataset {size}", r, "")] = (c.mean, c.std)
