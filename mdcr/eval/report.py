@@ -335,6 +335,7 @@ def benchmark_section(folder: Path, splits: tuple[str, ...]) -> Section:
 
 def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     from mdcr.eval.aggregate import over_reps, query_means
+    from mdcr.eval.benchmark_intervals import annotate_benchmark
     from mdcr.eval.document import Report, Section, write_report
     from mdcr.eval.intervals import IntervalOptions
     from mdcr.eval.published import order_retrievers
@@ -387,7 +388,9 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
         Section("Methods", intro=_methods_lines(c, scores)),
         *_result_sections(cfg, c, agg, chance_agg, units),
     ]
-    report.sections += [benchmark_section(f, cfg.splits) for f in ctx.inputs.get("benchmark") or []]
+    for folder in ctx.inputs.get("benchmark") or []:
+        report.sections.append(benchmark_section(folder, cfg.splits))
+        annotate_benchmark(c, report.sections[-1], folder)  # intervals, tied groups, MDE
     report.file_tables = c.file_tables
     sig = _write_significance(c, ctx)
     write_intervals(c.intervals, ctx)

@@ -104,7 +104,7 @@ def annotate(
         rows.append({**r, "table": table.name, "kind": f"minus {base}", "p_adjusted": p})
     frame = pd.DataFrame(rows)
     for k in ("setup", "split", "size", "metric"):  # the table's fixed keys, for the frame
-        if k not in cell_keys and not values.empty and values[k].nunique() == 1:
+        if k not in cell_keys and k in values and not values.empty and values[k].nunique() == 1:
             frame[k] = values[k].iloc[0]
     c.intervals.append(frame)
     table.notes.append(_mde_line(c, sig, units, cell_keys, column, test))
