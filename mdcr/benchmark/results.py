@@ -258,32 +258,31 @@ def result_of(done: Finished) -> EvaluationResult:
 # ----------------------------------------------------------------------------- printing
 
 
-def _cell(mean: float, std: float) -> str:
-    if mean is None or math.isnan(mean):
-        return "–"
-    text = f"{mean:.1f}"
-    return text if std is None or math.isnan(std) else f"{text} ± {std:.1f}"
-
-
-def _row_label(setup: str, size: int, fld: object) -> str:
+def _row_label(setup: str, size: Any, fld: object) -> str:
     from mdcr.paper import field_abbreviation, size_label
 
+    if setup == MDCR_SETUP:
+        return field_abbreviation(str(fld))
     if setup == "dataset":
-        return f"dataset {size_label(size)}"
-    return f"field {size_label(size)} {field_abbreviation(str(fld))}"
+        return f"dataset {size_label(int(size))}"
+    return f"field {size_label(int(size))} {field_abbreviation(str(fld))}"
 
 
 def summary_lines(summary: pd.DataFrame) -> list[str]:
     """The pools summary as text: per split and measure a table, rows the pool sizes
     (dataset-level) and fields (field-level, with AVG), columns the retrievers, cells
-    mean ± std over repetitions, × 100 with one decimal (as report.md)."""
+    mean ± std over repetitions, × 100 with one decimal (as report.md), its 95% interval
+    and † for the tied group (:func:`mdcr.eval.summary_intervals.cell_text`). On a
+    benchmark the rows are the fields and AVG."""
+    from mdcr.eval.summary_intervals import cell_text
+
     lines: list[str] = []
     names = list(dict.fromkeys(summary["retriever"]))
     for (split, measure), block in summary.groupby(["split", "measure"], sort=False):
         rows: dict[str, dict[str, str]] = {}
         for r in block.to_dict("records"):
-            label = _row_label(str(r["setup"]), int(r["pool_size"]), r["field"])
-            rows.setdefault(label, {})[str(r["retriever"])] = _cell(r["mean"], r["std"])
+            label = _row_label(str(r["setup"]), r["pool_size"], r["field"])
+            rows.setdefault(label, {})[str(r["retriever"])] = cell_text(r)
         cols = [n for n in names if n in set(block["retriever"])]
         head = f"{measure} × 100, {split} split"
         table = [[head, *cols]] + [[lbl, *(c.get(n, "–") for n in cols)] for lbl, c in rows.items()]
@@ -300,12 +299,15 @@ def summary_lines(summary: pd.DataFrame) -> list[str]:
 def print_pools_summary(done: Finished) -> None:
     """What ``mdcr evaluate --pools`` prints: the retrievers scored, the summary of the
     report (see :func:`summary_lines`) and the report's path."""
+    from mdcr.eval.summary_intervals import TIED_LEGEND
+
     result = result_of(done)
     print(
         f"scored {', '.join(sorted(result.retrievers))} on {done.pools}; with "
         f"{done.earlier_scores} earlier score output(s)"
     )
     print("cells: mean ± std over repetitions (× 100, as in the report); AVG: mean over fields")
+    print(TIED_LEGEND)
     print()
     for line in summary_lines(result.summary):
         print(line)
@@ -350,6 +352,7 @@ def print_results(done: Evaluated) -> None:
     from mdcr.benchmark.score import read_official_results
     from mdcr.benchmark.scoring import MDCR_METRICS, official_key
     from mdcr.eval.published import comparable_with_published, order_retrievers, published_mdcr
+    from mdcr.eval.summary_intervals import TIED_LEGEND
     from mdcr.manifests import open_output
 
     official = read_official_results(done.result)
@@ -388,4 +391,6 @@ def print_results(done: Evaluated) -> None:
                         label = f"published AVG on {files} ({row['citation']})"
                         print("\t".join([label, *cells]))
             print()
+    print(f"fields and AVG × 100; {TIED_LEGEND}\n")  # the intervals and tied groups
+    print("\n".join(summary_lines(result_of(done).summary)))
     print(f"report: {done.result / 'report.md'}")

@@ -13,6 +13,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -66,20 +68,41 @@ def _pools(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _benchmark(scored: Path) -> pd.DataFrame:
-    """Per field and the macro average of each retriever, split and measure."""
-    import pandas as pd
-
+    """Per field and the macro average of each retriever, split and measure, with the tied
+    groups of benchmark-score's own paired tests (its tests, correction, alpha and seed)."""
     from mdcr.artifacts import BENCHMARK_METRICS
+    from mdcr.eval.benchmark_intervals import benchmark_cells, scored_tests
     from mdcr.eval.comparison_params import IntervalParams
-    from mdcr.eval.intervals import IntervalOptions, cell_intervals
+    from mdcr.eval.intervals import IntervalOptions
     from mdcr.measures.registry import shown_name
 
-    pq = BENCHMARK_METRICS.read_pandas(scored)
-    pq = pq[pq["subset"] == "all"]
+    tests = scored_tests(scored)
     defaults = IntervalParams()
-    options = IntervalOptions(defaults.resamples, 42, defaults.interval_method)
-    keys = ["retriever", "split", "metric"]
-    fields = cell_intervals(pq, [*keys, "field"], [], options)
-    avg = cell_intervals(pq, keys, ["field"], options).assign(field="AVG")
-    out = pd.concat([fields, avg], ignore_index=True)
-    return out.assign(measure=out["metric"].map(lambda m: shown_name(str(m))), tied=None)
+    options = IntervalOptions(defaults.resamples, tests.seed, defaults.interval_method)
+    out = benchmark_cells(BENCHMARK_METRICS.read_pandas(scored), tests, options)
+    return out.assign(measure=out["metric"].map(lambda m: shown_name(str(m))))
+
+
+# ---------------------------------------------------------------------------- the text
+
+TIED_LEGEND = (
+    "[low, high]: 95% bootstrap interval over queries; †: the tied group (the best and "
+    "those not significantly worse than it after correction)"
+)
+
+
+def cell_text(row: dict) -> str:
+    """A summary cell as text: ``54.1 ± 2.0 [49.5, 58.3] †`` (std, interval and the
+    dagger where the row has them)."""
+    mean = row.get("mean")
+    if mean is None or math.isnan(mean):
+        return "–"
+    text = f"{mean:.1f}"
+    std = row.get("std")
+    if std is not None and not math.isnan(std):
+        text += f" ± {std:.1f}"
+    low, high = row.get("ci_low"), row.get("ci_high")
+    if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
+        text += f" [{low:.1f}, {high:.1f}]"
+    tied = row.get("tied")
+    return text + " †" if isinstance(tied, (bool, np.bool_)) and bool(tied) else text
