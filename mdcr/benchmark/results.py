@@ -16,7 +16,7 @@ everything ``mdcr evaluate`` prints):
   ``setup`` is ``mdcr``, ``pool_size`` empty and ``n`` 1 (each field's queries are scored
   once), and ``AVG`` is the macro average over the fields. ``ci_low`` and ``ci_high``: the
   95% bootstrap interval of ``mean``, ``tied``: not significantly worse than the best
-  (pools; :mod:`mdcr.eval.summary_intervals`).
+  (:mod:`mdcr.eval.summary_intervals`).
 - ``per_pool`` (:data:`PER_POOL_COLUMNS`): one row per retriever, pool (on a benchmark: a
   field's queries of a split) and measure, the mean over its ``n_queries`` queries.
 

@@ -1,10 +1,11 @@
 """The interval columns of an evaluation's summary frame (``ci_low``, ``ci_high``, percent,
-and ``tied`` where the report decides it), for :mod:`mdcr.benchmark.results`.
+and ``tied``), for :mod:`mdcr.benchmark.results`, and their text in what it prints.
 
 On pools they are the report's own (its ``intervals.parquet``: the same resamples, seed
 and method as its tables); on a benchmark they are drawn here from the benchmark-score
-output's per-query values with the report's default interval parameters: a field's
-queries as one stratum, the macro average with the fields as strata.
+output's per-query values with the report's default interval parameters (a field's
+queries as one stratum, the macro average with the fields as strata) and ``tied`` from
+benchmark-score's own paired tests (:mod:`mdcr.eval.benchmark_intervals`).
 """
 
 from __future__ import annotations
