@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from mdcr.eval.tables import Table
 
 AVG = "AVG"
+ALL = "all"  # benchmark-score's subset of the full candidate lists (mdcr.benchmark.scoring)
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,6 @@ def scored_tests(scored: Path) -> PairedTests:
 def measure_units(per_query: pd.DataFrame, split: str, metric: str) -> pd.DataFrame:
     """One split's and measure's per-query values on the full lists: retriever, field,
     query_id, value."""
-    from mdcr.benchmark.scoring import ALL
-
     pq = per_query[
         (per_query["split"] == split)
         & (per_query["subset"] == ALL)
@@ -99,7 +98,7 @@ def benchmark_cells(
     from mdcr.eval.published import order_retrievers
 
     frames = []
-    full = per_query[per_query["subset"] == "all"]
+    full = per_query[per_query["subset"] == ALL]
     for (split, metric), _ in full.groupby(["split", "metric"], sort=True):
         units = measure_units(per_query, str(split), str(metric))
         retrievers = order_retrievers(sorted(units["retriever"].unique()))
@@ -127,10 +126,10 @@ def annotate_benchmark(c: Any, section: Section, scored: Path) -> None:
     with its interval, then each retriever's difference from the baseline with its
     interval and adjusted p); the rows go into the report's ``intervals.parquet``."""
     from mdcr.artifacts import BENCHMARK_METRICS
-    from mdcr.benchmark.scoring import TABLE_METRICS
     from mdcr.eval.published import label_for, order_retrievers
     from mdcr.manifests import read_manifest
     from mdcr.measures import registry as measures
+    from mdcr.paper import MDCR_RECALL_K
 
     per_query = BENCHMARK_METRICS.read_pandas(scored)
     info = (read_manifest(scored) or {}).get("info", {})
@@ -149,7 +148,7 @@ def annotate_benchmark(c: Any, section: Section, scored: Path) -> None:
         for table in sub.tables:
             shown.append(table)
             if table.name == f"mdcr_{split}_table3":
-                metrics = list(TABLE_METRICS)
+                metrics = [measures.MAP.name(None), measures.RECALL.name(MDCR_RECALL_K)]
             elif table.name == f"mdcr_{split}_ndcg":
                 metrics = [measures.NDCG.name(None)]
             else:
