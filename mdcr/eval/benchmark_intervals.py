@@ -204,5 +204,13 @@ def _measure(
         key = (col, (labels[r], metric_label(metric))) if by_table3 else (col, ("", labels[r]))
         if key in table.cells and cell.tied is not None:
             table.cells[key].tied = cell.tied
+    for row in table.rows:  # the best of a field's measure is bold (the nDCG table too)
+        mine = [table.cells.get((row, ("", labels[r]))) for r in c.retrievers]
+        if by_table3:
+            mine = [table.cells.get((row, (labels[r], metric_label(metric)))) for r in c.retrievers]
+        found = [x for x in mine if x is not None and not math.isnan(x.mean)]
+        best = max((x.mean for x in found), default=math.nan)
+        for x in found:
+            x.bold = x.bold or (len(found) > 1 and x.mean == best)
     table.notes.append(f"{metric_label(metric)}: {own.notes[0]}")
     return companion

@@ -179,5 +179,10 @@ def test_the_reports_mdcr_section_gets_companions_tied_marks_and_the_mde(
     flags = [cell.tied for (_, (_, m)), cell in table3.cells.items() if m == "MAP"]
     mine = frame[frame["measure"] == "MAP"]
     assert sorted(flags) == sorted(bool(t) for t in mine["tied"])
+    ndcg = test.tables[names.index("mdcr_test_ndcg")]
+    for row in ndcg.rows:  # each field's best bold, the others of its tied group with †
+        best = max(x.mean for (r, _), x in ndcg.cells.items() if r == row)
+        assert all(x.bold == (x.mean == best) for (r, _), x in ndcg.cells.items() if r == row)
+        assert "†" not in ndcg.text(row, max(ndcg.columns, key=lambda k: ndcg.cells[(row, k)].mean))
     frames = pd.concat(c.intervals, ignore_index=True)
     assert set(frames["setup"]) == {"mdcr"} and not math.isnan(frames["ci_low"].iloc[0])
