@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, ManifestMismatchError
 from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.scoring.comparison_params import PairedTestParams
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,7 +35,7 @@ SIGNIFICANCE = "significance.parquet"
 
 
 @dataclass(frozen=True)
-class BenchScoreConfig:
+class BenchScoreConfig(PairedTestParams):
     benchmark: str = input_path(help="benchmark build or import output")
     ranks: tuple[str, ...] = input_path(help="benchmark-rank outputs", multiple=True)
     splits: tuple[Literal["val", "test"], ...] = param(
@@ -46,33 +47,10 @@ class BenchScoreConfig:
         "descending as strings), or paper_id ascending (the project's rule for runs)",
     )
     by_type: bool = param(True, help="also score each candidate type alone (Table 4)")
-    stat_tests: tuple[str, ...] = param(
-        ("fisher", "student"),
-        help="paired tests between retrievers: fisher (randomization), student (t-test)",
-    )
-    correction: Literal["holm", "bonferroni"] = param(
-        "holm", help="multiple-comparison correction over each split's comparisons"
-    )
-    alpha: float = param(0.05, help="significance level after correction")
-    permutations: int = param(10000, help="permutations of the Fisher randomization test")
-    seed: int = param(42, help="seed of the randomization test's permutations")
     title: str = param("MDCR benchmark results", help="the report's title")
 
     def validate(self) -> None:
-        from mdcr.scoring.significance import STAT_TESTS
-
-        where = "benchmark-score"
-        for t in self.stat_tests:
-            if t not in STAT_TESTS:
-                raise ConfigError(
-                    f"{where}.stat_tests: {t!r} is not valid; valid: {', '.join(STAT_TESTS)}"
-                )
-        if not self.stat_tests:
-            raise ConfigError(f"{where}.stat_tests: empty; valid: fisher, student")
-        if not 0 < self.alpha < 1:
-            raise ConfigError(f"{where}.alpha: must be between 0 and 1, got {self.alpha}")
-        if self.permutations < 100:
-            raise ConfigError(f"{where}.permutations: must be >= 100, got {self.permutations}")
+        self.validate_paired_tests("benchmark-score")
 
 
 @dataclass(frozen=True)

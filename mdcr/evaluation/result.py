@@ -14,7 +14,9 @@ everything ``mdcr evaluate`` prints):
   expected-chance row (retriever ``expected chance``); ``setup`` is ``dataset`` (``field``
   empty) or ``field`` (each field and ``AVG``, their macro average). On a benchmark
   ``setup`` is ``mdcr``, ``pool_size`` empty and ``n`` 1 (each field's queries are scored
-  once), and ``AVG`` is the macro average over the fields.
+  once), and ``AVG`` is the macro average over the fields. ``ci_low`` and ``ci_high``: the
+  95% bootstrap interval of ``mean``, ``tied``: not significantly worse than the best
+  (:mod:`mdcr.scoring.summary_intervals`).
 - ``per_pool`` (:data:`PER_POOL_COLUMNS`): one row per retriever, pool (on a benchmark: a
   field's queries of a split) and measure, the mean over its ``n_queries`` queries.
 
@@ -49,6 +51,9 @@ SUMMARY_COLUMNS = (
     "mean",
     "std",
     "n",
+    "ci_low",
+    "ci_high",
+    "tied",
 )
 PER_POOL_COLUMNS = (
     "retriever",
@@ -253,17 +258,20 @@ def benchmark_frames(scored: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 def result_of(done: Finished) -> EvaluationResult:
     """The result of a finished evaluation, either mode: its frames and its printout."""
     from mdcr.contracts.outputs import rank_info
+    from mdcr.scoring.summary_intervals import with_intervals
 
     if done.pools is not None:
         per_pool, summary = pools_frames(done.result)
+        summary = with_intervals(summary, done.result)  # ci_low, ci_high, tied
         names = [name for name, _ in done.retrievers]  # the names score gave the runs
         report = done.result / "report.md"
         lines = pools_lines(done, names, summary, report)
         mode = "pools"
     else:
         per_pool, summary = benchmark_frames(done.result)
+        summary = with_intervals(summary, done.result)  # ci_low, ci_high, tied
         names = [rank_info(f).retriever for _, f in done.retrievers]
-        lines = benchmark_lines(done)
+        lines = benchmark_lines(done, summary)
         mode = "benchmark"
     return EvaluationResult(
         summary,
@@ -279,32 +287,31 @@ def result_of(done: Finished) -> EvaluationResult:
 # ----------------------------------------------------------------------------- printing
 
 
-def _cell(mean: float, std: float) -> str:
-    if mean is None or math.isnan(mean):
-        return "–"
-    text = f"{mean:.1f}"
-    return text if std is None or math.isnan(std) else f"{text} ± {std:.1f}"
-
-
-def _row_label(setup: str, size: int, fld: object) -> str:
+def _row_label(setup: str, size: Any, fld: object) -> str:
     from mdcr.contracts.paper import field_abbreviation, size_label
 
+    if setup == MDCR_SETUP:
+        return field_abbreviation(str(fld))
     if setup == "dataset":
-        return f"dataset {size_label(size)}"
-    return f"field {size_label(size)} {field_abbreviation(str(fld))}"
+        return f"dataset {size_label(int(size))}"
+    return f"field {size_label(int(size))} {field_abbreviation(str(fld))}"
 
 
 def summary_lines(summary: pd.DataFrame) -> list[str]:
     """The pools summary as text: per split and measure a table, rows the pool sizes
     (dataset-level) and fields (field-level, with AVG), columns the retrievers, cells
-    mean ± std over repetitions, × 100 with one decimal (as report.md)."""
+    mean ± std over repetitions, × 100 with one decimal (as report.md), its 95% interval
+    and † for the tied group (:func:`mdcr.scoring.summary_intervals.cell_text`). On a
+    benchmark the rows are the fields and AVG."""
+    from mdcr.scoring.summary_intervals import cell_text
+
     lines: list[str] = []
     names = list(dict.fromkeys(summary["retriever"]))
     for (split, measure), block in summary.groupby(["split", "measure"], sort=False):
         rows: dict[str, dict[str, str]] = {}
         for r in block.to_dict("records"):
-            label = _row_label(str(r["setup"]), int(r["pool_size"]), r["field"])
-            rows.setdefault(label, {})[str(r["retriever"])] = _cell(r["mean"], r["std"])
+            label = _row_label(str(r["setup"]), r["pool_size"], r["field"])
+            rows.setdefault(label, {})[str(r["retriever"])] = cell_text(r)
         cols = [n for n in names if n in set(block["retriever"])]
         head = f"{measure} × 100, {split} split"
         table = [[head, *cols]] + [[lbl, *(c.get(n, "–") for n in cols)] for lbl, c in rows.items()]
@@ -321,10 +328,13 @@ def summary_lines(summary: pd.DataFrame) -> list[str]:
 def pools_lines(done: Finished, names: list[str], summary: pd.DataFrame, report: Path) -> list[str]:
     """What ``mdcr evaluate --pools`` prints: the retrievers scored, the summary of the
     report (see :func:`summary_lines`) and the report's path."""
+    from mdcr.scoring.summary_intervals import TIED_LEGEND
+
     return [
         f"scored {', '.join(sorted(names))} on {done.pools}; with "
         f"{done.earlier_scores} earlier score output(s)",
         "cells: mean ± std over repetitions (× 100, as in the report); AVG: mean over fields",
+        TIED_LEGEND,
         "",
         *summary_lines(summary),
         f"report: {report}",
@@ -364,12 +374,14 @@ def write_scores_out(template: Path, ranks: Sequence[tuple[str, Path]]) -> list[
     return written
 
 
-def benchmark_lines(done: Finished) -> list[str]:
-    """The original scorer's printout per retriever and split, then the report's path."""
+def benchmark_lines(done: Finished, summary: pd.DataFrame) -> list[str]:
+    """The original scorer's printout per retriever and split, then the summary with its
+    intervals and tied groups (:func:`summary_lines`), then the report's path."""
     from mdcr.benchmark.score import read_official_results
     from mdcr.benchmark.scoring import MDCR_METRICS, official_key
     from mdcr.core.manifests import open_output
     from mdcr.scoring.published import comparable_with_published, order_retrievers, published_mdcr
+    from mdcr.scoring.summary_intervals import TIED_LEGEND
 
     lines: list[str] = []
     official = read_official_results(done.result)
@@ -410,5 +422,8 @@ def benchmark_lines(done: Finished) -> list[str]:
                         label = f"published AVG on {files} ({row['citation']})"
                         lines.append("\t".join([label, *cells]))
             lines.append("")
+    lines.append(f"fields and AVG × 100; {TIED_LEGEND}")  # the intervals and tied groups
+    lines.append("")
+    lines.extend(summary_lines(summary))
     lines.append(f"report: {done.result / 'report.md'}")
     return lines

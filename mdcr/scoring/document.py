@@ -142,7 +142,7 @@ def _table_to_dict(t: Table) -> dict[str, Any]:
         "rows": list(t.rows),
         "columns": [list(c) for c in t.columns],
         "cells": [
-            [row, list(col), _num(c.mean), _num(c.std), c.mark, c.bold]
+            [row, list(col), _num(c.mean), _num(c.std), c.mark, c.bold, *_cell_extra(c)]
             for (row, col), c in t.cells.items()
         ],
         "notes": list(t.notes),
@@ -158,11 +158,25 @@ def _nan(v: float | None) -> float:
     return math.nan if v is None else float(v)
 
 
+def _cell_extra(c: Cell) -> list[dict[str, Any]]:
+    """A cell's interval, tied flag and note, as a 7th entry only where one is set."""
+    if math.isnan(c.low) and c.tied is None and not c.note:
+        return []
+    return [{"low": _num(c.low), "high": _num(c.high), "tied": c.tied, "note": c.note}]
+
+
+def _cell_from_list(entry: list[Any]) -> Cell:
+    mean, std, mark, bold = entry[2:6]
+    cell = Cell(_nan(mean), _nan(std), str(mark), bool(bold))
+    if len(entry) > 6:
+        extra = entry[6]
+        cell.low, cell.high = _nan(extra["low"]), _nan(extra["high"])
+        cell.tied, cell.note = extra["tied"], str(extra["note"])
+    return cell
+
+
 def _table_from_dict(d: dict[str, Any]) -> Table:
-    cells = {
-        (str(row), (str(col[0]), str(col[1]))): Cell(_nan(mean), _nan(std), str(mark), bool(bold))
-        for row, col, mean, std, mark, bold in d["cells"]
-    }
+    cells = {(str(e[0]), (str(e[1][0]), str(e[1][1]))): _cell_from_list(e) for e in d["cells"]}
     return Table(
         name=d["name"],
         title=d["title"],

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError, ManifestMismatchError
 from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
+from mdcr.scoring.comparison_params import IntervalParams, PairedTestParams
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -38,7 +39,7 @@ SPLITS = ("val", "test")
 
 
 @dataclass(frozen=True)
-class ReportConfig:
+class ReportConfig(PairedTestParams, IntervalParams):
     scores: tuple[str, ...] = input_path(help="score stage outputs (same pools)", multiple=True)
     benchmark: tuple[str, ...] = input_path(
         (),
@@ -46,16 +47,6 @@ class ReportConfig:
         multiple=True,
     )
     splits: tuple[str, ...] = param(("test",), help="splits to report: test, val")
-    stat_tests: tuple[str, ...] = param(
-        ("fisher", "student"),
-        help="paired tests: fisher (randomization), student (t-test); the first marks tables",
-    )
-    correction: Literal["holm", "bonferroni"] = param(
-        "holm", help="multiple-comparison correction within each table"
-    )
-    alpha: float = param(0.05, help="significance level after correction")
-    permutations: int = param(10000, help="permutations of the Fisher randomization test")
-    seed: int = param(42, help="seed of the randomization test's permutations")
     paper_comparison: bool = param(True, help="compare with the paper's published numbers")
     chance_rows: bool = param(True, help="add the analytic expected-chance row to tables")
     title: str = param("mdcr evaluation report", help="the report's title")
@@ -67,24 +58,13 @@ class ReportConfig:
     )
 
     def validate(self) -> None:
-        from mdcr.scoring.significance import STAT_TESTS
-
         for s in self.splits:
             if s not in SPLITS:
                 raise ConfigError(f"report.splits: {s!r} is not valid; valid: val, test")
         if not self.splits:
             raise ConfigError("report.splits: empty; valid: val, test")
-        for t in self.stat_tests:
-            if t not in STAT_TESTS:
-                raise ConfigError(
-                    f"report.stat_tests: {t!r} is not valid; valid: {', '.join(STAT_TESTS)}"
-                )
-        if not self.stat_tests:
-            raise ConfigError("report.stat_tests: empty; valid: fisher, student")
-        if not 0 < self.alpha < 1:
-            raise ConfigError(f"report.alpha: must be between 0 and 1, got {self.alpha}")
-        if self.permutations < 100:
-            raise ConfigError(f"report.permutations: must be >= 100, got {self.permutations}")
+        self.validate_paired_tests("report")
+        self.validate_intervals("report")
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -356,8 +336,11 @@ def benchmark_section(folder: Path, splits: tuple[str, ...]) -> Section:
 def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     from mdcr.measures.registry import sort_key as metric_sort_key
     from mdcr.scoring.aggregate import over_reps, query_means
+    from mdcr.scoring.benchmark_intervals import annotate_benchmark
     from mdcr.scoring.document import Report, Section, write_report
+    from mdcr.scoring.intervals import IntervalOptions
     from mdcr.scoring.published import order_retrievers
+    from mdcr.scoring.report_intervals import pool_values, write_intervals
     from mdcr.scoring.report_sections import CHANCE_ROW, Context, SectionOptions, letters_for
 
     folders = ctx.inputs.get("scores") or []
@@ -370,10 +353,18 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     retrievers = order_retrievers(sorted(per_pool["retriever"].unique()))
     metrics = sorted(per_pool["metric"].unique(), key=metric_sort_key)
     options = SectionOptions(
-        cfg.stat_tests, cfg.correction, cfg.alpha, cfg.permutations, cfg.seed, cfg.chance_rows
+        cfg.stat_tests,
+        cfg.correction,
+        cfg.alpha,
+        cfg.permutations,
+        cfg.seed,
+        cfg.chance_rows,
+        cfg.baseline,
     )
     c = Context(options, retrievers, letters_for(retrievers), metrics, ctx.out)
     c.identities = retriever_identities(scores)
+    c.values = pool_values(per_query, scores.pool_meta)
+    c.interval_options = IntervalOptions(cfg.resamples, cfg.seed, cfg.interval_method)
 
     agg = over_reps(per_pool)
     chance = scores.chance[scores.chance["pool_id"].isin(pools)]
@@ -397,9 +388,12 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
         Section("Methods", intro=_methods_lines(c, scores)),
         *_result_sections(cfg, c, agg, chance_agg, units),
     ]
-    report.sections += [benchmark_section(f, cfg.splits) for f in ctx.inputs.get("benchmark") or []]
+    for folder in ctx.inputs.get("benchmark") or []:
+        report.sections.append(benchmark_section(folder, cfg.splits))
+        annotate_benchmark(c, report.sections[-1], folder)  # intervals, tied groups, MDE
     report.file_tables = c.file_tables
     sig = _write_significance(c, ctx)
+    write_intervals(c.intervals, ctx)
     write_report(report, ctx)
     _record_report(ctx, report, c, scores, sig)
 

@@ -42,6 +42,7 @@ class SectionOptions:
     permutations: int = 10000
     seed: int = 42
     chance_rows: bool = True
+    baseline: str = "bm25"
 
 
 @dataclass
@@ -59,6 +60,11 @@ class Context:
     file_tables: list[Table] = field(default_factory=list)
     # Each retriever's registry identity (mdcr.retrievers.identity); None: not a built-in entry.
     identities: dict[str, Any] = field(default_factory=dict)
+    # Per-query values with their pools' keys (intervals), how intervals are drawn, and
+    # every table's intervals (mdcr.scoring.report_intervals), for intervals.parquet.
+    values: pd.DataFrame | None = None
+    interval_options: Any = None
+    intervals: list[pd.DataFrame] = field(default_factory=list)
 
     def rel(self, paths: list[Path]) -> list[str]:
         return [p.relative_to(self.out).as_posix() for p in paths]
@@ -189,7 +195,7 @@ def dataset_section(
         + ". The paper's Table 1 layout."
     )
     table.notes.extend(_sig_lines(c, sig))
-    s.tables.append(table)
+    s.tables += [table, *table.companions]
     s.plots += _dataset_plots(c, split, part, [r for r in rows if r != CHANCE_ROW])
     _finish(c, s, [sig])
     return s
@@ -243,7 +249,28 @@ def _dataset_table(c: Context, split: str, part: _Slice) -> tuple[Table, pd.Data
         no_bold_rows=[CHANCE_ROW],
         rule_before=[RANDOM, CHANCE_ROW] if rows else [],
     )
+    table.companions = _intervals(c, table, sig, part.units, ["size", "metric"], split)
     return table, sig, rows
+
+
+def _intervals(
+    c: Context, table: Table, sig: pd.DataFrame, units: pd.DataFrame, keys: list[str], split: str
+) -> list[Table]:
+    """The table's tied groups, MDE note and intervals (:mod:`mdcr.scoring.report_intervals`)."""
+    from mdcr.measures.registry import label as metric_label
+    from mdcr.scoring.report_intervals import annotate
+
+    if c.values is None:
+        return []
+    v = c.values[c.values["split"] == split]
+    if keys[0] == "size":
+        v = v[v["setup"] == "dataset"]
+        col = lambda k: (size_label(int(k[0])), metric_label(k[1]))  # noqa: E731
+        return [annotate(c, table, sig, units, v, keys, col)]
+    v = v[(v["setup"] == "field") & v["size"].isin(units.attrs["sizes"])]
+    v = v[v["metric"] == units.attrs["metric"]]
+    col = lambda k: ("", field_abbreviation(str(k[0])))  # noqa: E731
+    return [annotate(c, table, sig, units, v, keys, col, avg=True)]
 
 
 def _dataset_plots(c: Context, split: str, part: _Slice, retrievers: list[str]) -> list[str]:
@@ -331,7 +358,7 @@ def _field_section(c: Context, split: str, size: int, suffix: str, part: _Slice)
     bars_data = []
     for metric in part.metrics:
         table, sig, data = _field_table(c, split, size, suffix, part, fields, metric)
-        s.tables.append(table)
+        s.tables += [table, *table.companions]
         sigs.append(sig)
         bars_data.append(data.assign(metric=metric))
     bars = pd.concat(bars_data, ignore_index=True)
@@ -382,8 +409,10 @@ def _field_significance(
     u = u[["retriever", "field", "query_id", "value"]]
     pooled = u.assign(query_id=u["field"].astype(str) + "\x1f" + u["query_id"], field="AVG")
     pooled = pooled[~pooled["retriever"].isin(incomplete)]
-    sig = _significance(c, pd.concat([u, pooled], ignore_index=True), ["field"], name)
+    both = pd.concat([u, pooled], ignore_index=True)
+    sig = _significance(c, both, ["field"], name)
     sig.insert(1, "metric", metric)
+    sig.attrs["units"] = both
     return sig
 
 
@@ -426,6 +455,9 @@ def _field_table(
         if cell is not None:
             cell.std = float(sd)
     table.notes.extend(_sig_lines(c, sig))
+    units = sig.attrs.pop("units")
+    units.attrs.update(sizes=part.sizes, metric=metric)
+    table.companions = _intervals(c, table, sig, units, ["field"], split)
     if incomplete:
         table.notes.append(
             f"AVG of {', '.join(incomplete)} for {metric_label(metric)} is left out: "

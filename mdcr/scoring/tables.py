@@ -32,6 +32,10 @@ class Cell:
     std: float = math.nan
     mark: str = ""
     bold: bool = False
+    low: float = math.nan  # a confidence interval, shown as [low, high] when set
+    high: float = math.nan
+    tied: bool | None = None  # tied with the column's best: bold and a dagger
+    note: str = ""  # text after the value (a difference's adjusted p)
 
 
 @dataclass
@@ -50,6 +54,7 @@ class Table:
     digits: int = DIGITS
     std_in_text: bool = True  # False: std only in the CSV (wide tables)
     files: bool = True  # False: shown in report.md only, not written under tables/
+    companions: list[Table] = field(default_factory=list)  # shown right after this one
 
     @property
     def grouped(self) -> bool:
@@ -67,12 +72,18 @@ class Table:
         if c is None or math.isnan(c.mean):
             return DASH if not latex else "--"
         s = self._num(c.mean)
-        if c.bold:
+        if c.bold or c.tied:
             s = f"\\textbf{{{s}}}" if latex else f"**{s}**"
+        if c.tied and not c.bold:
+            s += "$^\\dagger$" if latex else "†"
         if self.std_in_text and not math.isnan(c.std):
             s += f" $\\pm$ {self._num(c.std)}" if latex else f" ± {self._num(c.std)}"
+        if not math.isnan(c.low):
+            s += f" [{self._num(c.low)}, {self._num(c.high)}]"
         if c.mark:
             s += f"\\textsuperscript{{{c.mark}}}" if latex else f"<sup>{c.mark}</sup>"
+        if c.note:
+            s += f" {latex_escape(c.note) if latex else c.note}"
         return s
 
     def to_markdown(self) -> str:
@@ -90,6 +101,8 @@ class Table:
         columns where the table has them."""
         has_std = any(not math.isnan(c.std) for c in self.cells.values())
         has_mark = any(c.mark for c in self.cells.values())
+        has_ci = any(not math.isnan(c.low) for c in self.cells.values())
+        has_tied = any(c.tied is not None for c in self.cells.values())
         header = [self.row_header]
         for c in self.columns:
             label = self.col_label(c)
@@ -98,6 +111,8 @@ class Table:
                 header.append(f"{label} std")
             if has_mark:
                 header.append(f"{label} sig")
+            header += [f"{label} ci_low", f"{label} ci_high"] if has_ci else []
+            header += [f"{label} tied"] if has_tied else []
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(header)
@@ -111,6 +126,9 @@ class Table:
                     out.append(repr(cell.std) if ok and cell is not None else "")
                 if has_mark:
                     out.append(cell.mark if cell is not None else "")
+                out += _ci_fields(cell) if has_ci else []
+                if has_tied:
+                    out.append("" if cell is None or cell.tied is None else str(cell.tied))
             w.writerow(out)
         return buf.getvalue()
 
@@ -150,6 +168,13 @@ class Table:
         paths[0].write_text(self.to_csv())
         paths[1].write_text(self.to_latex())
         return paths
+
+
+def _ci_fields(cell: Cell | None) -> list[str]:
+    """A cell's interval bounds for the CSV (full precision; empty without one)."""
+    if cell is None or math.isnan(cell.low):
+        return ["", ""]
+    return [repr(cell.low), repr(cell.high)]
 
 
 def latex_escape(s: str) -> str:

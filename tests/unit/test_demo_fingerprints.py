@@ -42,7 +42,7 @@ GOLDEN = {
     "bench_rank_random": ("benchmark-rank", "b37ef0cff6355b4e"),
     "bench_score": ("benchmark-score", "186132aaf31fb118"),
     "score": ("score", "8181d39b962fcd03"),
-    "report": ("report", "a92bf9bfad2cb740"),
+    "report": ("report", "f0916fa892f3f79a"),
 }
 
 _LINE = re.compile(r"^(\S+)\s+(\S+)\s+([0-9a-f]{16}|\?{16})\s+(.+)$")

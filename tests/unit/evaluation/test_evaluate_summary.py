@@ -92,6 +92,8 @@ def _report_cells(report: Path) -> dict[tuple[str, str, str, str], tuple[float, 
     cells = {}
     for section in read_report(report.parent).sections:
         for table in section.tables:
+            if table.name.endswith("_ci"):  # the intervals beside each table
+                continue
             if table.name.startswith("dataset_test"):
                 for (r, (size, metric)), c in table.cells.items():
                     cells[(metric, f"dataset {size}", r, "")] = (c.mean, c.std)
@@ -115,7 +117,10 @@ def test_the_printed_summary_is_the_reports_tables(evaluated: dict[str, Any]) ->
             # the new retriever beside the earlier one, and the chance floor
             assert list(by_retriever) == ["bm25", "random", "expected chance"]
             for retriever, cell in by_retriever.items():
-                assert cell == _text(*cells[(label, row, retriever, "")]), (label, row, retriever)
+                # mean ± std, then the 95% interval and † for the tied group (not chance)
+                shown = cell.removesuffix(" †").split(" [")[0]
+                assert shown == _text(*cells[(label, row, retriever, "")]), (label, row)
+                assert ("[" in cell) == (retriever != "expected chance"), cell
                 printed += 1
     assert printed == 3 * 6 * 3 == len(cells)  # every cell of the report's tables, once
     assert "±" in blocks[("MAP", "test")]["dataset 500"]["random"]  # two repetitions: a std

@@ -201,9 +201,9 @@ def test_merging_score_outputs(built: Built) -> None:
 
 def _values(report: Path) -> dict[str, dict[str, float]]:
     """Each row's numbers in the dataset table by column: every cell but the significance
-    marks and the empty ones (chance has no std)."""
+    marks, the tied flags and the empty ones (chance has no std)."""
     header, *rows = _csv(report / "tables" / "dataset_test.csv")
-    numeric = [i for i, c in enumerate(header) if i and not c.endswith(" sig")]
+    numeric = [i for i, c in enumerate(header) if i and not c.endswith((" sig", " tied"))]
     return {r[0]: {header[i]: float(r[i]) for i in numeric if r[i]} for r in rows}
 
 
@@ -268,3 +268,39 @@ def test_paper_section_field_level(tmp_path: Path) -> None:
     assert len(rho.rows) == 20
     assert all(c.mean == pytest.approx(1.0) for c in rho.cells.values())
     assert any("Partial comparison" in line for line in s.body + s.intro)
+
+
+def test_a_ci_companion_cell_is_the_bootstrap_of_the_per_query_values(
+    built: Built, report: Path
+) -> None:
+    """``dataset_test_ci``: bm25's MAP at size 600 is the stratified bootstrap (each
+    repetition's queries a stratum, weight 1/R) of the score output's per-query values;
+    specter − bm25 is the same bootstrap of the paired differences."""
+    from mdcr.scoring.intervals import bootstrap_interval
+
+    pq = pd.read_parquet(built.score / "per_query.parquet")
+    pp = pd.read_parquet(built.score / "per_pool.parquet")[["pool_id", "setup", "size", "rep"]]
+    pq = pq.merge(pp.drop_duplicates("pool_id"), on="pool_id")
+    pq = pq[(pq["setup"] == "dataset") & (pq["size"] == 600) & (pq["metric"] == "map@500")]
+
+    def strata(retriever: str) -> list[pd.Series]:
+        part = pq[pq["retriever"] == retriever].sort_values(["rep", "query_id"])
+        return [g.set_index("query_id")["value"] for _, g in part.groupby("rep", sort=True)]
+
+    rows = {r[0]: r for r in _csv(report / "tables" / "dataset_test_ci.csv")}
+    header = rows["Retriever"]
+    bm25 = strata("bm25")
+    want = bootstrap_interval([s.to_numpy() for s in bm25], resamples=2000, seed=42)
+    got = rows["bm25"]
+    assert float(got[header.index("600 MAP")]) == pytest.approx(want.estimate, abs=1e-12)
+    assert float(got[header.index("600 MAP ci_low")]) == pytest.approx(want.low, abs=1e-12)
+    assert float(got[header.index("600 MAP ci_high")]) == pytest.approx(want.high, abs=1e-12)
+    assert want.low < want.estimate < want.high
+    diffs = [(s - b).to_numpy() for s, b in zip(strata("specter"), bm25, strict=True)]
+    want_d = bootstrap_interval(diffs, resamples=2000, seed=42)
+    got_d = rows["specter − bm25"]
+    assert float(got_d[header.index("600 MAP")]) == pytest.approx(want_d.estimate, abs=1e-12)
+    assert float(got_d[header.index("600 MAP ci_low")]) == pytest.approx(want_d.low, abs=1e-12)
+    assert float(got_d[header.index("600 MAP ci_high")]) == pytest.approx(want_d.high, abs=1e-12)
+    frame = pd.read_parquet(report / "intervals.parquet")
+    assert frame["tied"].dropna().isin([True, False]).all()
