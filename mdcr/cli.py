@@ -480,7 +480,7 @@ def _run_export(args: argparse.Namespace) -> int:
             f"export --out '{args.out}' is a file; give a folder (the TREC files are written "
             "into it)"
         )
-    mdcr_run = args.run is not None and stage_of(args.run) == "benchmark-rank"
+    mdcr_run = args.run is not None and stage_of(args.run) in ("benchmark-rank", "benchmark-fuse")
     mdcr_qrels = args.qrels is not None and stage_of(args.qrels) in (
         "benchmark",
         "benchmark-import",
