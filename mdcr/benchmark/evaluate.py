@@ -112,7 +112,12 @@ def benchmark_pipeline(
     if any(is_fused(spec) for _, spec in req.named()):
         earlier = earlier_ranks(store, path) if store is not None and made_by else {}
         named = [*req.named(), *([(ranks[-1][0], "scores")] if req.scores is not None else [])]
-        steps += fused_steps(named, dict(ranks), earlier, f"benchmark '{path}'", "benchmark-fuse")
+        steps += [
+            step(*s)
+            for s in fused_steps(
+                named, dict(ranks), earlier, f"benchmark '{path}'", "benchmark-fuse"
+            )
+        ]
     score = {
         "benchmark": bench,
         "ranks": [f"@{r}" for _, r in ranks],

@@ -107,12 +107,10 @@ def fused_steps(
     earlier: dict[str, Path],
     where: str,
     stage: str,
-) -> list[Any]:
-    """The fuse (``stage``: fuse or benchmark-fuse) step of each fuse spec in ``named``
-    ((name, spec) per retriever), its step id ``ids[name]``; the other retrievers' steps
-    are ``ids`` too."""
-    from mdcr.evaluation.request import step
-
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """(step id, stage, values) of the fuse (``stage``: fuse or benchmark-fuse) step of
+    each fuse spec in ``named`` ((name, spec) per retriever), its step id ``ids[name]``;
+    the other retrievers' steps are ``ids`` too."""
     made = {n: f"@{ids[n]}" for n, spec in named if not is_fused(spec)}
     key = "runs" if stage == "fuse" else "ranks"
     out = []
@@ -120,5 +118,5 @@ def fused_steps(
         if is_fused(spec):
             method, refs = fused_inputs(spec, made, earlier, where)
             values = {key: refs, "method": method, "retriever": name}
-            out.append(step(ids[name], stage, values))
+            out.append((ids[name], stage, values))
     return out

@@ -94,7 +94,10 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
     earlier_runs = (
         earlier_pool_runs(store, pools) if any(is_fused(s) for _, s in req.named()) else {}
     )
-    steps += fused_steps(req.named(), dict(runs), earlier_runs, f"pools '{pools}'", "fuse")
+    steps += [
+        step(*s)
+        for s in fused_steps(req.named(), dict(runs), earlier_runs, f"pools '{pools}'", "fuse")
+    ]
     earlier = scores_on_pools(store, artifact_fingerprint(pools))
     depth, recall_k = (
         (earlier[-1][2].depth, earlier[-1][2].recall_k) if earlier else (DEPTH, RECALL_K)

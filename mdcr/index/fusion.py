@@ -110,8 +110,8 @@ def fuse_scores(
         for key in frame["key"].unique():
             holders.setdefault(str(key), []).append(i)
     groups: dict[tuple[int, ...], list[str]] = {}
-    for key, idx in holders.items():
-        groups.setdefault(tuple(idx), []).append(key)
+    for key, held in holders.items():
+        groups.setdefault(tuple(held), []).append(key)
     out: dict[str, dict[str, float]] = {}
     for idx, keys in sorted(groups.items()):
         runs = [_ranx_run(frames[i][frames[i]["key"].isin(keys)]) for i in idx]
