@@ -410,6 +410,13 @@ def _add_export_parser(sub: Any) -> None:
         "default), or scores made strictly decreasing in paper_id order [default: trec_eval]",
     )
     p.add_argument(
+        "--per-query",
+        action="store_true",
+        help="write --run's per-query values (a score, benchmark-score or report output) with "
+        "each query's field, year, positives, citations and text length as per_query.parquet "
+        "and per_query.csv (docs/scoring.md#per-query-analysis)",
+    )
+    p.add_argument(
         "--out",
         type=Path,
         required=True,
@@ -466,6 +473,10 @@ def _run_download(args: argparse.Namespace) -> int:
 def _run_export(args: argparse.Namespace) -> int:
     from mdcr.outputs import stage_of
 
+    if args.per_query:
+        from mdcr.eval.per_query_export import run_export_per_query
+
+        return run_export_per_query(args)
     if args.format != "trec":
         from mdcr.ecosystem.export_cli import run_export_format
 

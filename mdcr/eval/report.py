@@ -5,7 +5,8 @@ Input: one or more ``score`` outputs (on the same pools). Output folder::
     report.md                  every table, the inputs' fingerprints, methods, plots
     report.json                the report model (mdcr.eval.document) report.md renders
     tables/<name>.csv|.tex     each table (CSV: full precision, 0-1; LaTeX: booktabs, x100)
-    plots/<name>.png|.svg      metric vs pool size, per-field bars, per-query AP boxes
+    plots/<name>.png|.svg      metric vs pool size, per-field bars, per-query AP boxes,
+                               per-query differences against BM25 (:mod:`mdcr.eval.wins_losses`)
     significance.parquet       every paired comparison: effect, direction, p, adjusted p
 
 Layouts follow the paper: Table 1 (dataset-level: rows retrievers; per pool size MAP, nDCG,
@@ -356,8 +357,10 @@ def benchmark_section(folder: Path, splits: tuple[str, ...]) -> Section:
 def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     from mdcr.eval.aggregate import over_reps, query_means
     from mdcr.eval.document import Report, Section, write_report
+    from mdcr.eval.per_query import pools_of, pools_rows
     from mdcr.eval.published import order_retrievers
     from mdcr.eval.report_sections import CHANCE_ROW, Context, SectionOptions, letters_for
+    from mdcr.eval.wins_losses import wins_losses_section
     from mdcr.measures.registry import sort_key as metric_sort_key
 
     folders = ctx.inputs.get("scores") or []
@@ -397,6 +400,10 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
         Section("Methods", intro=_methods_lines(c, scores)),
         *_result_sections(cfg, c, agg, chance_agg, units),
     ]
+    wins = wins_losses_section(
+        c, pools_rows(per_query, pools_of(folders[0])), [s for s in SPLITS if s in cfg.splits]
+    )
+    report.sections += [wins] if wins is not None else []
     report.sections += [benchmark_section(f, cfg.splits) for f in ctx.inputs.get("benchmark") or []]
     report.file_tables = c.file_tables
     sig = _write_significance(c, ctx)
@@ -486,7 +493,7 @@ def plan_report(
 SPEC = register(
     StageSpec(
         name="report",
-        version="4",
+        version="5",
         config=ReportConfig,
         run=run_report,
         plan=plan_report,
