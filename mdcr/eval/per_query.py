@@ -1,7 +1,8 @@
 """Per-query values with the query's facts: one row per (pool or benchmark split and
-field, query, retriever, measure), for ``mdcr export --per-query`` (:mod:`mdcr.eval.per_query_export`),
-:attr:`mdcr.evaluate`'s ``EvaluationResult.per_query`` and the report's "where the
-encoders win and lose" section (:mod:`mdcr.eval.wins_losses`).
+field, query, retriever, measure), for ``mdcr export --per-query``
+(:mod:`mdcr.eval.per_query_export`), :attr:`mdcr.evaluate`'s
+``EvaluationResult.per_query`` and the report's "where the encoders win and lose"
+section (:mod:`mdcr.eval.wins_losses`).
 
 The values are the stored ones, never recomputed: a score output's ``per_query.parquet``
 (pools) or a benchmark-score output's (MDCR, its ``all`` subset: every candidate). The
@@ -26,7 +27,7 @@ release) is empty (NA), never guessed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mdcr.errors import InputDataError
 
@@ -119,7 +120,6 @@ def _corpus_or_own(folder: Path) -> Path | None:
 def pools_rows(per_query: pd.DataFrame, pools: Path) -> pd.DataFrame:
     """Per-query values on pools (``retriever, pool_id, query_id, metric, value``) with
     the facts of ``pools`` and its corpus."""
-    import pandas as pd
 
     from mdcr.artifacts import POOL_META, QRELS, QUERIES
 
@@ -144,7 +144,7 @@ def pools_rows(per_query: pd.DataFrame, pools: Path) -> pd.DataFrame:
         queries = queries[[*keys, "query_field", "query_year"]].drop_duplicates(keys)
         rows = rows.merge(queries, on=keys, how="left")
     else:
-        rows = rows.assign(query_field=None, query_year=pd.NA)
+        rows = rows.assign(query_field=None, query_year=None)
     papers = _papers(_corpus_or_own(pools), set(rows["query_id"]))
     rows = rows.merge(papers.rename(columns={"paper_id": "query_id"}), on="query_id", how="left")
     rows["field"] = rows["pool_field"].where(rows["pool_field"].notna(), rows["query_field"])
@@ -156,7 +156,6 @@ def pools_rows(per_query: pd.DataFrame, pools: Path) -> pd.DataFrame:
 def benchmark_rows(folder: Path) -> pd.DataFrame:
     """The rows of a benchmark-score output (every candidate: subset ``all``), with the
     facts of its benchmark and, for one mdcr built, its corpus."""
-    import pandas as pd
 
     from mdcr.artifacts import BENCHMARK, BENCHMARK_METRICS
     from mdcr.outputs import input_paths
@@ -186,8 +185,8 @@ def benchmark_rows(folder: Path) -> pd.DataFrame:
     rows = rows.assign(
         setup=MDCR_SETUP,
         pool_id=MDCR_SETUP + "/" + rows["split"] + "/" + rows["field"],
-        pool_size=pd.NA,
-        rep=pd.NA,
+        pool_size=None,
+        rep=None,
         year=rows["paper_year"],
     )
     return _typed(rows)

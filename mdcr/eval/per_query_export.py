@@ -18,9 +18,9 @@ FILE_STEM = "per_query"
 
 
 def per_query_rows(folder: Path) -> pd.DataFrame:
-    """The rows (:data:`mdcr.eval.per_query.PER_QUERY_COLUMNS`) of a score, benchmark-score or report output
-    (a report: those of its score and benchmark-score inputs, each retriever taken from
-    the score output the report takes it from)."""
+    """The rows (:data:`mdcr.eval.per_query.PER_QUERY_COLUMNS`) of a score,
+    benchmark-score or report output (a report: those of its score and benchmark-score
+    inputs, each retriever taken from the score output the report takes it from)."""
     import pandas as pd
 
     from mdcr.manifests import read_manifest
@@ -70,8 +70,7 @@ def run_export_per_query(args: argparse.Namespace) -> int:
     if args.run is None or extra:
         raise ConfigError(
             "export --per-query: give --run OUTPUT (a score, benchmark-score or report "
-            "output) and --out DIR"
-            + (f", and no {', '.join(extra)}" if extra else "")
+            "output) and --out DIR" + (f", and no {', '.join(extra)}" if extra else "")
         )
     if args.out.exists() and not args.out.is_dir():
         raise ConfigError(f"export --out '{args.out}' is a file; give a folder")

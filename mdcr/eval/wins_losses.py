@@ -102,7 +102,9 @@ def plot_wins_losses(
         table = _group_means(d, col, order)
         x = np.arange(len(table.columns))
         for i, r in enumerate(retrievers):
-            vals = table.loc[r].to_numpy(dtype=float) if r in table.index else np.full(len(x), np.nan)
+            vals = (
+                table.loc[r].to_numpy(dtype=float) if r in table.index else np.full(len(x), np.nan)
+            )
             ax.bar(x + (i - (len(retrievers) - 1) / 2) * width, vals, width, label=r)
         ticks = [field_abbreviation(str(c)) if col == "field" else str(c) for c in table.columns]
         ax.set_xticks(x)
@@ -120,7 +122,11 @@ def plot_wins_losses(
 
 
 def _cell(text: object) -> str:
-    s = "" if text is None or text is pd.NA or (isinstance(text, float) and np.isnan(text)) else str(text)
+    s = (
+        ""
+        if text is None or text is pd.NA or (isinstance(text, float) and np.isnan(text))
+        else str(text)
+    )
     s = s if len(s) <= TITLE_CHARS else s[: TITLE_CHARS - 1] + "…"
     return s.replace("|", "\\|").replace("\n", " ")
 

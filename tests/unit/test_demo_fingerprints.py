@@ -46,7 +46,7 @@ GOLDEN = {
     "bench_score_fused": ("benchmark-score", "09995c6286087994"),
     "score": ("score", "8181d39b962fcd03"),
     "score_fused": ("score", "461d7613b333bf18"),
-    "report": ("report", "00afd3a5c06f2aa1"),
+    "report": ("report", "75171f9c7c20e5d0"),
 }
 
 _LINE = re.compile(r"^(\S+)\s+(\S+)\s+([0-9a-f]{16}|\?{16})\s+(.+)$")
