@@ -43,9 +43,14 @@ def positives_bin(n: object) -> str:
 
 def differences(rows: pd.DataFrame, metric: str, baseline: str = BASELINE) -> pd.DataFrame:
     """One row per (retriever, unit): UNIT_KEYS, retriever, value, base (the baseline's
-    value), diff, year, n_positives, title; the baseline itself and units it did not
-    score are left out."""
+    value), diff, year, n_positives, title (field "" where unknown); the baseline itself
+    and units it did not score are left out."""
     sub = rows[rows["metric"] == metric]
+    # unknown fields as "" (one key type for the merges below), pool sizes as integers
+    sub = sub.assign(
+        field=sub["field"].astype(object).where(sub["field"].notna(), ""),
+        pool_size=sub["pool_size"].astype("Int64"),
+    )
     facts = (
         sub.sort_values(["pool_id"], kind="stable")
         .drop_duplicates(UNIT_KEYS)[[*UNIT_KEYS, "year", "n_positives", "title"]]
@@ -86,7 +91,7 @@ def plot_wins_losses(
 
     plt = _pyplot()
     d = diffs.assign(
-        field=diffs["field"].fillna("?"),
+        field=diffs["field"].replace("", "?"),
         year=diffs["year"].map(lambda y: "?" if pd.isna(y) else str(int(y))),
         positives=diffs["n_positives"].map(positives_bin),
     )
