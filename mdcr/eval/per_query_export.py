@@ -20,7 +20,8 @@ FILE_STEM = "per_query"
 def per_query_rows(folder: Path) -> pd.DataFrame:
     """The rows (:data:`mdcr.eval.per_query.PER_QUERY_COLUMNS`) of a score,
     benchmark-score or report output (a report: those of its score and benchmark-score
-    inputs, each retriever taken from the score output the report takes it from)."""
+    inputs, each retriever taken from the score output the report takes it from, and
+    from the last benchmark-score output holding it)."""
     import pandas as pd
 
     from mdcr.manifests import read_manifest
@@ -43,7 +44,14 @@ def per_query_rows(folder: Path) -> pd.DataFrame:
     score_folders = input_paths(folder, "scores")
     scores = load_scores(score_folders, repeated)
     frames = [pools_rows(scores.per_query, pools_of(score_folders[0]))]
-    frames += [benchmark_rows(f) for f in input_paths(folder, "benchmark")]
+    # A retriever in several benchmark-score outputs (the demo's bm25 and minilm are in
+    # both of its) is taken from the last one holding it, once.
+    taken: dict[str, pd.DataFrame] = {}
+    for bench in input_paths(folder, "benchmark"):
+        rows = benchmark_rows(bench)
+        for name in rows["retriever"].unique():
+            taken[str(name)] = rows[rows["retriever"] == name]
+    frames += list(taken.values())
     return ordered(pd.concat(frames, ignore_index=True))
 
 
