@@ -34,7 +34,7 @@ def per_query_rows(folder: Path) -> pd.DataFrame:
         return benchmark_rows(folder)
     if stage != "report":
         raise InputDataError(
-            f"'{folder}' is a {stage or 'folder of no stage'} output; give a score, "
+            f"'{folder}' is {f'a {stage} output' if stage else 'no stage output'}; give a score, "
             "benchmark-score or report output for per-query values"
         )
     from mdcr.eval.report import load_scores

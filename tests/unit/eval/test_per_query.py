@@ -137,6 +137,20 @@ def test_positives_bins_cover_every_count() -> None:
     assert positives_bin(pd.NA) == "?"
 
 
+def test_export_per_query_refuses_other_folders_and_options_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for extra in ([], ["--qrels", str(tmp_path)], ["--format", "beir"]):
+        capsys.readouterr()
+        args = ["export", "--per-query", "--run", str(tmp_path), "--out", str(tmp_path / "o")]
+        assert main([*args, *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        want = "is no stage output; give a score" if not extra else f"and no {extra[0]}"
+        assert want in err
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.slow
 def test_per_query_rows_of_an_imported_beir_dataset(tmp_path: Path) -> None:
     from tests.unit.ecosystem.test_beir_import import write_beir_folder
