@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mdcr.cli.options import add_common_options
+from mdcr.core.errors import ConfigError
 from mdcr.exports.registry import ExportRequest, formats, formats_help, run_export
 
 
@@ -25,8 +26,15 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--format",
         choices=formats(),
-        default="trec",
         help=f"{formats_help()} (docs/ecosystem.md) [default: trec]",
+    )
+    p.add_argument(
+        "--per-query",
+        action="store_true",
+        help="the same as --format per-query: --run's per-query values (a score, "
+        "benchmark-score or report output) with each query's field, year, positives, "
+        "citations and text length, as per_query.parquet and per_query.csv "
+        "(docs/scoring.md#per-query-analysis)",
     )
     p.add_argument(
         "--run", type=Path, help="a search or bm25 output, or a benchmark-rank output (MDCR)"
@@ -71,6 +79,11 @@ def add_parsers(sub: Any) -> None:
 def run_export_command(args: argparse.Namespace) -> int:
     """Write the export ``--format`` names for the kind of the inputs given; print what it
     wrote."""
+    fmt = args.format or ("per-query" if args.per_query else "trec")
+    if args.per_query and fmt != "per-query":
+        raise ConfigError(
+            f"export --per-query is --format per-query; give one of them, not --format {fmt}"
+        )
     request = ExportRequest(
         out=args.out,
         run=args.run,
@@ -80,6 +93,6 @@ def run_export_command(args: argparse.Namespace) -> int:
         split=args.split,
         ties=args.ties,
     )
-    for line in run_export(args.format, request):
+    for line in run_export(fmt, request):
         print(line)
     return 0

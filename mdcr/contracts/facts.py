@@ -10,9 +10,9 @@ readable.
 
 | facts | recorded by | keys |
 |---|---|---|
-| :class:`RunInfo` | search, bm25 | retriever, pools_fingerprint, retriever_identity |
-| :class:`RankInfo` | benchmark-rank | retriever, method, benchmark_fingerprint, splits, detail, |
-| | | retriever_identity |
+| :class:`RunInfo` | search, bm25, fuse | retriever, pools_fingerprint, retriever_identity |
+| :class:`RankInfo` | benchmark-rank, | retriever, method, benchmark_fingerprint, splits, detail, |
+| | benchmark-fuse | retriever_identity |
 | :class:`ScoreInfo` | score | pools_fingerprint, depth, recall_k, retriever_runs |
 | :class:`EncodeInfo` | encode | encoder_key |
 
@@ -156,7 +156,7 @@ class RunInfo(Facts):
     the retriever's registry identity (None: not a built-in entry; for runs recorded
     before identities were, :func:`mdcr.retrievers.identity.identity_of` derives it)."""
 
-    stages: ClassVar[tuple[str, ...]] = ("search", "bm25")
+    stages: ClassVar[tuple[str, ...]] = ("search", "bm25", "fuse")
 
     retriever: str = fact()
     pools_fingerprint: str = fact(default="")
@@ -167,7 +167,7 @@ class RunInfo(Facts):
 class RankInfo(Facts):
     """What benchmark-rank records: who scored the pairs, how, on which benchmark."""
 
-    stages: ClassVar[tuple[str, ...]] = ("benchmark-rank",)
+    stages: ClassVar[tuple[str, ...]] = ("benchmark-rank", "benchmark-fuse")
 
     retriever: str = fact()
     method: str = fact()

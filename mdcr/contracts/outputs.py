@@ -56,9 +56,9 @@ def check_run_pools(run: Path, pools: Path) -> None:
 
 
 def rank_info(folder: Path) -> RankInfo:
-    """The rank info of a benchmark-rank output."""
+    """The rank info of a benchmark-rank (or benchmark-fuse) output."""
     out = open_output(folder)
-    if out is None or out.stage != "benchmark-rank":
+    if out is None or out.stage not in ("benchmark-rank", "benchmark-fuse"):
         raise InputDataError(f"'{folder}' is not a benchmark-rank output; rank the benchmark first")
     return RankInfo.of(out)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdcr.core.errors import ConfigError
+from mdcr.evaluation.fused import earlier_ranks, fused_steps, is_fused
 from mdcr.evaluation.request import (
     BM25,
     Evaluated,
@@ -46,7 +47,9 @@ def _check_texts(folder: Path) -> None:
         )
 
 
-def benchmark_pipeline(req: EvaluateRequest) -> tuple[Pipeline, list[tuple[str, str]]]:
+def benchmark_pipeline(
+    req: EvaluateRequest, store: Store | None = None
+) -> tuple[Pipeline, list[tuple[str, str]]]:
     """The steps that score ``req.encoders`` (and a scores file) on a benchmark.
 
     Returns the pipeline and (retriever name, rank step id) per retriever.
@@ -83,6 +86,9 @@ def benchmark_pipeline(req: EvaluateRequest) -> tuple[Pipeline, list[tuple[str, 
     ranks: list[tuple[str, str]] = []
     for i, (name, spec) in enumerate(req.named()):
         rank_id = f"rank_{i}_{safe_id(name)}"
+        if is_fused(spec):  # its step comes after those of the ranks it fuses
+            ranks.append((name, rank_id))
+            continue
         if spec == BM25:
             values = {"benchmark": bench, "method": "bm25", "splits": splits, **bm25_values(req)}
         else:
@@ -103,6 +109,15 @@ def benchmark_pipeline(req: EvaluateRequest) -> tuple[Pipeline, list[tuple[str, 
         }
         steps.append(step("rank_scores", "benchmark-rank", values))
         ranks.append((req.name or req.scores.stem, "rank_scores"))
+    if any(is_fused(spec) for _, spec in req.named()):
+        earlier = earlier_ranks(store, path) if store is not None and made_by else {}
+        named = [*req.named(), *([(ranks[-1][0], "scores")] if req.scores is not None else [])]
+        steps += [
+            step(*s)
+            for s in fused_steps(
+                named, dict(ranks), earlier, f"benchmark '{path}'", "benchmark-fuse"
+            )
+        ]
     score = {
         "benchmark": bench,
         "ranks": [f"@{r}" for _, r in ranks],
@@ -120,7 +135,7 @@ def evaluate_benchmark(req: EvaluateRequest, store: Store, *, quiet: bool = Fals
     from mdcr.core.pipeline import run_pipeline, set_engine
 
     req.check()
-    pipeline, ranks = benchmark_pipeline(req)
+    pipeline, ranks = benchmark_pipeline(req, store)
     pipeline = set_engine(pipeline, req.engine)
     results: dict[str, Artifact] = run_pipeline(pipeline, store, quiet=quiet)
     bench = results["import"].path if "import" in results else req.benchmark

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mdcr.contracts.paper import DEPTH, RECALL_K
 from mdcr.core.errors import ConfigError
+from mdcr.evaluation.fused import earlier_pool_runs, fused_steps, is_fused
 from mdcr.evaluation.request import (
     BM25,
     Evaluated,
@@ -71,7 +72,9 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
     runs: list[tuple[str, str]] = []
     for i, (name, spec) in enumerate(req.named()):
         run_id = f"run_{i}_{safe_id(name)}"
-        if spec == BM25:
+        if is_fused(spec):  # its step comes after those of the runs it fuses
+            pass
+        elif spec == BM25:
             values = {"corpus": str(corpus), "pools": str(pools), "splits": splits}
             steps.append(step(run_id, "bm25", {**values, **bm25_values(req)}))
         else:
@@ -88,6 +91,13 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
                 search["device"] = req.device
             steps.append(step(run_id, "search", search))
         runs.append((name, run_id))
+    earlier_runs = (
+        earlier_pool_runs(store, pools) if any(is_fused(s) for _, s in req.named()) else {}
+    )
+    steps += [
+        step(*s)
+        for s in fused_steps(req.named(), dict(runs), earlier_runs, f"pools '{pools}'", "fuse")
+    ]
     earlier = scores_on_pools(store, artifact_fingerprint(pools))
     depth, recall_k = (
         (earlier[-1][2].depth, earlier[-1][2].recall_k) if earlier else (DEPTH, RECALL_K)

@@ -77,6 +77,11 @@ class EvaluateRequest:
                 raise ConfigError("evaluate: give --encoder SPEC (repeatable) or --scores FILE")
         named = self.named()
         for _, spec in named:
+            if spec.startswith("fuse:"):
+                from mdcr.evaluation.fused import fused_parts
+
+                fused_parts(spec)  # well formed; its names are found when the steps are built
+                continue
             if spec == BM25:
                 continue
             try:
@@ -99,7 +104,7 @@ class EvaluateRequest:
             name, _ = encode_set_target(item, [n for n, _ in named])
             if name and dict(named).get(name) == BM25:
                 raise ConfigError(f"--encode-set '{item}': '{name}' is bm25, which encodes nothing")
-            if not any(spec != BM25 for _, spec in named):
+            if not any(spec != BM25 and not spec.startswith("fuse:") for _, spec in named):
                 what = "bm25 encodes" if named else "a --scores file encodes"
                 raise ConfigError(
                     f"--encode-set '{item}': no --encoder here encodes papers ({what} "

@@ -123,6 +123,16 @@ class EvaluationResult:
             )
         return write_scores_out(Path(template), self.runs)
 
+    @property
+    def per_query(self) -> pd.DataFrame:
+        """One row per (pool or benchmark split and field, query, retriever, measure) with
+        the query's facts (:mod:`mdcr.scoring.per_query`), values in percent as above."""
+        from mdcr.scoring.per_query_export import per_query_rows
+
+        rows = per_query_rows(self.report_path.parent)
+        rows = rows.assign(value=rows["value"] * SCALE).rename(columns={"metric": "measure"})
+        return _tidy(rows, [c if c != "metric" else "measure" for c in rows.columns])
+
 
 def _set(frame: pd.DataFrame, **values: Any) -> pd.DataFrame:
     """A copy of ``frame`` with these columns set (a value or a column each)."""

@@ -30,7 +30,13 @@ from mdcr.core.registry import Registry
 Need = Literal["required", "optional", "refused"]
 
 # The stages whose outputs are of the benchmark kind; every other folder is of the pools kind.
-BENCHMARK_STAGES = ("benchmark", "benchmark-import", "benchmark-rank", "benchmark-score")
+BENCHMARK_STAGES = (
+    "benchmark",
+    "benchmark-import",
+    "benchmark-rank",
+    "benchmark-fuse",
+    "benchmark-score",
+)
 KINDS = ("pools", "benchmark")
 # The command's optional flags an export may read, with how a message names each.
 OPTIONS = {
@@ -84,6 +90,7 @@ EXPORTS: Registry[Export] = Registry(
         "mdcr.benchmark.export",
         "mdcr.ecosystem.beir.export",
         "mdcr.ecosystem.mteb_results",
+        "mdcr.scoring.per_query_export",
     ),
 )
 

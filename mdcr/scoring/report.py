@@ -5,7 +5,8 @@ Input: one or more ``score`` outputs (on the same pools). Output folder::
     report.md                  every table, the inputs' fingerprints, methods, plots
     report.json                the report model (mdcr.scoring.document) report.md renders
     tables/<name>.csv|.tex     each table (CSV: full precision, 0-1; LaTeX: booktabs, x100)
-    plots/<name>.png|.svg      metric vs pool size, per-field bars, per-query AP boxes
+    plots/<name>.png|.svg      metric vs pool size, per-field bars, per-query AP boxes,
+                               per-query differences against BM25 (:mod:`mdcr.scoring.wins_losses`)
     significance.parquet       every paired comparison: effect, direction, p, adjusted p
 
 Layouts follow the paper: Table 1 (dataset-level: rows retrievers; per pool size MAP, nDCG,
@@ -339,9 +340,11 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     from mdcr.scoring.benchmark_intervals import annotate_benchmark
     from mdcr.scoring.document import Report, Section, write_report
     from mdcr.scoring.intervals import IntervalOptions
+    from mdcr.scoring.per_query import pools_of, pools_rows
     from mdcr.scoring.published import order_retrievers
     from mdcr.scoring.report_intervals import pool_values, write_intervals
     from mdcr.scoring.report_sections import CHANCE_ROW, Context, SectionOptions, letters_for
+    from mdcr.scoring.wins_losses import wins_losses_section
 
     folders = ctx.inputs.get("scores") or []
     if not folders:
@@ -388,6 +391,10 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
         Section("Methods", intro=_methods_lines(c, scores)),
         *_result_sections(cfg, c, agg, chance_agg, units),
     ]
+    wins = wins_losses_section(
+        c, pools_rows(per_query, pools_of(folders[0])), [s for s in SPLITS if s in cfg.splits]
+    )
+    report.sections += [wins] if wins is not None else []
     for folder in ctx.inputs.get("benchmark") or []:
         report.sections.append(benchmark_section(folder, cfg.splits))
         annotate_benchmark(c, report.sections[-1], folder)  # intervals, tied groups, MDE
@@ -480,7 +487,7 @@ def plan_report(
 SPEC = register(
     StageSpec(
         name="report",
-        version="4",
+        version="5",
         config=ReportConfig,
         run=run_report,
         plan=plan_report,

@@ -71,7 +71,7 @@ def test_a_registered_format_runs_through_mdcr_export(
     # The command's choices and help come from the registry.
     export = build_parser()._subparsers._group_actions[0].choices["export"]  # type: ignore[union-attr]
     action = next(a for a in export._actions if a.dest == "format")
-    assert action.choices == ["beir", "mteb-results", "qrels-tsv", "trec"]
+    assert action.choices == ["beir", "mteb-results", "per-query", "qrels-tsv", "trec"]
     assert "qrels-tsv: a pools output's qrels as qrels.tsv" in action.help
 
 

@@ -1,0 +1,71 @@
+"""``mdcr evaluate --encoder fuse:A+B``: a fused retriever resolved from the request's
+retrievers and those scored earlier on the same pools, scored and reported as any other."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mdcr.core.errors import ConfigError
+from mdcr.core.inputs import resolve_inputs
+from mdcr.core.manifests import read_manifest
+from mdcr.core.store import Store
+from mdcr.evaluation.fused import default_fused_name, fused_parts
+from mdcr.scoring.score import SPEC as SCORE
+from mdcr.scoring.score import ScoreConfig
+from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
+
+
+def test_a_fuse_spec_names_its_method_and_retrievers() -> None:
+    assert fused_parts("fuse:bm25+minilm") == ("rrf", ["bm25", "minilm"])
+    assert fused_parts("fuse:wsum:bm25+specter+minilm") == ("wsum", ["bm25", "specter", "minilm"])
+    assert default_fused_name("fuse:combsum:bm25+minilm") == "bm25+minilm"
+    with pytest.raises(ConfigError, match="unknown fusion method 'best'"):
+        fused_parts("fuse:best:bm25+minilm")
+    with pytest.raises(ConfigError, match="two or more different retrievers"):
+        fused_parts("fuse:bm25")
+
+
+@pytest.mark.slow
+def test_fused_retriever_on_pools_fuses_earlier_and_new_runs(tmp_path: Path) -> None:
+    from mdcr.cli import main
+
+    home = tmp_path / "home"
+    corpus = make_corpus(tmp_path / "corpus")
+    pools = make_pools(home, corpus, field_pool_size=400)
+    earlier = make_run(home, pools, "bm25", k=100)
+    cfg = ScoreConfig(pools=str(pools), runs=(str(earlier),))
+    Store(home).execute(SCORE, cfg, resolve_inputs(cfg), quiet=True)
+
+    buf = io.StringIO()
+    args = ["evaluate", "--pools", str(pools), "--home", str(home), "-q"]
+    with contextlib.redirect_stdout(buf):
+        rc = main([*args, "--encoder", "random", "--encoder", "fuse:bm25+random"])
+    assert rc == 0
+    report = Path(buf.getvalue().strip().splitlines()[-1].split("report: ")[1])
+    info = read_manifest(report.parent)["info"]  # type: ignore[index]
+    assert {"bm25", "random", "bm25+random"} <= set(info["retrievers"])
+    assert "`bm25+random`" in report.read_text()
+    fused = [p for p in (home / "fuse").iterdir() if (p / "manifest.json").exists()]
+    assert len(fused) == 1
+    made = read_manifest(fused[0])["info"]  # type: ignore[index]
+    assert [r["retriever"] for r in made["fused"]] == ["bm25", "random"]
+    assert made["fused"][0]["path"] == str(earlier)  # the earlier bm25 run, found again
+    run = pd.read_parquet(fused[0] / "runs.parquet")
+    assert len(run) and run.groupby(["pool_id", "query_id"])["rank"].min().eq(1).all()
+
+
+def test_an_unknown_retriever_in_a_fuse_spec_is_one_line(tmp_path: Path) -> None:
+    from mdcr.api import run_request
+    from mdcr.evaluation.request import EvaluateRequest
+
+    home = tmp_path / "home"
+    corpus = make_corpus(tmp_path / "corpus")
+    pools = make_pools(home, corpus, field_pool_size=400)
+    req = EvaluateRequest(encoders=("fuse:bm25+nothing",), pools=pools)
+    with pytest.raises(ConfigError, match="no retriever 'bm25' in this evaluation"):
+        run_request(req, Store(home), quiet=True)
