@@ -155,4 +155,4 @@ def test_shipped_pipelines_load(name: str, monkeypatch: pytest.MonkeyPatch, tmp_
     # Every [[step]] of the file, in its order, under its id (the stage name when unnamed).
     declared = [s.get("id", s["stage"]) for s in tomllib.loads(path.read_text())["step"]]
     assert [step.id for step in pipe.steps] == declared
-    assert len(declared) == {"demo": 18, "paper": 30, "rehearsal": 14}[name]
+    assert len(declared) == {"demo": 22, "paper": 30, "rehearsal": 14}[name]

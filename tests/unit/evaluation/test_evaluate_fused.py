@@ -60,7 +60,7 @@ def test_fused_retriever_on_pools_fuses_earlier_and_new_runs(tmp_path: Path) -> 
 
 
 def test_an_unknown_retriever_in_a_fuse_spec_is_one_line(tmp_path: Path) -> None:
-    from mdcr.api import run_request
+    from mdcr.evaluation.run import run_request
     from mdcr.evaluation.request import EvaluateRequest
 
     home = tmp_path / "home"
