@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     from mdcr.core.pipeline import Pipeline, Step
     from mdcr.core.store import Artifact, Store
 
-BENCHMARK_STAGES = ("benchmark", "benchmark-import")
-
 
 def _check_texts(folder: Path) -> None:
     """An import made without its data files cannot be encoded: name the user's files."""
@@ -51,7 +49,8 @@ def benchmark_pipeline(req: EvaluateRequest) -> tuple[Pipeline, list[tuple[str, 
 
     Returns the pipeline and (retriever name, rank step id) per retriever.
     """
-    from mdcr.contracts.outputs import stage_of
+    from mdcr.contracts.artifacts import BENCHMARK
+    from mdcr.contracts.outputs import writes
     from mdcr.core.pipeline import Pipeline
 
     path = req.benchmark
@@ -60,15 +59,12 @@ def benchmark_pipeline(req: EvaluateRequest) -> tuple[Pipeline, list[tuple[str, 
     if not path.exists():
         raise ConfigError(f"--benchmark: '{path}' does not exist")
     steps: list[Step] = []
-    made_by = stage_of(path) if path.is_dir() else None
     needs_texts = bool(req.encoders)
-    if made_by in BENCHMARK_STAGES:
+    if path.is_dir() and writes(path, BENCHMARK):
         bench = str(path)
         if needs_texts:
             _check_texts(path)
     else:
-        from mdcr.contracts.artifacts import BENCHMARK
-
         if path.is_dir() and BENCHMARK.exists(path):
             raise ConfigError(
                 f"--benchmark: '{path}' has a benchmark.parquet but no manifest; give the "
