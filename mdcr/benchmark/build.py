@@ -69,6 +69,7 @@ import numpy as np
 
 from mdcr.benchmark.build_config import FIXED_TYPES, POSITIVE, BenchmarkConfig
 from mdcr.benchmark.lists import QueryList, hash_order, take, type_seed
+from mdcr.contracts.artifacts import BENCHMARK, PAPERS, QUERIES
 from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.core.hints import option, require_splits
 from mdcr.core.stage import StageContext, StagePlan, StageSpec, Work, register
@@ -684,5 +685,6 @@ SPEC = register(
         plan=plan_benchmark,
         main_output=SUMMARY_FILE,
         command="benchmark build",
+        writes=(BENCHMARK, QUERIES, PAPERS),
     )
 )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from mdcr.contracts.artifacts import PAIR_SCORES
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
@@ -149,5 +150,6 @@ SPEC = register(
         plan=plan_benchmark_fuse,
         main_output="scores.parquet",
         command="benchmark fuse",
+        writes=(PAIR_SCORES,),
     )
 )

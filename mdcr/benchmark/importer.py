@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from mdcr.contracts.artifacts import BENCHMARK, PAPERS
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.core.stage import StageContext, StageSpec, register
@@ -150,5 +151,6 @@ SPEC = register(
         "benchmark folder, recording whether they are the official release",
         main_output="benchmark.parquet",
         command="benchmark import",
+        writes=(BENCHMARK, PAPERS),
     )
 )

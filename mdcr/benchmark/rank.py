@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from mdcr.contracts.artifacts import PAIR_SCORES
 from mdcr.core.config import input_path, param, setting
 from mdcr.core.errors import ConfigError
 from mdcr.core.stage import StageContext, StagePlan, StageSpec, Work, register
@@ -352,5 +353,6 @@ SPEC = register(
         plan=plan_benchmark_rank,
         main_output="scores.parquet",
         command="benchmark rank",
+        writes=(PAIR_SCORES,),
     )
 )

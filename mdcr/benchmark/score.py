@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from mdcr.contracts.artifacts import BENCHMARK_METRICS
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, ManifestMismatchError
 from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
@@ -424,6 +425,7 @@ SPEC = register(
         help="MAP, nDCG, R@5 on a benchmark (original scorer's semantics), Tables 3 and 4",
         main_output="report.md",
         command="benchmark score",
+        writes=(BENCHMARK_METRICS,),
     )
 )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mdcr.contracts.artifacts import BENCHMARK, Contract
 from mdcr.contracts.facts import (
     BUILT,
     MDCR_FORMAT,
@@ -32,6 +33,18 @@ def stage_of(folder: Path) -> str | None:
     """The stage that made ``folder`` (None when no stage did)."""
     out = open_output(folder)
     return out.stage if out is not None else None
+
+
+def writes(folder: Path, contract: Contract) -> bool:
+    """Whether ``folder`` is the output of a stage that declares ``contract``'s artifact
+    among what it writes (``StageSpec.writes``); False for a folder no registered stage
+    made."""
+    from mdcr.core.stage import STAGES
+
+    stage = stage_of(folder)
+    if stage is None or stage not in STAGES:
+        return False
+    return any(c is contract for c in STAGES.get(stage).writes)
 
 
 def run_info(folder: Path) -> RunInfo | None:
@@ -89,7 +102,7 @@ def benchmark_origin(folder: Path) -> BenchmarkOrigin:
     """The origin of a benchmark or benchmark-import output; any other folder, and an import
     recorded before origins were, is an MDCR-format benchmark."""
     out = open_output(folder)
-    if out is None or out.stage not in ("benchmark", "benchmark-import"):
+    if out is None or not writes(folder, BENCHMARK):
         return BenchmarkOrigin(MDCR_FORMAT, "not made by the benchmark or import stage")
     if out.stage == "benchmark":
         return BenchmarkOrigin(BUILT, "built from a corpus by the benchmark stage")

@@ -135,6 +135,10 @@ class StageSpec:
     command: str | None = None
     # For a resumable stage: the finished units of work a work folder holds.
     finished_units: Callable[[Path], int] | None = None
+    # The artifact contracts its outputs hold (mdcr.contracts.artifacts: POOLS, BENCHMARK,
+    # ...): later stages and the faces ask `writes(folder, CONTRACT)`
+    # (mdcr.contracts.outputs), never a list of stage names.
+    writes: tuple[Any, ...] = ()
 
     @property
     def words(self) -> tuple[str, ...]:

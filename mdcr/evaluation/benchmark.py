@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from mdcr.core.pipeline import Pipeline, Step
     from mdcr.core.store import Artifact, Store
 
-BENCHMARK_STAGES = ("benchmark", "benchmark-import")
-
 
 def _check_texts(folder: Path) -> None:
     """An import made without its data files cannot be encoded: name the user's files."""
@@ -54,7 +52,8 @@ def benchmark_pipeline(
 
     Returns the pipeline and (retriever name, rank step id) per retriever.
     """
-    from mdcr.contracts.outputs import stage_of
+    from mdcr.contracts.artifacts import BENCHMARK
+    from mdcr.contracts.outputs import writes
     from mdcr.core.pipeline import Pipeline
 
     path = req.benchmark
@@ -63,15 +62,13 @@ def benchmark_pipeline(
     if not path.exists():
         raise ConfigError(f"--benchmark: '{path}' does not exist")
     steps: list[Step] = []
-    made_by = stage_of(path) if path.is_dir() else None
     needs_texts = bool(req.encoders)
-    if made_by in BENCHMARK_STAGES:
+    made = path.is_dir() and writes(path, BENCHMARK)  # a benchmark output, not files to import
+    if made:
         bench = str(path)
         if needs_texts:
             _check_texts(path)
     else:
-        from mdcr.contracts.artifacts import BENCHMARK
-
         if path.is_dir() and BENCHMARK.exists(path):
             raise ConfigError(
                 f"--benchmark: '{path}' has a benchmark.parquet but no manifest; give the "
@@ -110,7 +107,7 @@ def benchmark_pipeline(
         steps.append(step("rank_scores", "benchmark-rank", values))
         ranks.append((req.name or req.scores.stem, "rank_scores"))
     if any(is_fused(spec) for _, spec in req.named()):
-        earlier = earlier_ranks(store, path) if store is not None and made_by else {}
+        earlier = earlier_ranks(store, path) if store is not None and made else {}
         named = [*req.named(), *([(ranks[-1][0], "scores")] if req.scores is not None else [])]
         steps += [
             step(*s)

@@ -50,16 +50,17 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
     the depth and R@k of the newest earlier score output on the pools, so that the report
     compares like with like.
     """
-    from mdcr.contracts.outputs import input_paths, scores_on_pools, stage_of
+    from mdcr.contracts.artifacts import PAPERS, POOLS
+    from mdcr.contracts.outputs import input_paths, scores_on_pools, writes
     from mdcr.core.fingerprints import artifact_fingerprint
     from mdcr.core.pipeline import Pipeline
 
     pools = req.pools
-    if pools is None or stage_of(pools) not in ("pools", "beir-import"):
+    if pools is None or not writes(pools, POOLS):
         raise ConfigError(f"--pools: '{pools}' is not a pools (or beir-import) stage output")
     corpus = req.corpus
-    if corpus is None and stage_of(pools) == "beir-import":
-        corpus = pools  # it holds its papers, the queries' texts among them
+    if corpus is None and writes(pools, PAPERS):
+        corpus = pools  # it holds its papers (beir-import), the queries' texts among them
     if corpus is None:
         made_from = input_paths(pools, "corpus")
         if not made_from:

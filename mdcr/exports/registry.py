@@ -9,9 +9,10 @@ registered by one call next to its definition, ``register_export(Export(...))``,
 key ``<format>:<kind>``; the command's ``--format`` choices, its help and its dispatch all
 read :data:`EXPORTS`.
 
-Input kinds: which contract the exported outputs are, told by the stage that made them.
-``benchmark``: an MDCR benchmark and what is made from it (``benchmark``,
-``benchmark-import``, ``benchmark-rank``, ``benchmark-score`` outputs); ``pools``: pools
+Input kinds: which contract the exported outputs are, told by the contracts the stage that
+made them declares it writes (``StageSpec.writes``). ``benchmark``: an MDCR benchmark and
+what is made from it (outputs that write the benchmark, its pair scores or its metrics:
+``benchmark``, ``benchmark-import``, ``benchmark-rank``, ``benchmark-score``); ``pools``: pools
 and what is made from them (``pools``, ``beir-import``, ``search``, ``bm25``, ``score``
 outputs) and a folder no stage made (a run or qrels copied out of a store). A ``--run`` and
 a ``--qrels`` of different kinds are refused before any exporter runs.
@@ -29,14 +30,6 @@ from mdcr.core.registry import Registry
 
 Need = Literal["required", "optional", "refused"]
 
-# The stages whose outputs are of the benchmark kind; every other folder is of the pools kind.
-BENCHMARK_STAGES = (
-    "benchmark",
-    "benchmark-import",
-    "benchmark-rank",
-    "benchmark-fuse",
-    "benchmark-score",
-)
 KINDS = ("pools", "benchmark")
 # The command's optional flags an export may read, with how a message names each.
 OPTIONS = {
@@ -132,8 +125,16 @@ def _stage_of(folder: Path) -> str | None:
 
 
 def input_kind(folder: Path) -> str:
-    """The kind of an input folder, by the stage that made it (see the module's docstring)."""
-    return "benchmark" if _stage_of(folder) in BENCHMARK_STAGES else "pools"
+    """The kind of an input folder, by what its stage writes: the benchmark kind for a
+    benchmark, its pair scores or its metrics; every other folder is of the pools kind."""
+    from mdcr.contracts.artifacts import BENCHMARK, BENCHMARK_METRICS, PAIR_SCORES
+    from mdcr.contracts.outputs import writes
+
+    return (
+        "benchmark"
+        if any(writes(folder, c) for c in (BENCHMARK, PAIR_SCORES, BENCHMARK_METRICS))
+        else "pools"
+    )
 
 
 def find_export(fmt: str, request: ExportRequest) -> Export:

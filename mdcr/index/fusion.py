@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from mdcr.contracts.artifacts import RUNS
 from mdcr.contracts.paper import DEPTH
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
@@ -366,5 +367,6 @@ SPEC = register(
         "combsum, combmnz, wsum tuned on validation)",
         plan=plan_fuse,
         main_output="runs.parquet",
+        writes=(RUNS,),
     )
 )

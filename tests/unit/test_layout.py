@@ -172,16 +172,20 @@ def test_eval_never_imports_the_encoders() -> None:
 
 
 def test_the_builtin_records_are_data_only() -> None:
-    """mdcr.retrievers.builtin imports no mdcr module and no heavy library."""
+    """mdcr.retrievers.builtin imports no heavy library and of mdcr only the kernel's
+    registry (and its errors): the records are data, registered next to their
+    definitions."""
     tree = ast.parse((PACKAGE / "retrievers" / "builtin.py").read_text())
-    imported = {
-        a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
-    } | {
-        (n.module or "").split(".")[0]
-        for n in ast.walk(tree)
-        if isinstance(n, ast.ImportFrom) and n.level == 0
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | {
+        n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0
     }
-    assert imported <= {"__future__", "dataclasses", "typing"}
+    assert imported <= {
+        "__future__",
+        "dataclasses",
+        "typing",
+        "mdcr.core.errors",
+        "mdcr.core.registry",
+    }
 
 
 FACES = ("mdcr.api", "mdcr.cli", "mdcr.mteb")

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mdcr.contracts.artifacts import PAPERS, POOL_META, POOLS, QRELS, QUERIES
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.core.stage import StageContext, StageSpec, register
@@ -209,5 +210,6 @@ SPEC = register(
         "into pools that `mdcr evaluate --pools` scores; queries become papers q:<id>",
         main_output="qrels.parquet",
         command="import beir",
+        writes=(QUERIES, POOLS, POOL_META, QRELS, PAPERS),
     )
 )

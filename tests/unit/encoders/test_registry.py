@@ -10,13 +10,13 @@ import pytest
 from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.encoders.base import Encoder, PaperText, encoder_identity
 from mdcr.encoders.registry import (
-    EncoderEntry,
     EncoderOptions,
     build_encoder,
     encoder_names,
     lookup,
     register,
 )
+from mdcr.retrievers.builtin import EncoderRecord
 
 
 def test_builtin_names_match_the_architecture() -> None:
@@ -71,11 +71,13 @@ def test_prefixes_resolve() -> None:
 
 
 def test_duplicate_registration_is_refused() -> None:
-    entry = EncoderEntry("random", "again", lambda a, o: None)  # type: ignore[arg-type,return-value]
+    again = EncoderRecord(name="random", label="R", description="again", family="random")
     with pytest.raises(ConfigError, match="registered twice"):
-        register(entry)
+        register(again)
+    with pytest.raises(ConfigError, match="registered twice"):
+        register(EncoderRecord(name="bm25", label="B", description="x", family="random"))
     with pytest.raises(ConfigError, match="reserved"):
-        register(EncoderEntry("hf:x", "x", lambda a, o: None))  # type: ignore[arg-type,return-value]
+        register(EncoderRecord(name="hf:x", label="x", description="x", family="hf"))
 
 
 def test_options_an_encoder_would_ignore_are_refused() -> None:
@@ -158,7 +160,7 @@ def test_an_encoders_own_defaults_are_what_it_builds_with_and_are_hashed(
 
     minilm = build_encoder("minilm")
     assert (minilm.max_length, minilm.pooling, minilm.metric) == (256, "mean", "cos")
-    assert option_defaults("minilm") == lookup("minilm")[0].defaults
+    assert option_defaults("minilm") == lookup("minilm")[0].option_defaults()
     cfg = EncodeConfig(corpus="c", encoder="random")
     assert build_encoder("random").dim == 768
     assert identify_encode(cfg)["option_defaults"] == {"dim": 768, "seed": 0}
@@ -167,13 +169,10 @@ def test_an_encoders_own_defaults_are_what_it_builds_with_and_are_hashed(
 
     store = Store(tmp_path)
     before = store.plan(SPEC, cfg, {}).fingerprint
-    from mdcr.retrievers import builtin as builtin_encoders
+    from mdcr.retrievers.builtin import ENCODER_RECORDS
 
-    edited = [
-        dataclasses.replace(r, dim=32) if r.name == "random" else r
-        for r in builtin_encoders.ENCODERS
-    ]
-    monkeypatch.setattr(builtin_encoders, "ENCODERS", tuple(edited))
+    record = ENCODER_RECORDS.get("random")
+    monkeypatch.setitem(ENCODER_RECORDS._items, "random", dataclasses.replace(record, dim=32))
     assert build_encoder("random").dim == 32
     assert store.plan(SPEC, cfg, {}).fingerprint != before
     assert store.plan(SPEC, dataclasses.replace(cfg, dim=32), {}).fingerprint != before

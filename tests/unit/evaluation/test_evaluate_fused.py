@@ -60,8 +60,8 @@ def test_fused_retriever_on_pools_fuses_earlier_and_new_runs(tmp_path: Path) -> 
 
 
 def test_an_unknown_retriever_in_a_fuse_spec_is_one_line(tmp_path: Path) -> None:
-    from mdcr.evaluation.run import run_request
     from mdcr.evaluation.request import EvaluateRequest
+    from mdcr.evaluation.run import run_request
 
     home = tmp_path / "home"
     corpus = make_corpus(tmp_path / "corpus")

@@ -10,12 +10,12 @@ import pytest
 from mdcr.contracts.outputs import run_info
 from mdcr.core.inputs import resolve_inputs
 from mdcr.core.store import Store
-from mdcr.encoders.registry import EncoderEntry, register
+from mdcr.encoders.registry import register
 from mdcr.encoders.stage import SPEC as ENCODE
 from mdcr.encoders.stage import EncodeConfig
 from mdcr.index.dense import SPEC as SEARCH
 from mdcr.index.dense import SearchConfig
-from mdcr.retrievers.builtin import builtin_names, paper_names
+from mdcr.retrievers.builtin import EncoderRecord, builtin_names, paper_names, unregister_encoder
 from mdcr.retrievers.identity import (
     builtin_key,
     default_setup,
@@ -102,18 +102,17 @@ def test_a_builtin_run_records_its_entry_and_options(world: dict[str, Path]) -> 
 
 
 def test_an_entry_registered_at_run_time_is_never_builtin() -> None:
-    from mdcr.encoders.registry import _REGISTRY
-
-    entry = EncoderEntry(
-        "t22-mine",
-        "a user entry",
-        lambda a, o: None,
-        paper_name="Specter",  # type: ignore[arg-type, return-value]
+    record = EncoderRecord(
+        name="t22-mine",
+        label="Mine",
+        description="a user record",
+        family="random",
+        paper_name="Specter",
     )
-    register(entry)
+    register(record)
     try:
         assert "t22-mine" not in builtin_names() and "t22-mine" not in paper_names()
         assert builtin_key({"builtin": "t22-mine"}) is None
     finally:
-        del _REGISTRY["t22-mine"]
+        unregister_encoder("t22-mine")
     assert {"specter", "scincl", "bm25", "minilm", "random"} <= builtin_names()
