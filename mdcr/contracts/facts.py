@@ -2,7 +2,10 @@
 
 A facts class is a frozen dataclass of :func:`fact` fields: each field declares its
 manifest key (its own name unless given: ``runs`` is stored as ``retriever_runs``) and
-its default, and the class names the stages that record it. :meth:`Facts.record` writes
+its default, and the class names the stages that record it (``stages``). Each class is
+registered once, by :func:`register_facts` on its definition, into :data:`FACTS` (a
+:class:`mdcr.core.registry.Registry` keyed by stage: a stage records one facts class at
+most; :func:`facts_of_stage` looks it up). :meth:`Facts.record` writes
 the facts into a running stage's manifest (``info``), :meth:`Facts.of` reads them back
 from a finished output, and :meth:`mdcr.core.store.Store.find` takes the field names as the
 only keys it matches on. Manifests keep their keys and values, so existing stores stay
@@ -25,10 +28,11 @@ import dataclasses
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from mdcr.contracts.paper import DEPTH, RECALL_K
 from mdcr.core.errors import ConfigError, ManifestMismatchError
+from mdcr.core.registry import Registry
 
 if TYPE_CHECKING:
     from mdcr.core.manifests import Output
@@ -37,8 +41,8 @@ if TYPE_CHECKING:
 _KEY = "mdcr_manifest_key"
 # Which built-in registry entry ranked (mdcr.retrievers.identity): a run's name never says.
 RETRIEVER_IDENTITY = "retriever_identity"
-# The stages whose outputs record facts, and the class each records.
-_BY_STAGE: dict[str, type[Facts]] = {}
+# The stages whose outputs record facts, and the class each records (register_facts).
+FACTS: Registry[type[Facts]] = Registry("facts of stage")
 
 
 def fact(key: str | None = None, *, default: Any = dataclasses.MISSING) -> Any:
@@ -69,13 +73,6 @@ class Facts:
     the stages that record them; a stage records one facts class at most."""
 
     stages: ClassVar[tuple[str, ...]] = ()
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        for stage in cls.stages:
-            if stage in _BY_STAGE:
-                raise ValueError(f"stage '{stage}' records {_BY_STAGE[stage].__name__} already")
-            _BY_STAGE[stage] = cls
 
     @classmethod
     def keys(cls) -> dict[str, str]:
@@ -122,21 +119,43 @@ class Facts:
         return cls.from_record(out.info_record, str(out.path))
 
 
+FactsClass = TypeVar("FactsClass", bound=type[Facts])
+
+
+def register_facts(cls: FactsClass) -> FactsClass:
+    """``@register_facts`` on a facts class: registers it in :data:`FACTS` under each of its
+    ``stages`` (a stage that records another class already is refused, one line)."""
+    if not cls.stages:
+        raise ConfigError(f"{cls.__name__}: a facts class names the stages that record it")
+    for stage in cls.stages:
+        held = FACTS.items().get(stage)
+        if held is not None and held is not cls:
+            raise ConfigError(
+                f"stage '{stage}' records {held.__name__} already; "
+                f"{cls.__name__} cannot be registered for it"
+            )
+    for stage in cls.stages:
+        FACTS.register(stage, cls)
+    return cls
+
+
 def facts_of_stage(stage: str) -> type[Facts] | None:
     """The facts class ``stage`` records (None: it records none to find outputs by)."""
-    return _BY_STAGE.get(stage)
+    return FACTS.items().get(stage)
 
 
 def _finds_by(cls: type[Facts], stage: str, given: Mapping[str, Any]) -> dict[str, Any]:
     """The manifest values ``Store.find(stage, cls, **given)`` matches: the given fields by
     their manifest keys, each value as recorded. A stage that records other facts, or an
     unknown field, is a one-line error naming the valid ones."""
-    if stage not in cls.stages:
-        recorded = facts_of_stage(stage)
+    recorded = facts_of_stage(stage)
+    if recorded is not cls:
         which = f"records {recorded.__name__}" if recorded else "records no facts"
+        registered = [s for s in cls.stages if facts_of_stage(s) is cls]
+        by = ", ".join(registered) or "no stage (register it with @register_facts)"
         raise ConfigError(
             f"Store.find('{stage}', {cls.__name__}): the {stage} stage {which}; "
-            f"{cls.__name__} is recorded by {', '.join(cls.stages) or 'no stage'}"
+            f"{cls.__name__} is recorded by {by}"
         )
     keys = cls.keys()
     unknown = [k for k in given if k not in keys]
@@ -150,6 +169,7 @@ def _finds_by(cls: type[Facts], stage: str, given: Mapping[str, Any]) -> dict[st
 # -- the facts ---------------------------------------------------------------------------
 
 
+@register_facts
 @dataclass(frozen=True)
 class RunInfo(Facts):
     """What a run-making stage (search, bm25) records: who ranked, on which pools, and
@@ -163,6 +183,7 @@ class RunInfo(Facts):
     identity: Mapping[str, Any] | None = fact(RETRIEVER_IDENTITY, default=None)
 
 
+@register_facts
 @dataclass(frozen=True)
 class RankInfo(Facts):
     """What benchmark-rank records: who scored the pairs, how, on which benchmark."""
@@ -177,6 +198,7 @@ class RankInfo(Facts):
     identity: Mapping[str, Any] | None = fact(RETRIEVER_IDENTITY, default=None)
 
 
+@register_facts
 @dataclass(frozen=True)
 class ScoreInfo(Facts):
     """What score records: the pools it scored on, its cut-offs and the runs it scored."""
@@ -194,6 +216,7 @@ class ScoreInfo(Facts):
         return {str(r.get("retriever")) for r in self.runs}
 
 
+@register_facts
 @dataclass(frozen=True)
 class EncodeInfo(Facts):
     """What encode records to be found again: its encoder key (the encode fingerprint

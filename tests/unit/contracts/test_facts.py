@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
-from mdcr.contracts.facts import EncodeInfo, RankInfo, RunInfo, ScoreInfo, facts_of_stage
+from mdcr.contracts.facts import (
+    FACTS,
+    EncodeInfo,
+    Facts,
+    RankInfo,
+    RunInfo,
+    ScoreInfo,
+    fact,
+    facts_of_stage,
+    register_facts,
+)
 from mdcr.contracts.outputs import rank_info, score_info, scores_on_pools
 from mdcr.contracts.paper import DEPTH, RECALL_K
 from mdcr.core.errors import ConfigError, ManifestMismatchError
@@ -115,3 +127,38 @@ def test_each_stage_records_one_facts_class() -> None:
     assert facts_of_stage("benchmark-rank") is RankInfo
     assert facts_of_stage("score") is ScoreInfo and facts_of_stage("encode") is EncodeInfo
     assert facts_of_stage("report") is None
+
+
+def test_a_facts_class_counts_once_registered(tmp_path: Path) -> None:
+    """Defining a facts class registers nothing (no subclass hook): the registration on its
+    definition puts it in FACTS, and Store.find then matches the stage's outputs by it."""
+    assert "__init_subclass__" not in vars(Facts)
+
+    @dataclass(frozen=True)
+    class ToyInfo(Facts):
+        stages: ClassVar[tuple[str, ...]] = ("toy-stage",)
+        flavour: str = fact("toy_flavour")
+
+    assert facts_of_stage("toy-stage") is None  # defined, not registered
+    store = Store(tmp_path)
+    unregistered = r"records no facts; ToyInfo is recorded by no stage \(register it"
+    with pytest.raises(ConfigError, match=unregistered):
+        store.find("toy-stage", ToyInfo, flavour="sour")
+    try:
+        assert register_facts(ToyInfo) is ToyInfo
+        assert facts_of_stage("toy-stage") is ToyInfo and FACTS.get("toy-stage") is ToyInfo
+        assert register_facts(ToyInfo) is ToyInfo  # the same class again: a no-op
+        _output(tmp_path, "toy-stage", "t1", {"toy_flavour": "sour"})
+        _output(tmp_path, "toy-stage", "t2", {"toy_flavour": "sweet"})
+        assert [o.fingerprint for o in store.find("toy-stage", ToyInfo, flavour="sour")] == ["t1"]
+
+        @dataclass(frozen=True)
+        class OtherInfo(Facts):
+            stages: ClassVar[tuple[str, ...]] = ("other-stage", "toy-stage")
+
+        with pytest.raises(ConfigError, match="stage 'toy-stage' records ToyInfo already"):
+            register_facts(OtherInfo)
+        assert facts_of_stage("other-stage") is None  # refused whole, not half
+    finally:
+        FACTS.unregister("toy-stage")
+    assert facts_of_stage("toy-stage") is None
