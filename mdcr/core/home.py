@@ -89,13 +89,23 @@ def find_marker(start: Path | None = None) -> Home | None:
     return None
 
 
-def user_cache_home() -> Home:
-    """``$XDG_CACHE_HOME/mdcr`` (an absolute ``XDG_CACHE_HOME`` only, as the XDG spec
-    says), else ``~/.cache/mdcr``."""
+def user_cache_dir() -> tuple[Path, str]:
+    """The user's cache folder and how it is written, the XDG rule in one place:
+    ``$XDG_CACHE_HOME`` when it is an absolute path (the XDG spec ignores a relative one),
+    else ``~/.cache``. Every user-level cache of mdcr lies in its ``mdcr`` folder
+    (:func:`user_cache_home`): the user's store, the record of stores written recently
+    (:mod:`mdcr.core.recent`) and numba's compiled code (:mod:`mdcr.measures`)."""
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     if xdg and os.path.isabs(xdg):
-        return Home(Path(xdg) / "mdcr", "the user cache, $XDG_CACHE_HOME/mdcr")
-    return Home(_absolute("~/.cache/mdcr"), "the user cache, ~/.cache/mdcr")
+        return Path(xdg), "$XDG_CACHE_HOME"
+    return _absolute("~/.cache"), "~/.cache"
+
+
+def user_cache_home() -> Home:
+    """``$XDG_CACHE_HOME/mdcr`` (an absolute ``XDG_CACHE_HOME`` only, as the XDG spec
+    says), else ``~/.cache/mdcr`` (:func:`user_cache_dir`)."""
+    folder, written = user_cache_dir()
+    return Home(folder / "mdcr", f"the user cache, {written}/mdcr")
 
 
 def holding_store(output: Path | str | None) -> Path | None:

@@ -3,14 +3,19 @@ the user cache; the same store from any folder; `store: PATH` printed before wri
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import tests.unit.toy_stages  # noqa: F401  (registers the toy stages)
 from mdcr.cli import main
+from mdcr.core import recent
 from mdcr.core.errors import ConfigError
-from mdcr.core.home import find_home
+from mdcr.core.home import find_home, user_cache_dir
+from mdcr.measures import default_numba_cache
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -54,6 +59,31 @@ def test_without_a_marker_the_user_cache(env: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # not absolute: ignored (XDG spec)
     monkeypatch.setenv("HOME", str(env / "user"))
     assert find_home(start=env / "elsewhere").path == env / "user" / ".cache" / "mdcr"
+
+
+@pytest.mark.parametrize("absolute", [True, False])
+def test_every_user_cache_follows_one_xdg_rule(
+    env: Path, monkeypatch: pytest.MonkeyPatch, absolute: bool
+) -> None:
+    """Only an absolute $XDG_CACHE_HOME counts (XDG spec); a relative one means ~/.cache,
+    for each user-level cache: the user's store, recent-stores.json and numba's cache."""
+    monkeypatch.setenv("HOME", str(env / "user"))
+    monkeypatch.chdir(env / "elsewhere")
+    xdg = str(env / "xdg") if absolute else "rel/cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", xdg)
+    cache = (env / "xdg") if absolute else (env / "user" / ".cache")
+    assert user_cache_dir()[0] == cache
+    assert find_home().path == cache / "mdcr"
+    assert recent.record_path() == cache / "mdcr" / "recent-stores.json"
+    assert default_numba_cache() == str(cache / "mdcr" / "numba")
+    # what importing mdcr.measures sets, in a fresh process (numba reads it once)
+    child = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    code = "import os, mdcr.measures; print(os.environ['NUMBA_CACHE_DIR'])"
+    got = subprocess.run(
+        [sys.executable, "-c", code], env=child, capture_output=True, text=True, check=True
+    )
+    assert got.stdout.strip() == str(cache / "mdcr" / "numba")
+    assert not (env / "elsewhere" / "rel").exists()
 
 
 def test_order_home_then_env_then_pipeline_then_marker(
