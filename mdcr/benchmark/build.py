@@ -68,10 +68,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mdcr.benchmark.build_config import FIXED_TYPES, POSITIVE, BenchmarkConfig
+from mdcr.benchmark.coverage import require_splits
 from mdcr.benchmark.lists import QueryList, hash_order, take, type_seed
 from mdcr.contracts.artifacts import BENCHMARK, PAPERS, QUERIES
 from mdcr.core.errors import ConfigError, InputDataError
-from mdcr.core.hints import option, require_splits
+from mdcr.core.hints import option
 from mdcr.core.stage import StageContext, StagePlan, StageSpec, Work, register
 from mdcr.pools.db import arrow_table
 

@@ -111,7 +111,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     )
     from mdcr.core.hints import typed_in
 
-    with typed_in("cli", "evaluate"):
+    with typed_in("cli", "evaluate", set_flags={"encode": "--encode-set"}):
         store = open_store(args, holding=req.pools or req.benchmark)
         result = run_request(req, store, quiet=args.quiet)
     if args.scores_out is not None:

@@ -137,3 +137,16 @@ def test_a_field_with_no_queries_is_refused(tmp_path: Path, capsys) -> None:
     (bench / "mdcr_test.json").write_text(json.dumps(data))
     err = _one_line_error([*_evaluate(tmp_path / "h", bench), "--encoder", "random"], capsys)
     assert "field 'Geology' lists no queries" in err and "remove the field" in err
+
+
+def test_an_unresolved_hub_model_names_the_flag_of_evaluate(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Offline with an empty hub cache, the commit to pin is set through evaluate's own
+    flag for encode's options, not encode's `--revision`."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    err = _one_line_error([*_evaluate(tmp_path / "home"), "--encoder", "scincl"], capsys)
+    assert "`--encode-set revision=<40-hex commit>`" in err and "malteos/scincl" in err
