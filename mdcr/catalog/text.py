@@ -20,8 +20,8 @@ from mdcr.catalog.entries import (
     scan,
     users,
 )
-from mdcr.core.config import canonical_json
 from mdcr.core.errors import InputDataError
+from mdcr.core.fingerprints import canonical_json
 from mdcr.core.home import Home
 from mdcr.measures.registry import percent, shown_name, sort_key
 

@@ -25,13 +25,15 @@ in the config's ``RENAMED_KEYS``, so the old key is a one-line error naming the 
 from __future__ import annotations
 
 import dataclasses
-import json
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from mdcr.core.errors import ConfigError
+
+# The recipe's canonical text, owned by mdcr.core.fingerprints (imported here as before).
+from mdcr.core.fingerprints import canonical_json as canonical_json
 
 T = TypeVar("T")
 
@@ -336,7 +338,3 @@ def inputs_of(cfg: Any) -> dict[str, tuple[str, ...]]:
         else:
             out[f.name] = (value,)
     return out
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -5,15 +5,26 @@ fingerprint hashes the stage's name and version, its parameters (defaults includ
 fingerprints of its inputs and the identity of the code and weights it runs; an input's
 fingerprint is its manifest's when a stage made it, else its content's. Never mtimes,
 never anything random.
+
+One recipe hashes a value (:func:`digest`): its canonical JSON (:func:`canonical_json`:
+keys sorted, no spaces, UTF-8 as is) -> sha256 -> hex; a key is its first
+:data:`FINGERPRINT_LEN` characters. Stage fingerprints, the Lucene index keys
+(:func:`mdcr.index.lucene.indexes.index_fingerprint`) and the in-memory model digests
+(``mem:<name>@<digest>``, :mod:`mdcr.encoders.models.in_memory`) are this recipe. What
+cannot be a JSON value is hashed as bytes, and its hex digest is then a value fed into the
+recipe: a file's content (:func:`sha256_file`; raw inputs, :func:`path_fingerprint`), a
+pool's sorted paper ids (``ids_digest``), a model's weights and the walk of its whole
+state (``mdcr.encoders.state_digest``: a running sha256 over each value's type tag and
+bytes).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
-from mdcr.core.config import canonical_json
 from mdcr.core.errors import InputDataError, ManifestMismatchError
 from mdcr.core.manifests import MANIFEST, read_manifest
 
@@ -22,6 +33,17 @@ FINGERPRINT_LEN = 16
 # last MiB per file (hashing 100 GB of S2ORC shards on every run would cost minutes).
 FULL_HASH_LIMIT = 256 * 1024 * 1024
 _SAMPLE = 1024 * 1024
+
+
+def canonical_json(obj: Any) -> str:
+    """``obj`` as the recipe's text: JSON with sorted keys, no spaces, UTF-8 as is (a value
+    JSON cannot hold is a TypeError, never hashed by its repr)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest(obj: Any) -> str:
+    """The one hash recipe: ``obj``'s canonical JSON -> sha256 -> hex (64 characters)."""
+    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
 
 
 def fingerprint(
@@ -36,7 +58,7 @@ def fingerprint(
     body: dict[str, Any] = {"stage": f"{stage}@{version}", "params": params, "inputs": inputs}
     if identity:
         body["identity"] = identity
-    return hashlib.sha256(canonical_json(body).encode()).hexdigest()[:FINGERPRINT_LEN]
+    return digest(body)[:FINGERPRINT_LEN]
 
 
 def sha256_file(path: Path) -> str:

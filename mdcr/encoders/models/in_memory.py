@@ -4,7 +4,8 @@
 
 ``register_model(model)`` keeps the object for this process under the spec
 ``mem:<name>@<digest>``, so that it runs through the same stages and cache as any other
-encoder. The digest is its identity for the fingerprint:
+encoder. The digest is its identity for the fingerprint, hashed by the store's one recipe
+(:func:`mdcr.core.fingerprints.digest`; the byte digests below are values in it):
 
 - its class, and the source files of the user's code it runs (its class's module and what
   that imports, and every user module met in its state);
@@ -26,7 +27,6 @@ process finds its cached outputs.
 from __future__ import annotations
 
 import hashlib
-import json
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from mdcr.core.errors import ConfigError, InputDataError, MdcrError, first_line
+from mdcr.core.fingerprints import FINGERPRINT_LEN, digest
 from mdcr.encoders.base import METRICS, Metric, PaperText, encoder_failed
 from mdcr.encoders.state_digest import UnhashableState, state_digest
 
@@ -237,7 +238,7 @@ def register_model(
     identity = model_identity(model, cache_key)
     identity["metric"] = encoder.metric
     identity["probe"] = probe_digest(name or type(model).__name__, encoder)
-    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode())
+    hexdigest = digest(identity)  # the store's one recipe, as the fingerprint hashes it
     if name:
         label = name
     elif _is_mdcr_encoder(model):
@@ -245,8 +246,8 @@ def register_model(
     elif isinstance(mteb_name, str) and mteb_name:
         label = mteb_name
     else:  # a readable default (mdcr.encoders.naming)
-        label = model_object_name(model, digest.hexdigest())
-    arg = f"{label}@{digest.hexdigest()[:16]}"
+        label = model_object_name(model, hexdigest)
+    arg = f"{label}@{hexdigest[:FINGERPRINT_LEN]}"
     encoder.name = label
     _MODELS[arg] = (encoder, identity)
     return MEM_PREFIX + arg

@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mdcr.core.errors import InputDataError, ManifestMismatchError
+from mdcr.core.fingerprints import FINGERPRINT_LEN, digest
 from mdcr.index.lucene.java import autoclass, java_error_message, start_jvm
 
 INDEX_FORMAT = 1
@@ -110,18 +111,16 @@ def index_fingerprint(paper_ids: Sequence[str], text_source: str) -> str:
     """An index's identity: its papers, where their text came from, and the analysis.
 
     Pools with the same papers (a re-run, or a val and test pool that coincide) share it.
+    Hashed by the store's one recipe (:func:`mdcr.core.fingerprints.digest`).
     """
-    payload = json.dumps(
-        {
-            "format": INDEX_FORMAT,
-            "ids": ids_digest(paper_ids),
-            "n": len(paper_ids),
-            "text": text_source,
-            "analyzer": ANALYZER,
-        },
-        sort_keys=True,
-    )
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+    body = {
+        "format": INDEX_FORMAT,
+        "ids": ids_digest(paper_ids),
+        "n": len(paper_ids),
+        "text": text_source,
+        "analyzer": ANALYZER,
+    }
+    return digest(body)[:FINGERPRINT_LEN]
 
 
 @dataclass(frozen=True)
