@@ -15,13 +15,17 @@ rankings and prints the peak resident memory (RSS) of the process.
 With the torch backend (``--backends torch``, on ``--device cuda`` or the CPU) it also
 measures the floor: the pool uploaded to the device once (timed apart), then only a raw
 ``torch.mm`` and ``torch.topk`` per query batch. It prints the backend's CPU time beside
-its wall time, and a line ending ``N.NNx the floor`` for mdcr's build + search against
-floor + upload.
+its wall time (the share of the search spent on the CPU), and a line ending ``N.NNx the
+floor`` for mdcr's build + search against floor + upload. ``--rank-on device|host`` picks
+where the torch backend re-scores and ranks the candidates (default: on CUDA the device,
+on the CPU the host); ``--norm`` sets the vectors' length (1: unit vectors; 15: about
+SciBERT's CLS vectors, where every pair's exactness is checked).
 
     python scripts/bench_search.py --pool 200000 --dim 768 --queries 1000
     python scripts/bench_search.py --pool 2000000 --no-raw --backends faiss
     python scripts/bench_search.py --pool 200000 --sentences 9 --queries 200
     python scripts/bench_search.py --pool 2000000 --device cuda --backends torch,faiss
+    python scripts/bench_search.py --pool 200000 --backends torch --no-raw --norm 15
 """
 
 from __future__ import annotations
@@ -52,8 +56,21 @@ def main() -> None:
     ap.add_argument("--query-batch", type=int, default=1024)
     ap.add_argument("--margin", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--norm",
+        type=float,
+        default=1.0,
+        help="length of every vector (1: unit vectors; about 15 for SciBERT-like CLS vectors)",
+    )
     ap.add_argument("--repeat", type=int, default=3, help="measurements of each (best wins)")
     ap.add_argument("--no-raw", action="store_true", help="leave out the raw Faiss baseline")
+    ap.add_argument(
+        "--rank-on",
+        choices=["auto", "device", "host"],
+        default="auto",
+        help="where the torch backend re-scores and ranks the candidates (auto: on CUDA "
+        "the device, on the CPU the host)",
+    )
     ap.add_argument("--sentences", type=int, default=0, help="multi-vector: sentences per paper")
     ap.add_argument(
         "--store",
@@ -69,7 +86,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from mdcr.device import resolve_device
-    from mdcr.index.backends import make_backend
+    from mdcr.index.backends import TorchBackend, make_backend
     from mdcr.index.exact import SearchStats, built_max_norm, exact_topk, exact_topk_multi
 
     rng = np.random.default_rng(args.seed)
@@ -79,13 +96,13 @@ def main() -> None:
     db = np.empty((rows, args.dim), dtype=np.float16)
     for s in range(0, rows, 100_000):
         block = rng.standard_normal((min(100_000, rows - s), args.dim), dtype=np.float32)
-        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        block *= args.norm / np.linalg.norm(block, axis=1, keepdims=True)
         db[s : s + len(block)] = block
     half = args.queries // 2
     q_docs = rng.choice(args.pool, size=half, replace=False)
     q_rows = (q_docs[:, None] * per + np.arange(per)).ravel()
     extra = rng.standard_normal(((args.queries - half) * per, args.dim), dtype=np.float32)
-    extra /= np.linalg.norm(extra, axis=1, keepdims=True)
+    extra *= args.norm / np.linalg.norm(extra, axis=1, keepdims=True)
     queries = np.concatenate([db[q_rows], extra.astype(np.float16)])
     exclude = np.concatenate([q_docs, -np.ones(args.queries - half, dtype=np.int64)])
     offsets = np.arange(args.queries + 1, dtype=np.int64) * per
@@ -123,7 +140,12 @@ def main() -> None:
         for name in names:
             backends.pop(name, None)  # free the previous repetition's index first
             t0 = time.perf_counter()
-            backend = backends[name] = make_backend(name, db, args.metric, device)  # type: ignore[arg-type]
+            if name == "torch" and args.rank_on != "auto":
+                backend = backends[name] = TorchBackend(
+                    db, args.metric, device, rank_on_device=args.rank_on == "device"
+                )
+            else:
+                backend = backends[name] = make_backend(name, db, args.metric, device)  # type: ignore[arg-type]
             t1 = time.perf_counter()
             c1 = time.process_time()
             build[name].append(t1 - t0)
@@ -159,7 +181,7 @@ def main() -> None:
                 )
             times[name].append(time.perf_counter() - t1)
             cpu_times[name].append(time.process_time() - c1)
-            results[name] = {"widened": stats.widened}
+            results[name] = {"widened": stats.widened, **stats.extra}
     raw = min(raw_times) if raw_times else None
     raw_e2e = min(b + s for b, s in zip(raw_build, raw_times, strict=True)) if raw_times else None
     if raw is not None and raw_e2e is not None:
@@ -193,10 +215,14 @@ def main() -> None:
             ratio_to_raw=round(wall / raw, 3) if raw else None,
             end_to_end_ratio_to_raw=round(e2e / raw_e2e, 3) if raw_e2e else None,
         )
+        where = "device" if results[name].get("device_ranking") else "host"
+        rescored = results[name].get("host_rescored")
         print(
             f"{backend.name:>16}: build {min(build[name]):6.2f}s  search {wall:7.2f}s  "
-            f"({1000 * wall / args.queries:.2f} ms/query, "
-            f"widened {results[name]['widened']}{ratio})"
+            f"({1000 * wall / args.queries:.2f} ms/query, widened {results[name]['widened']}, "
+            f"ranked on the {where}"
+            + (f", {rescored} pairs re-scored on the host" if rescored else "")
+            + f"{ratio})"
         )
         print(f"{backend.name:>16}: end to end {e2e:6.2f}s (build + search{e2e_ratio})")
         if name == "torch" and floor is not None:
@@ -204,8 +230,9 @@ def main() -> None:
             cpu = min(cpu_times[name])
             results[name].update(floor_ratio=round(e2e / base, 3), cpu_s=round(cpu, 3))
             print(
-                f"{backend.name:>16}: CPU time {cpu:.2f}s of its search {wall:.2f}s wall; "
-                f"build + search against floor + upload: {e2e / base:.2f}x the floor"
+                f"{backend.name:>16}: CPU time {cpu:.2f}s of its search {wall:.2f}s wall "
+                f"({cpu / wall:.0%}); build + search against floor + upload: "
+                f"{e2e / base:.2f}x the floor"
             )
     if args.store is not None:
         results["store"] = time_store(args, db, queries, q_docs, per, device)
