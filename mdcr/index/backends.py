@@ -174,14 +174,11 @@ class FaissBackend:
 
 
 def _chunk_max_norm(part: Any, squared: Any) -> float:
-    """The largest L2 norm of a chunk of a torch backend's rows: on the CPU as
-    :func:`mdcr.index.exact.max_norm` computes it (numpy's float32 row sums, so a CPU run's
-    bound is the same number as before); on a GPU from the squared norms there (float32
-    sums in another order: the bound keeps its 2x margin over such rounding)."""
+    """The largest L2 norm of a chunk of a torch backend's rows on a GPU, from the squared
+    norms there (float32 sums in another order than numpy's: the bound keeps its 2x margin
+    over such rounding). On the CPU the norm comes with the rows (:func:`_float32_rows`)."""
     if not len(part):
         return 0.0
-    if part.device.type == "cpu":
-        return _max_norm32(part.float().numpy())
     sq = squared if squared is not None else part.float().pow(2).sum(dim=1)
     return float(sq.max().sqrt().item())
 
@@ -254,26 +251,37 @@ class TorchBackend:
         # float16 on CUDA for float16 stores; a float32 store keeps its range in float32.
         half = self.cuda and vectors.dtype == np.float16
         self.dtype = torch.float16 if half else torch.float32
-        rows = chunk_rows or (262_144 if self.cuda else 65_536)
+        # Rows per chunk: each query batch's scores against one chunk are one matrix
+        # (1,024 x 262,144 float32: 1 GiB), and on the CPU each chunk's top-k costs about
+        # 0.25 s of CPU per 1,024 queries whatever its width: fewer, wider chunks.
+        rows = chunk_rows or 262_144
         self.chunks: list[tuple[int, Any, Any]] = []  # (start row, vectors, squared norms)
-        # On one device the chunks are views of one tensor of all rows, which the exact
-        # re-ranking gathers candidate rows from with one index_select.
-        self._rows: Any = None
-        if len(devices) == 1:
-            self._rows = torch.empty((self.n, self.dim), dtype=self.dtype, device=devices[0])
         # The largest L2 norm, for the exact re-ranking's error bound (FaissBackend's
         # too): taken while the rows are built, where they are, never by a second pass.
         self.max_norm = 0.0
+        # On one device the chunks are views of one tensor of all rows, which the exact
+        # re-ranking gathers candidate rows from with one index_select. On the CPU that
+        # tensor is Faiss's float32 rows: converted on all cores, the norm taken per block.
+        self._rows: Any = None
+        if not self.cuda:
+            rows32, self.max_norm = _float32_rows(vectors)
+            self._rows = torch.from_numpy(rows32)
+        elif len(devices) == 1:
+            self._rows = torch.empty((self.n, self.dim), dtype=self.dtype, device=devices[0])
         for c, start in enumerate(range(0, self.n, rows)):
             dev = devices[c % len(devices)]
-            host = torch.from_numpy(np.ascontiguousarray(vectors[start : start + rows]))
-            if self._rows is not None:
-                part = self._rows[start : start + len(host)]
-                part.copy_(host)
+            if self.cuda:
+                host = torch.from_numpy(np.ascontiguousarray(vectors[start : start + rows]))
+                if self._rows is not None:
+                    part = self._rows[start : start + len(host)]
+                    part.copy_(host)
+                else:
+                    part = host.to(dev).to(self.dtype)
             else:
-                part = host.to(dev).to(self.dtype)
+                part = self._rows[start : start + rows]
             norms = part.float().pow(2).sum(dim=1) if metric == "l2" else None
-            self.max_norm = max(self.max_norm, _chunk_max_norm(part, norms))
+            if self.cuda:
+                self.max_norm = max(self.max_norm, _chunk_max_norm(part, norms))
             self.chunks.append((start, part, norms))
         self.name = f"torch({device})"
         self._out_dtype_ok = self.cuda
