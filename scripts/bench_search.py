@@ -15,13 +15,18 @@ rankings and prints the peak resident memory (RSS) of the process.
 With the torch backend (``--backends torch``, on ``--device cuda`` or the CPU) it also
 measures the floor: the pool uploaded to the device once (timed apart), then only a raw
 ``torch.mm`` and ``torch.topk`` per query batch. It prints the backend's CPU time beside
-its wall time, and a line ending ``N.NNx the floor`` for mdcr's build + search against
-floor + upload.
+its wall time (the share of the search spent on the CPU), and a line ending ``N.NNx the
+floor`` for mdcr's build + search against floor + upload (and the same ratio in CPU
+time, steadier on a shared machine). ``--rank-on device|host`` picks
+where the torch backend re-scores and ranks the candidates (default: on CUDA the device,
+on the CPU the host); ``--norm`` sets the vectors' length (1: unit vectors; 15: about
+SciBERT's CLS vectors, where every pair's exactness is checked).
 
     python scripts/bench_search.py --pool 200000 --dim 768 --queries 1000
     python scripts/bench_search.py --pool 2000000 --no-raw --backends faiss
     python scripts/bench_search.py --pool 200000 --sentences 9 --queries 200
     python scripts/bench_search.py --pool 2000000 --device cuda --backends torch,faiss
+    python scripts/bench_search.py --pool 200000 --backends torch --no-raw --norm 15
 """
 
 from __future__ import annotations
@@ -52,8 +57,21 @@ def main() -> None:
     ap.add_argument("--query-batch", type=int, default=1024)
     ap.add_argument("--margin", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--norm",
+        type=float,
+        default=1.0,
+        help="length of every vector (1: unit vectors; about 15 for SciBERT-like CLS vectors)",
+    )
     ap.add_argument("--repeat", type=int, default=3, help="measurements of each (best wins)")
     ap.add_argument("--no-raw", action="store_true", help="leave out the raw Faiss baseline")
+    ap.add_argument(
+        "--rank-on",
+        choices=["auto", "device", "host"],
+        default="auto",
+        help="where the torch backend re-scores and ranks the candidates (auto: on CUDA "
+        "the device, on the CPU the host)",
+    )
     ap.add_argument("--sentences", type=int, default=0, help="multi-vector: sentences per paper")
     ap.add_argument(
         "--store",
@@ -68,7 +86,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
-    from mdcr.index.backends import make_backend
+    from mdcr.index.backends import TorchBackend, make_backend
     from mdcr.index.exact import SearchStats, built_max_norm, exact_topk, exact_topk_multi
     from mdcr.retrievers.device import resolve_device
 
@@ -79,13 +97,13 @@ def main() -> None:
     db = np.empty((rows, args.dim), dtype=np.float16)
     for s in range(0, rows, 100_000):
         block = rng.standard_normal((min(100_000, rows - s), args.dim), dtype=np.float32)
-        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        block *= args.norm / np.linalg.norm(block, axis=1, keepdims=True)
         db[s : s + len(block)] = block
     half = args.queries // 2
     q_docs = rng.choice(args.pool, size=half, replace=False)
     q_rows = (q_docs[:, None] * per + np.arange(per)).ravel()
     extra = rng.standard_normal(((args.queries - half) * per, args.dim), dtype=np.float32)
-    extra /= np.linalg.norm(extra, axis=1, keepdims=True)
+    extra *= args.norm / np.linalg.norm(extra, axis=1, keepdims=True)
     queries = np.concatenate([db[q_rows], extra.astype(np.float16)])
     exclude = np.concatenate([q_docs, -np.ones(args.queries - half, dtype=np.int64)])
     offsets = np.arange(args.queries + 1, dtype=np.int64) * per
@@ -106,6 +124,7 @@ def main() -> None:
     build: dict[str, list[float]] = {name: [] for name in names}
     times: dict[str, list[float]] = {name: [] for name in names}
     cpu_times: dict[str, list[float]] = {name: [] for name in names}
+    cpu_e2e: dict[str, list[float]] = {name: [] for name in names}
     for _rep in range(args.repeat):
         # Each repetition builds every index anew and searches it: end to end is what a
         # user with the vectors in memory compares (add + search against build + search).
@@ -122,8 +141,13 @@ def main() -> None:
             del raw_index
         for name in names:
             backends.pop(name, None)  # free the previous repetition's index first
-            t0 = time.perf_counter()
-            backend = backends[name] = make_backend(name, db, args.metric, device)  # type: ignore[arg-type]
+            t0, c0 = time.perf_counter(), time.process_time()
+            if name == "torch" and args.rank_on != "auto":
+                backend = backends[name] = TorchBackend(
+                    db, args.metric, device, rank_on_device=args.rank_on == "device"
+                )
+            else:
+                backend = backends[name] = make_backend(name, db, args.metric, device)  # type: ignore[arg-type]
             t1 = time.perf_counter()
             c1 = time.process_time()
             build[name].append(t1 - t0)
@@ -159,7 +183,8 @@ def main() -> None:
                 )
             times[name].append(time.perf_counter() - t1)
             cpu_times[name].append(time.process_time() - c1)
-            results[name] = {"widened": stats.widened}
+            cpu_e2e[name].append(time.process_time() - c0)
+            results[name] = {"widened": stats.widened, **stats.extra}
     raw = min(raw_times) if raw_times else None
     raw_e2e = min(b + s for b, s in zip(raw_build, raw_times, strict=True)) if raw_times else None
     if raw is not None and raw_e2e is not None:
@@ -171,7 +196,7 @@ def main() -> None:
             f"{label}: add   {min(raw_build):6.2f}s  search {raw:7.2f}s  end to end "
             f"{raw_e2e:6.2f}s (IndexFlatIP add of float32 + search, best of {args.repeat})"
         )
-    floor = torch_floor(db, queries, args, device) if "torch" in names and per == 1 else None
+    floor = torch_floor(db, queries, args, device, per) if "torch" in names else None
     if floor is not None:
         results["torch_floor"] = floor
         print(
@@ -193,19 +218,30 @@ def main() -> None:
             ratio_to_raw=round(wall / raw, 3) if raw else None,
             end_to_end_ratio_to_raw=round(e2e / raw_e2e, 3) if raw_e2e else None,
         )
+        where = "device" if results[name].get("device_ranking") else "host"
+        rescored = results[name].get("host_rescored")
         print(
             f"{backend.name:>16}: build {min(build[name]):6.2f}s  search {wall:7.2f}s  "
-            f"({1000 * wall / args.queries:.2f} ms/query, "
-            f"widened {results[name]['widened']}{ratio})"
+            f"({1000 * wall / args.queries:.2f} ms/query, widened {results[name]['widened']}, "
+            f"ranked on the {where}"
+            + (f", {rescored} pairs re-scored on the host" if rescored else "")
+            + f"{ratio})"
         )
         print(f"{backend.name:>16}: end to end {e2e:6.2f}s (build + search{e2e_ratio})")
         if name == "torch" and floor is not None:
             base = floor["upload_s"] + floor["floor_s"]
             cpu = min(cpu_times[name])
             results[name].update(floor_ratio=round(e2e / base, 3), cpu_s=round(cpu, 3))
+            cpu_ratio = min(cpu_e2e[name]) / floor["cpu_s"]
+            results[name].update(cpu_floor_ratio=round(cpu_ratio, 3))
             print(
-                f"{backend.name:>16}: CPU time {cpu:.2f}s of its search {wall:.2f}s wall; "
-                f"build + search against floor + upload: {e2e / base:.2f}x the floor"
+                f"{backend.name:>16}: CPU time {cpu:.2f}s of its search {wall:.2f}s wall "
+                f"({cpu / wall:.0%}); in CPU time, build + search against floor + upload: "
+                f"{cpu_ratio:.2f}x"
+            )
+            print(
+                f"{backend.name:>16}: build + search against floor + upload: "
+                f"{e2e / base:.2f}x the floor"
             )
     if args.store is not None:
         results["store"] = time_store(args, db, queries, q_docs, per, device)
@@ -237,24 +273,28 @@ def main() -> None:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 
 
-def torch_floor(db: np.ndarray, queries: np.ndarray, args: Any, device: Any) -> dict[str, float]:
+def torch_floor(
+    db: np.ndarray, queries: np.ndarray, args: Any, device: Any, per: int
+) -> dict[str, float]:
     """The floor of an exact top-k with torch: the pool uploaded once (timed apart), then
     only the matmul and ``torch.topk`` per ``--query-batch`` queries, in the torch backend's
-    dtype (float16 with float32 output on CUDA, float32 on the CPU). Best of ``--repeat``."""
+    dtype (float16 with float32 output on CUDA, float32 on the CPU). Best of ``--repeat``.
+    Multi-vector: every query sentence's ``k + 1 + margin`` nearest sentences, the search
+    mdcr's first round makes."""
     import torch
 
     dev = torch.device(device.torch_device)
     half = dev.type == "cuda"
-    k = min(args.k, len(db))
+    k = min(args.k if per == 1 else args.k + 1 + args.margin, len(db))
 
     def sync() -> None:
         if half:
             torch.cuda.synchronize(dev)
 
-    uploads, floors = [], []
+    uploads, floors, cpus = [], [], []
     for _ in range(args.repeat):
         sync()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         pool = torch.from_numpy(db).to(dev)
         pool = pool if half else pool.float()
         q = torch.from_numpy(queries).to(dev)
@@ -268,8 +308,13 @@ def torch_floor(db: np.ndarray, queries: np.ndarray, args: Any, device: Any) -> 
         sync()
         floors.append(time.perf_counter() - t1)
         uploads.append(t1 - t0)
+        cpus.append(time.process_time() - c0)
         del pool, q
-    return {"upload_s": round(min(uploads), 3), "floor_s": round(min(floors), 3)}
+    return {
+        "upload_s": round(min(uploads), 3),
+        "floor_s": round(min(floors), 3),
+        "cpu_s": round(min(cpus), 3),
+    }
 
 
 def time_store(

@@ -16,11 +16,16 @@ candidates in float64 and fixes the order, so all backends return identical runs
   (spread over the GPUs); each query batch is multiplied with each chunk in float16 with
   float32 accumulation and output, a per-chunk top-k is kept, and the chunk results are
   merged with one more top-k. No full query x pool matrix exists at any time. On the CPU
-  (``device="cpu"``, used by CI to test the same code) it runs in float32.
+  (``device="cpu"``, used by CI to test the same code) it runs in float32. On CUDA the
+  exact re-ranking runs there too (:mod:`mdcr.index.exact_device`): candidate rows are
+  gathered from its chunks (views of one tensor on one GPU), and only each query's top k
+  comes back to the host.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -169,14 +174,11 @@ class FaissBackend:
 
 
 def _chunk_max_norm(part: Any, squared: Any) -> float:
-    """The largest L2 norm of a chunk of a torch backend's rows: on the CPU as
-    :func:`mdcr.index.exact.max_norm` computes it (numpy's float32 row sums, so a CPU run's
-    bound is the same number as before); on a GPU from the squared norms there (float32
-    sums in another order: the bound keeps its 2x margin over such rounding)."""
+    """The largest L2 norm of a chunk of a torch backend's rows on a GPU, from the squared
+    norms there (float32 sums in another order than numpy's: the bound keeps its 2x margin
+    over such rounding). On the CPU the norm comes with the rows (:func:`_float32_rows`)."""
     if not len(part):
         return 0.0
-    if part.device.type == "cpu":
-        return _max_norm32(part.float().numpy())
     sq = squared if squared is not None else part.float().pow(2).sum(dim=1)
     return float(sq.max().sqrt().item())
 
@@ -220,7 +222,13 @@ def _float32_rows(vectors: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 class TorchBackend:
-    """Chunked matmul + per-chunk top-k + merge, on CUDA (float16) or the CPU (float32)."""
+    """Chunked matmul + per-chunk top-k + merge, on CUDA (float16) or the CPU (float32).
+
+    ``rank_on_device``: whether :func:`mdcr.index.exact.exact_topk` re-scores and ranks the
+    candidates here, where the rows are (:mod:`mdcr.index.exact_device`), instead of on
+    the host. By default on CUDA; on the CPU it is the same code, which the tests run (the
+    host's compiled re-scoring is faster there). A setting: the results are the same bits.
+    """
 
     def __init__(
         self,
@@ -229,6 +237,7 @@ class TorchBackend:
         device: Device,
         *,
         chunk_rows: int | None = None,
+        rank_on_device: bool | None = None,
     ) -> None:
         import torch
 
@@ -236,22 +245,43 @@ class TorchBackend:
         self.n = int(vectors.shape[0])
         self.dim = int(vectors.shape[1])
         self.cuda = device.is_cuda
+        self.rank_on_device = self.cuda if rank_on_device is None else rank_on_device
         devices = [torch.device(f"cuda:{g}") for g in device.gpus] or [torch.device("cpu")]
         self.out_device = devices[0]
         # float16 on CUDA for float16 stores; a float32 store keeps its range in float32.
         half = self.cuda and vectors.dtype == np.float16
         self.dtype = torch.float16 if half else torch.float32
-        rows = chunk_rows or (262_144 if self.cuda else 65_536)
+        # Rows per chunk: each query batch's scores against one chunk are one matrix
+        # (1,024 x 262,144 float32: 1 GiB), and on the CPU each chunk's top-k costs about
+        # 0.25 s of CPU per 1,024 queries whatever its width: fewer, wider chunks.
+        rows = chunk_rows or 262_144
         self.chunks: list[tuple[int, Any, Any]] = []  # (start row, vectors, squared norms)
         # The largest L2 norm, for the exact re-ranking's error bound (FaissBackend's
         # too): taken while the rows are built, where they are, never by a second pass.
         self.max_norm = 0.0
+        # On one device the chunks are views of one tensor of all rows, which the exact
+        # re-ranking gathers candidate rows from with one index_select. On the CPU that
+        # tensor is Faiss's float32 rows: converted on all cores, the norm taken per block.
+        self._rows: Any = None
+        if not self.cuda:
+            rows32, self.max_norm = _float32_rows(vectors)
+            self._rows = torch.from_numpy(rows32)
+        elif len(devices) == 1:
+            self._rows = torch.empty((self.n, self.dim), dtype=self.dtype, device=devices[0])
         for c, start in enumerate(range(0, self.n, rows)):
             dev = devices[c % len(devices)]
-            part = torch.from_numpy(np.ascontiguousarray(vectors[start : start + rows]))
-            part = part.to(dev).to(self.dtype)
+            if self.cuda:
+                host = torch.from_numpy(np.ascontiguousarray(vectors[start : start + rows]))
+                if self._rows is not None:
+                    part = self._rows[start : start + len(host)]
+                    part.copy_(host)
+                else:
+                    part = host.to(dev).to(self.dtype)
+            else:
+                part = self._rows[start : start + rows]
             norms = part.float().pow(2).sum(dim=1) if metric == "l2" else None
-            self.max_norm = max(self.max_norm, _chunk_max_norm(part, norms))
+            if self.cuda:
+                self.max_norm = max(self.max_norm, _chunk_max_norm(part, norms))
             self.chunks.append((start, part, norms))
         self.name = f"torch({device})"
         self._out_dtype_ok = self.cuda
@@ -268,22 +298,34 @@ class TorchBackend:
         return q.float() @ part.float().T
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        with self.exact_matmul():
+            vals, idx = self.search_tensors(queries, k)
+            return vals.cpu().numpy().astype(np.float32, copy=False), idx.cpu().numpy().astype(
+                np.int64, copy=False
+            )
+
+    @contextmanager
+    def exact_matmul(self) -> Iterator[None]:
+        """Inference mode, no TF32 and no reduced-precision float16 reductions: every
+        float32 score within the bound :func:`mdcr.index.exact.error_bound` assumes."""
         import torch
 
-        k = min(k, self.n)
         matmul = torch.backends.cuda.matmul
         saved = (matmul.allow_tf32, matmul.allow_fp16_reduced_precision_reduction)
         matmul.allow_tf32 = False
         matmul.allow_fp16_reduced_precision_reduction = False
         try:
             with torch.inference_mode():
-                return self._search(queries, k)
+                yield
         finally:
             matmul.allow_tf32, matmul.allow_fp16_reduced_precision_reduction = saved
 
-    def _search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def search_tensors(self, queries: np.ndarray, k: int) -> tuple[Any, Any]:
+        """:meth:`search`'s ``(scores, rows)`` as tensors on :attr:`out_device` (run it
+        inside :meth:`exact_matmul`)."""
         import torch
 
+        k = min(k, self.n)
         q_host = torch.from_numpy(np.ascontiguousarray(queries))
         best_s, best_i = [], []
         q_by_dev: dict[Any, tuple[Any, Any]] = {}
@@ -305,6 +347,19 @@ class TorchBackend:
         if len(self.chunks) > 1:
             vals, pos = torch.topk(vals, k, dim=1)
             idx = torch.gather(idx, 1, pos)
-        return vals.cpu().numpy().astype(np.float32, copy=False), idx.cpu().numpy().astype(
-            np.int64, copy=False
-        )
+        return vals, idx
+
+    def gather(self, rows: Any) -> Any:
+        """The pool rows ``rows`` (an int64 tensor on :attr:`out_device`), in the backend's
+        dtype, on :attr:`out_device`: one index_select on one device, else chunk by chunk."""
+        import torch
+
+        if self._rows is not None:
+            return self._rows.index_select(0, rows)
+        out = torch.empty((len(rows), self.dim), dtype=self.dtype, device=self.out_device)
+        for start, part, _ in self.chunks:
+            at = ((rows >= start) & (rows < start + len(part))).nonzero().squeeze(1)
+            if at.numel():
+                local = (rows.index_select(0, at) - start).to(part.device)
+                out[at] = part.index_select(0, local).to(self.out_device)
+        return out

@@ -29,6 +29,15 @@ its ``k'`` nearest sentences, a paper's partial score is its best retrieved pair
 unretrieved pair scores at most ``B = max over query sentences of (L + eps)``. If the k-th
 partial score (without the query paper) is above ``B``, the top k and its scores are exact;
 otherwise ``k'`` doubles.
+
+Where the work runs: a backend whose rows live on a torch device and that says so
+(``rank_on_device``: the torch backend on CUDA) does steps 2-4 there for a whole batch of
+queries (:mod:`mdcr.index.exact_device`), and only each query's top k comes back: the
+same rows and float64 bits, since wherever a float64 sum of the exact products is proven
+exact (always for ``|q| |x| < 32``; else checked pair by pair) any order gives numpy's
+bits, and a pair not proven exact is summed on the host by numpy. Everything else (Faiss,
+the torch backend on the CPU, float32 stores) re-scores on the host: compiled
+(:mod:`mdcr.index.exact_kernel`) where ``|q| |x| < 32``, else numpy, on all cores.
 """
 
 from __future__ import annotations
@@ -42,7 +51,13 @@ from typing import Any
 import numpy as np
 
 from mdcr.index.backends import Backend, SearchMetric
-from mdcr.index.exact_kernel import compiled_rescoring, exact_dots, finish_queries
+from mdcr.index.exact_kernel import (
+    compiled_rescoring,
+    exact_dots,
+    finish_queries,
+    sentence_batches,
+    sentence_rows,
+)
 
 _U32 = 2.0**-24  # unit roundoff of float32
 COMPILED_BLOCK = 2  # queries whose candidate rows are gathered at once: they stay in the caches
@@ -341,24 +356,32 @@ def exact_topk(
     q64 = np.asarray(queries, dtype=np.float64)
     norm = built_max_norm(backend, db) if db_max_norm is None else db_max_norm
     q_norms = np.linalg.norm(q64, axis=1)
+    eps = error_bound(q_norms, norm, db.shape[1], metric)
+    compiled = compiled_rescoring(db, float(q_norms.max()), norm)
+    stats.extra["compiled_rescoring"] = int(compiled)
+    window = min(n, k + 1 + margin)
+    pending = np.arange(nq)
+    stats.queries += nq
+    if _ranks_on_device(backend, db, queries):
+        from mdcr.index.exact_device import device_rounds
+
+        scorer = _device_scorer(backend, db, queries, metric, norm)
+        device_rounds(scorer, exclude, eps, k, window, batch, stats, results)
+        return results
     ranking = _Ranking(
         src=_Rows(db, getattr(backend, "vectors32", None)),
         q_src=np.asarray(queries, dtype=np.float32) if db.dtype == np.float16 else queries,
         q64=q64,
         exclude=exclude,
-        eps=error_bound(q_norms, norm, db.shape[1], metric),
+        eps=eps,
         k=k,
         n=n,
         db_sq=squared_norms(db) if metric == "l2" else None,
         q_sq=squared_norms(queries) if metric == "l2" else None,
         results=results,
         last=np.zeros(nq, dtype=np.float64),
-        window=min(n, k + 1 + margin),
+        window=window,
     )
-    compiled = compiled_rescoring(db, float(q_norms.max()), norm)
-    stats.extra["compiled_rescoring"] = int(compiled)
-    pending = np.arange(nq)
-    stats.queries += nq
     workers = max(1, threads or os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         while pending.size:
@@ -372,6 +395,40 @@ def exact_topk(
                 stats.widened += int(pending.size)
                 ranking.window = min(n, ranking.window * 2)
     return results
+
+
+def _ranks_on_device(backend: Backend, db: np.ndarray, queries: np.ndarray) -> bool:
+    """Whether the backend re-scores and ranks where its rows are (a torch backend that
+    says so, float16 vectors): :mod:`mdcr.index.exact_device`."""
+    if not getattr(backend, "rank_on_device", False):
+        return False
+    from mdcr.index.exact_device import on_device
+
+    return on_device(backend, db, queries)
+
+
+def _device_scorer(
+    backend: Backend,
+    db: np.ndarray,
+    queries: np.ndarray,
+    metric: SearchMetric,
+    db_max_norm: float,
+) -> Any:
+    """An :class:`~mdcr.index.exact_device.DeviceScorer` whose host fallback computes as
+    :func:`_dots` does."""
+    from mdcr.index.exact_device import DeviceScorer, needs_check
+
+    q_norm = float(np.linalg.norm(np.asarray(queries, dtype=np.float64), axis=1).max())
+    return DeviceScorer(
+        backend=backend,
+        queries=queries,
+        host_dots=lambda qi, rows: _dots(db[rows], queries[qi]),
+        host_sq=lambda rows: _dots(db[rows], db[rows]),
+        check_dots=needs_check(q_norm, db_max_norm),
+        check_sq=needs_check(db_max_norm, db_max_norm),
+        l2=metric == "l2",
+        q_sq=squared_norms(queries) if metric == "l2" else None,
+    )
 
 
 def exact_topk_multi(
@@ -409,13 +466,20 @@ def exact_topk_multi(
     q64 = np.asarray(query_sentences, dtype=np.float64)
     norm = built_max_norm(backend, sentences) if db_max_norm is None else db_max_norm
     eps = error_bound(np.linalg.norm(q64, axis=1), norm, sentences.shape[1], metric)
-    db_sq = squared_norms(sentences) if metric == "l2" else None
     window = min(n_sent, k + 1 + margin)
     pending = np.arange(nq)
     stats.queries += nq
+    if _ranks_on_device(backend, sentences, query_sentences):
+        from mdcr.index.exact_device import MultiQueries, device_multi_rounds
+
+        scorer = _device_scorer(backend, sentences, query_sentences, metric, norm)
+        multi = MultiQueries(sentence_doc, query_offsets, exclude, eps, k, batch)
+        device_multi_rounds(scorer, multi, window, stats, results)
+        return results
+    db_sq = squared_norms(sentences) if metric == "l2" else None
     while pending.size:
         retry: list[int] = []
-        for part in _sentence_batches(pending, query_offsets, batch):
+        for part in sentence_batches(pending, query_offsets, batch):
             stats.max_window = max(stats.max_window, window)
             retry.extend(
                 _multi_round(
@@ -442,18 +506,6 @@ def exact_topk_multi(
     return results
 
 
-def _sentence_batches(docs: np.ndarray, offsets: np.ndarray, batch: int) -> list[np.ndarray]:
-    """``docs`` in order, cut into runs of at most ``batch`` sentences (at least one doc)."""
-    ends = np.cumsum(offsets[docs + 1] - offsets[docs])
-    out, lo = [], 0
-    while lo < len(docs):
-        base = ends[lo - 1] if lo else 0
-        hi = max(lo + 1, int(np.searchsorted(ends, base + max(1, batch), side="right")))
-        out.append(docs[lo:hi])
-        lo = hi
-    return out
-
-
 def _multi_round(
     backend: Backend,
     sentences: np.ndarray,
@@ -472,10 +524,8 @@ def _multi_round(
 ) -> list[int]:
     """One search round for the query documents ``part``; returns those to widen."""
     n_sent = len(sentences)
-    starts, ends = query_offsets[part], query_offsets[part + 1]
-    lens = ends - starts
-    first_of = np.cumsum(lens) - lens
-    qrows = np.repeat(starts, lens) + (np.arange(int(lens.sum())) - np.repeat(first_of, lens))
+    qrows, _ = sentence_rows(query_offsets, part)
+    lens = query_offsets[part + 1] - query_offsets[part]
     approx, cand = backend.search(query_sentences[qrows], window)
     exact = rescore(
         _Rows(sentences, getattr(backend, "vectors32", None)),

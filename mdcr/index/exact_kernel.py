@@ -168,3 +168,24 @@ def finish_queries(
         np.ascontiguousarray(approx[:, -1]), eps, check, out_rows, out_scores, out_len, widen,
     )  # fmt: skip
     return out_rows, out_scores, out_len, widen
+
+
+def sentence_batches(docs: np.ndarray, offsets: np.ndarray, batch: int) -> list[np.ndarray]:
+    """``docs`` in order, cut into runs of at most ``batch`` sentences (at least one doc)."""
+    ends = np.cumsum(offsets[docs + 1] - offsets[docs])
+    out, lo = [], 0
+    while lo < len(docs):
+        base = ends[lo - 1] if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(ends, base + max(1, batch), side="right")))
+        out.append(docs[lo:hi])
+        lo = hi
+    return out
+
+
+def sentence_rows(offsets: np.ndarray, part: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sentence rows of query documents ``part`` (``offsets`` their sentence
+    offsets), in order, and the position in ``part`` of each one's document."""
+    starts, lens = offsets[part], offsets[part + 1] - offsets[part]
+    first_of = np.cumsum(lens) - lens
+    rows = np.repeat(starts, lens) + (np.arange(int(lens.sum())) - np.repeat(first_of, lens))
+    return rows, np.repeat(np.arange(len(part)), lens)

@@ -10,11 +10,10 @@ from mdcr.index.backends import FaissBackend, TorchBackend, choose_backend
 from mdcr.index.exact import (
     SearchStats,
     _dots,
-    _sentence_batches,
     exact_topk,
     exact_topk_multi,
 )
-from mdcr.index.exact_kernel import compiled_rescoring, exact_dots
+from mdcr.index.exact_kernel import compiled_rescoring, exact_dots, sentence_batches
 from mdcr.index.runs import rank_candidates
 from mdcr.retrievers.device import Device
 
@@ -270,9 +269,9 @@ def test_multi_vector_compiled_and_numpy_paths_agree(monkeypatch: pytest.MonkeyP
 def test_multi_vector_batches_hold_whole_queries_up_to_the_sentence_budget() -> None:
     offsets = np.concatenate([[0], np.cumsum([3, 1, 5, 2, 2, 9, 1])])
     docs = np.array([0, 1, 2, 3, 4, 5, 6])
-    got = [b.tolist() for b in _sentence_batches(docs, offsets, 4)]
+    got = [b.tolist() for b in sentence_batches(docs, offsets, 4)]
     assert got == [[0, 1], [2], [3, 4], [5], [6]]  # a 5- or 9-sentence query goes alone
-    assert [b.tolist() for b in _sentence_batches(docs[[1, 3, 6]], offsets, 100)] == [[1, 3, 6]]
+    assert [b.tolist() for b in sentence_batches(docs[[1, 3, 6]], offsets, 100)] == [[1, 3, 6]]
 
 
 @pytest.mark.parametrize("metric", ["ip", "l2"])
