@@ -362,7 +362,7 @@ def _aspire_factory(record: BuiltinEncoder) -> Factory:
             metric=_option(o, record, "metric"),
             trust_remote_code=bool(o.trust_remote_code),
             revision=_revision(o, record),
-            **o.runtime(workers=True),
+            **o.runtime(),
         )
 
     return build
@@ -397,8 +397,9 @@ def _adapter_factory(record: BuiltinEncoder) -> Factory:
 
     def build(arg: str, o: EncoderOptions) -> AnyEncoder:
         from mdcr.encoders.adapters import adapter_folder, apply_adapter
-        from mdcr.encoders.hf import HFEncoder, load_pretrained
+        from mdcr.encoders.hf import HFEncoder
         from mdcr.encoders.identity import hub_commit
+        from mdcr.encoders.loading import load_pretrained
 
         adapter = str(record.adapter)
         tokenizer, model, revision = load_pretrained(record.model_id, revision=_revision(o, record))

@@ -11,7 +11,8 @@ import torch
 from transformers import AutoTokenizer, BertModel
 
 from mdcr.encoders.base import PaperText
-from mdcr.encoders.hf import HFEncoder, model_revision
+from mdcr.encoders.hf import HFEncoder
+from mdcr.encoders.loading import model_revision
 from mdcr.encoders.registry import EncoderOptions, build_encoder
 from mdcr.errors import ConfigError
 from tests.unit.encoders.fixtures import random_text

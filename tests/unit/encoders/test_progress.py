@@ -51,9 +51,9 @@ def batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     forward = TransformerRunner.hidden
 
-    def counted(self: TransformerRunner, batch: Any) -> Any:
+    def counted(self: TransformerRunner, batch: Any, *args: Any) -> Any:
         seen.append(len(batch.rows))
-        return forward(self, batch)
+        return forward(self, batch, *args)
 
     monkeypatch.setattr(TransformerRunner, "hidden", counted)
     return seen
