@@ -292,24 +292,22 @@ class TransformerRunner:
         half = self.precision != "fp32"
         least = packed.AGREE_HALF if half else packed.AGREE_FP32
         packed.register()
+        want, mask = self.hidden(padded_b, replica)
         reasons = []
         for name in packed.kernels_for(replica.device.type, half):
             try:
-                want, mask = self.hidden(padded_b, replica)
                 got, _ = self.hidden(packed_b, replica, name)
                 agree = packed.agreement(want, got, mask)
             except Exception as exc:  # a kernel this torch or device lacks: the next one
                 if "out of memory" in str(exc).lower():
                     raise
                 reasons.append(f"{name}: {first_line(exc, 120)}")
-                packed.mark_failed(name)
                 continue
             if agree >= least:
                 self._kernel = name
                 self._packed = f"unpadded ({name}; least cosine to padded {agree:.6f})"
                 return
             reasons.append(f"{name}: least cosine to padded {agree:.6f} < {least}")
-            packed.mark_failed(name)
         self._packed = f"padded (unpadded fell back: {'; '.join(reasons) or 'no kernel'})"
 
     def _attention_note(self) -> str:
@@ -367,7 +365,11 @@ class TransformerRunner:
         errors: list[BaseException] = []
 
         def work(replica: Replica) -> None:
+            import torch
+
             try:
+                if replica.device.type == "cuda":
+                    torch.cuda.set_device(replica.device)  # this thread's GPU
                 self._consume(replica, feed, pool, out, stats)
             except BaseException as exc:  # handed to the caller below
                 errors.append(exc)

@@ -12,7 +12,9 @@ needed:
 - ``varlen``: ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention over
   ``cu_seqlens``), on CUDA in bf16/fp16;
 - ``nested``: ``scaled_dot_product_attention`` on nested (jagged) tensors, on any device
-  and precision (torch picks its flash or memory-efficient kernel on CUDA).
+  and precision (torch picks its flash or memory-efficient kernel on CUDA);
+- ``loop``: ``scaled_dot_product_attention`` sequence by sequence, the last resort (causal
+  models on the CPU, where nested SDPA has no causal kernel).
 
 Only a model whose attention is ``sdpa`` and can be swapped is packed (the others run
 padded). The runner checks the first packed batch against the padded forward
@@ -27,31 +29,27 @@ and its digest, are as before); a padded call in that mode goes to transformers'
 from __future__ import annotations
 
 import inspect
+import itertools
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-KERNELS = ("varlen", "nested")
+KERNELS = ("varlen", "nested", "loop")
 PREFIX = "mdcr_packed_"
 # Per-token cosine between packed and padded token vectors the check asks for.
 AGREE_FP32 = 0.99999
 AGREE_HALF = 0.999
 
-# Kernels that failed in this process (this torch build, these devices), and whether the
-# attention functions are registered.
-_FAILED: set[str] = set()
+# Whether the attention functions are registered.
 _REGISTERED: list[bool] = []
 
 
-def mark_failed(name: str) -> None:
-    _FAILED.add(name)
-
-
 def kernels_for(device_type: str, half: bool) -> list[str]:
-    """The kernels to try, best first, for a device and a compute precision."""
-    names = ["varlen", "nested"] if device_type == "cuda" and half else ["nested"]
-    return [k for k in names if k not in _FAILED]
+    """The kernels to try, best first, for a device and a compute precision (each runner
+    tries them in turn on its first packed batch: whether one fits depends on the model
+    too, a causal one, say)."""
+    return list(KERNELS) if device_type == "cuda" and half else ["nested", "loop"]
 
 
 def not_packable(model: Any) -> str | None:
@@ -62,7 +60,7 @@ def not_packable(model: Any) -> str | None:
         return f"its attention is {impl}, not sdpa"
     if not getattr(model, "_supports_attention_backend", False):
         return "its attention cannot be swapped"
-    if getattr(config, "is_decoder", False):
+    if getattr(config, "is_decoder", False) or getattr(config, "add_cross_attention", False):
         return "it is a decoder"
     try:
         params = inspect.signature(model.forward).parameters
@@ -133,27 +131,50 @@ def packed_attention(
             is_causal=is_causal,
             **kwargs,
         )
+    if kwargs.get("sliding_window") or kwargs.get("softcap"):  # the check then falls back
+        raise NotImplementedError("packed attention has no sliding window or softcap")
     longest = int(kwargs["max_length_q"])
+    causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", False))
     # (1, heads, total, d) -> (total, heads, d): the projections' own layout, contiguous.
     q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))
-    return attend(kernel, q, k, v, cu, longest, scaling).unsqueeze(0), None
+    if k.shape[1] != q.shape[1]:  # grouped key/value heads
+        k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
+    return attend(kernel, q, k, v, cu, longest, scaling, causal).unsqueeze(0), None
 
 
-def attend(kernel: str, q: Any, k: Any, v: Any, cu: Any, longest: int, scale: float | None) -> Any:
-    """Bidirectional attention within each sequence of ``cu`` (``(total, heads, d)``)."""
+def attend(
+    kernel: str,
+    q: Any,
+    k: Any,
+    v: Any,
+    cu: Any,
+    longest: int,
+    scale: float | None,
+    causal: bool = False,
+) -> Any:
+    """Attention within each sequence of ``cu`` (``(total, heads, d)``), bidirectional
+    unless ``causal``."""
     import torch
 
     if kernel == "varlen" and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):
         from torch.nn.attention.varlen import varlen_attn
 
         cu32 = cu.to(torch.int32)
-        return varlen_attn(q, k, v, cu32, cu32, longest, longest, scale=scale)
+        window = (-1, 0) if causal else (-1, -1)
+        return varlen_attn(q, k, v, cu32, cu32, longest, longest, scale=scale, window_size=window)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    if kernel == "loop":
+        pieces = []
+        for a, b in itertools.pairwise(cu.tolist()):
+            qs, ks, vs = (t[a:b].transpose(0, 1) for t in (q, k, v))
+            pieces.append(sdpa(qs, ks, vs, scale=scale, is_causal=causal).transpose(0, 1))
+        return torch.cat(pieces)
     offsets = cu.to(torch.int64)
     nq, nk, nv = (
         torch.nested.nested_tensor_from_jagged(t, offsets, max_seqlen=longest).transpose(1, 2)
         for t in (q, k, v)
     )
-    out = torch.nn.functional.scaled_dot_product_attention(nq, nk, nv, scale=scale)
+    out = sdpa(nq, nk, nv, scale=scale, is_causal=causal)
     return out.transpose(1, 2).values()
 
 

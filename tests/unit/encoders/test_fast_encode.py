@@ -143,6 +143,38 @@ def test_a_model_that_packed_positions_would_miss_falls_back_to_padded(
     assert wrong.runner.stats.computed_tokens > wrong.runner.stats.tokens
 
 
+def test_a_causal_model_with_grouped_heads_unpadded_gives_its_padded_vectors(
+    tiny_bert: Path,
+) -> None:
+    """An LLM embedder's shape (Qwen3-Embedding): causal attention, fewer key/value heads
+    than query heads, rotary positions, the last token's vector."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaModel
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=100,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        pad_token_id=0,
+        attn_implementation="sdpa",
+    )
+    loaded = (AutoTokenizer.from_pretrained(tiny_bert), LlamaModel(config).eval(), None)
+    kw: dict[str, Any] = dict(
+        name="l", pooling="last", max_length=64, device="cpu", loaded=loaded, batch_tokens=256
+    )
+    texts = _papers(40, seed=14)
+    want = HFEncoder("llama", **kw).encode(texts)
+    unpadded = HFEncoder("llama", attention="unpadded", **kw)
+    np.testing.assert_allclose(unpadded.encode(texts), want, atol=2e-5)
+    # The CPU's nested SDPA has no causal kernel: the check drops it for the loop.
+    note = unpadded.runner.stats.attention
+    assert note.startswith("unpadded (loop; least cosine to padded 1.0"), note
+
+
 def test_a_model_without_sdpa_runs_padded_and_says_why(tiny_bert: Path) -> None:
     from transformers import AutoModel, AutoTokenizer
 
