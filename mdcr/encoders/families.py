@@ -132,7 +132,7 @@ class Specter2Family(EncoderFamily):
     def build(self, record: EncoderRecord, arg: str, o: EncoderOptions) -> AnyEncoder:
         from mdcr.encoders.identity import hub_commit
         from mdcr.encoders.models.adapters import adapter_folder, apply_adapter
-        from mdcr.encoders.models.hf import load_pretrained
+        from mdcr.encoders.loading import load_pretrained
 
         adapter = str(record.adapter)
         tokenizer, model, revision = load_pretrained(record.model_id, revision=_revision(o, record))
@@ -177,7 +177,7 @@ class AspireFamily(EncoderFamily):
             metric=_option(o, record, "metric"),
             trust_remote_code=bool(o.trust_remote_code),
             revision=_revision(o, record),
-            **o.runtime(workers=True),
+            **o.runtime(),
         )
 
     def identify(self, record: EncoderRecord, arg: str, o: EncoderOptions) -> dict[str, Any]:

@@ -22,6 +22,7 @@ with ``paper_id``); without targets the whole corpus is encoded.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -46,6 +47,11 @@ from mdcr.retrievers.options import (
     RuntimeOptions,
     options_of,
 )
+from mdcr.encoders.feed import FeedStats
+from mdcr.encoders.registry import valid_specs
+from mdcr.engine import EngineSettings, check_engine_settings
+from mdcr.errors import ConfigError, MdcrError
+from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
 TEXTS = "_texts.parquet"
 QUERY_TEXTS = "_query_texts.parquet"
@@ -180,13 +186,15 @@ class ShardWorker:
 @dataclass(frozen=True)
 class ShardResult:
     """Papers of one shard encoded, copied, or found finished; seconds in the encoder; the
-    counts of degenerate vectors (:mod:`mdcr.encoders.degenerate`)."""
+    counts of degenerate vectors (:mod:`mdcr.encoders.degenerate`); what mdcr's runner did
+    for it (:class:`mdcr.encoders.feed.FeedStats`; None for an encoder without one)."""
 
     encoded: int = 0
     reused: int = 0
     resumed: int = 0
     encode_s: float = 0.0
     vectors: Any = None
+    feed: Any = None
 
 
 def open_shard_worker(job: ShardJob, encoder: Any = None) -> ShardWorker:
@@ -239,8 +247,11 @@ def encode_shard(worker: ShardWorker, i: int) -> ShardResult:
     new = np.flatnonzero(todo)
     papers_done(len(ids) - int(new.size))  # the copied papers move the bar at once
     encode_s = 0.0
+    feed = None
     if new.size:
         papers = [PaperText(ids[j], titles[j], abstracts[j]) for j in new]
+        stats = getattr(getattr(encoder, "runner", None), "stats", None)
+        before = dataclasses.replace(stats) if stats is not None else None
         t0 = time.perf_counter()
         role = job.role
         try:
@@ -250,17 +261,19 @@ def encode_shard(worker: ShardWorker, i: int) -> ShardResult:
         except Exception as exc:  # the encoder's own code may raise anything
             raise encoder_failed(job.spec, exc, f"{len(papers)} papers of shard {i}") from exc
         encode_s = time.perf_counter() - t0
+        if before is not None:
+            feed = encoder.runner.stats.since(before)
         vecs, offs = checked_vectors(job.spec, result, papers, encoder.dim, job.multi, job.storage)
         parts.append((new, vecs, offs))
     fault_point(f"encode-{'' if job.role in (None, 'document') else 'query-'}shard-{i}")
     vectors, offsets = assemble(len(ids), parts, encoder.dim, job.storage)
     counts = count_shard(vectors, offsets, ids, hashes, encoder.metric)
     write_shard(job.out, i, ids, vectors, offsets, hashes, role=job.shard_role, storage=job.storage)
-    return ShardResult(int(new.size), len(ids) - int(new.size), 0, encode_s, counts)
+    return ShardResult(int(new.size), len(ids) - int(new.size), 0, encode_s, counts, feed)
 
 
 def _encode_shards(
-    cfg: EncodeConfig, ctx: StageContext, engine: Any, job: ShardJob, encoder: Any
+    cfg: EncodeConfig, ctx: StageContext, engine: Any, job: ShardJob, encoder: Any, feed: Any
 ) -> tuple[dict[str, int], float, list[int], Any]:
     """Encode (or copy, or skip as finished) every shard of one role's texts.
 
@@ -268,7 +281,8 @@ def _encode_shards(
     back for the degenerate-vector counts); the others go to the engine. On the local
     engine the bar moves per batch (:mod:`mdcr.encoders.progress`), on Ray per finished
     shard. Returns the counts, the seconds spent in the encoder, the shards written and the
-    :class:`~mdcr.encoders.degenerate.VectorCheck` of all shards.
+    :class:`~mdcr.encoders.degenerate.VectorCheck` of all shards; what the runner did is
+    summed into ``feed``.
     """
     import functools
 
@@ -308,6 +322,8 @@ def _encode_shards(
             counts["resumed"] += result.resumed
             encode_s += result.encode_s
             check.add(result.vectors)
+            if result.feed is not None:
+                feed.add(result.feed)
     bar.close()
     return counts, encode_s, todo, check
 
@@ -321,14 +337,15 @@ def encode_end_line(name: str, counts: Mapping[str, int]) -> str:
     return line
 
 
-def _worker_options(cfg: EncodeConfig, ctx: StageContext, options: Any, gpus: float) -> Any:
+def _worker_options(cfg: EncodeConfig, ctx: StageContext, options: Any, engine: Any) -> Any:
     """The encoder options a worker elsewhere builds with: the precision the fingerprint
-    hashes, and the one GPU (or the CPU) the engine gives it."""
-    import dataclasses
-
+    hashes, the one GPU (or the CPU) the engine gives it, and on a GPU, unless ``workers``
+    is set, as many input workers (tokenizer threads) as the CPUs the engine gives it."""
+    gpus = engine.worker_gpus(cfg.device)
     precision = ctx.identity.get("precision", options.precision)
     device = "auto" if gpus else "cpu"
-    return dataclasses.replace(options, precision=precision, device=device)
+    workers = options.workers or (engine.worker_cpus(gpus) if gpus else None)
+    return dataclasses.replace(options, precision=precision, device=device, workers=workers)
 
 
 def _name_unhashed_code(spec: str, ctx: StageContext, since: set[str], ran: set[Path]) -> None:
@@ -352,7 +369,7 @@ class EncodeTally:
     """What an encode did, summed over its roles (documents, and queries for an
     asymmetric encoder): papers and vectors, papers encoded, copied and found finished,
     seconds in the encoder, papers per role, the degenerate-vector summaries, and the
-    shards written per role."""
+    shards written per role; what mdcr's runner did (``feed``)."""
 
     counts: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(
@@ -363,6 +380,7 @@ class EncodeTally:
     role_papers: dict[str, int] = field(default_factory=dict)
     degenerate: dict[str, dict[str, int]] = field(default_factory=dict)
     shards_written: dict[str, list[int]] = field(default_factory=dict)
+    feed: FeedStats = field(default_factory=FeedStats)
 
 
 def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
@@ -378,7 +396,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     reuse = _reuse_sources(cfg, ctx, key)
     engine = open_engine(cfg, ctx, reads=[r.folder for r in reuse])
     if not engine.in_process:
-        options = _worker_options(cfg, ctx, options, engine.worker_gpus(cfg.device))
+        options = _worker_options(cfg, ctx, options, engine)
     tally = EncodeTally()
     with _watched(cfg.encoder) as ran:
         _encode_roles(cfg, ctx, corpus, engine, options, reuse, encoder, tally)
@@ -434,8 +452,6 @@ def _load_encoder(cfg: EncodeConfig, ctx: StageContext) -> tuple[Any, EncoderOpt
     """The encoder, built at exactly the hub commit the fingerprint hashed, and the options
     it was built with; what mdcr chose for it (an hf: model without a
     sentence-transformers config) is said and recorded."""
-    import dataclasses
-
     from mdcr.encoders.degenerate import check_dim
     from mdcr.encoders.registry import build_encoder
 
@@ -485,7 +501,9 @@ def _encode_role(
     n_shards = texts_file.num_row_groups
     ctx.log(f"[encode] {cfg.shown(encoder)}: {n_papers} papers{what} in {n_shards} shard(s)")
     with ctx.timed(f"encode_{role}"):
-        role_counts, seconds, written, check = _encode_shards(cfg, ctx, engine, job, encoder)
+        role_counts, seconds, written, check = _encode_shards(
+            cfg, ctx, engine, job, encoder, tally.feed
+        )
     # Degenerate vectors: a one-line error before anything marks the output finished.
     spec = f"{cfg.label} ({cfg.encoder})" if cfg.label else cfg.encoder
     warning = check.verdict(spec, encoder.metric, role)
@@ -574,16 +592,18 @@ def _record_encode(
     ctx.record("shards_written", tally.shards_written)
     ctx.record("asymmetric", is_asymmetric(encoder))
     ctx.record("reused_from", sorted(str(r.folder) for r in reuse))
-    ctx.record(
-        "runtime",
-        {
-            "device": str(runner.device) if runner else "cpu",
-            "precision": runner.precision if runner else "fp32",
-            "batch_tokens": runner.batch_tokens if runner else None,
-            "encode_s": round(encode_s, 3),
-            "papers_per_s": round(counts["encoded"] / encode_s, 2) if encode_s > 0 else None,
-        },
-    )
+    runtime = {
+        "device": str(runner.device) if runner else "cpu",
+        "precision": runner.precision if runner else "fp32",
+        "batch_tokens": runner.batch_tokens if runner else None,
+        "encode_s": round(encode_s, 3),
+        "papers_per_s": round(counts["encoded"] / encode_s, 2) if encode_s > 0 else None,
+    }
+    if tally.feed.papers:
+        # Pieces, tokens, tokenizer threads, how long the model waited for tokens, how the
+        # attention ran, summed over the shards encoded (on any engine).
+        runtime["feed"] = tally.feed.as_dict()
+    ctx.record("runtime", runtime)
 
 
 def finished_encode_shards(work: Path) -> int:

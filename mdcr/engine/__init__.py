@@ -89,6 +89,10 @@ class Engine(Protocol):
         """GPUs to give each worker of a stage whose device setting is ``device``."""
         ...
 
+    def worker_cpus(self, gpus: float) -> int:
+        """CPUs each worker that uses ``gpus`` GPUs may keep busy (its input's threads)."""
+        ...
+
 
 def check_engine_settings(cfg: Any, where: str) -> None:
     """One-line errors for bad engine settings, and for ``ray`` without Ray installed."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -38,3 +39,6 @@ class LocalEngine:
 
     def worker_gpus(self, device: str) -> float:
         return 0.0  # the stage itself uses the devices its settings name
+
+    def worker_cpus(self, gpus: float) -> int:
+        return os.cpu_count() or 1

@@ -1,7 +1,8 @@
 """The Ray engine: units of work as calls on Ray actors; Ray schedules, restarts, retries.
 
 Nothing here schedules: :meth:`RayEngine.map` starts one actor per CPU slot (or per GPU)
-of the cluster, no more than there are units (fewer units share the CPUs out), each
+of the cluster, no more than there are units (fewer units share the CPUs out; a GPU actor
+gets its share of its node's CPUs, for the threads that tokenize its input), each
 building its state once (``setup``: a model, open files), and hands
 the units to ``ray.util.ActorPool``. An actor whose process dies is restarted by Ray
 (``max_restarts``) and the call it was running is retried (``max_task_retries``); a unit
@@ -83,6 +84,19 @@ class _Worker:
         return fn(self.state, item)
 
 
+def gpu_worker_cpus(nodes: Sequence[dict[str, Any]], gpus: float) -> int:
+    """CPUs for each worker that uses ``gpus`` GPUs: a node's CPUs shared out among the
+    GPU workers it holds, the least over the alive nodes with GPUs, at least 1. An encode
+    worker tokenizes on that many threads, so that its GPU is not starved of input."""
+    shares = []
+    for node in nodes:
+        res = node.get("Resources", {}) if node.get("Alive") else {}
+        fit = int(res.get("GPU", 0) // gpus)
+        if fit:
+            shares.append(int(res.get("CPU", 0)) // fit)
+    return max(1, min(shares)) if shares else 1
+
+
 def probe(markers: Sequence[str], token: str, reads: Sequence[str] = ()) -> list[str]:
     """The markers this process cannot read back with ``token`` in them, and the input
     paths it cannot see at all."""
@@ -155,6 +169,10 @@ class RayEngine:
             cpus -= 1
         return cpus
 
+    def worker_cpus(self, gpus: float) -> int:
+        """CPUs for each worker that uses ``gpus`` GPUs (:func:`gpu_worker_cpus`)."""
+        return gpu_worker_cpus(self._ray.nodes(), gpus) if gpus else 1
+
     def worker_gpus(self, device: str) -> float:
         """GPUs per worker for a stage whose device setting is ``device``: one where the
         cluster has GPUs and the device is not the CPU, else none."""
@@ -208,7 +226,7 @@ class RayEngine:
 
         n = max(1, min(len(items), self.slots(gpus)))
         worker = ray.remote(_Worker).options(
-            num_cpus=1 if gpus else self.cpus_per_worker(n),
+            num_cpus=self.worker_cpus(gpus) if gpus else self.cpus_per_worker(n),
             num_gpus=gpus,
             max_restarts=MAX_RETRIES,
             max_task_retries=MAX_RETRIES,

@@ -7,8 +7,8 @@ from the declarations below.
   ``None`` means unset: the encoder's own default, which the encode fingerprint hashes
   (``option_defaults``).
 - Runtime options (:class:`RuntimeOptions`) decide how the vectors are computed: device,
-  batch size, workers (settings, never hashed) and the precision (hashed as what it
-  resolves to).
+  batch size, workers, attention, compile (settings, never hashed) and the precision
+  (hashed as what it resolves to).
 
 An unset option is hashed, and recorded in the manifest, as the value that meant "unset"
 before ``None`` did (``0``, ``"default"``, ``""``, ``False``; each declaration names
@@ -120,11 +120,29 @@ class RuntimeOptions:
         resolved=True,
     )
     batch_tokens: int | None = setting(
-        None, help="padded tokens per batch; unset = 2048 on CPU, 131072 on GPU"
+        None,
+        help="tokens per batch (padded, or real tokens when unpadded); unset = 2048 on CPU, "
+        "131072 on GPU",
     )
-    device: str = setting("auto", help=f"where to encode: {DEVICE_HELP}")
+    device: str = setting(
+        "auto",
+        help=f"where to encode: {DEVICE_HELP}; several GPUs encode in parallel, a copy of "
+        "the model on each",
+    )
     workers: int | None = setting(
-        None, help="processes for sentence splitting (Aspire); unset = auto"
+        None,
+        help="CPU workers preparing the input: tokenizer threads for transformer encoders "
+        "(unset = one per core on a GPU machine, none on the CPU), sentence-splitting "
+        "processes for Aspire (unset = all cores on a GPU machine, one on the CPU)",
+    )
+    attention: Literal["auto", "padded", "unpadded"] = setting(
+        "auto",
+        help="unpadded = sequences packed end to end, no compute on padding (models with "
+        "SDPA attention; checked against padded at the first batch, falling back if they "
+        "differ); auto = unpadded on GPU, padded on CPU",
+    )
+    compile: bool = setting(
+        False, help="run the model through torch.compile (eager if compiling fails)"
     )
 
     def check_runtime(self, where: str) -> None:
@@ -140,14 +158,20 @@ class RuntimeOptions:
 class EncoderOptions(ModelOptions, RuntimeOptions):
     """The options an encoder is built with: the model options, then the runtime ones."""
 
-    def runtime(self, *, workers: bool = False) -> dict[str, Any]:
-        """Runtime options as keyword arguments (``workers`` only for encoders that split)."""
-        names = [n for n in RUNTIME_OPTIONS if workers or n != "workers"]
-        return {name: getattr(self, name) for name in names}
+    def runtime(self) -> dict[str, Any]:
+        """Runtime options as keyword arguments."""
+        return {name: getattr(self, name) for name in RUNTIME_OPTIONS}
 
 
 MODEL_OPTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ModelOptions))
-RUNTIME_OPTIONS: tuple[str, ...] = ("device", "precision", "batch_tokens", "workers")
+RUNTIME_OPTIONS: tuple[str, ...] = (
+    "device",
+    "precision",
+    "batch_tokens",
+    "workers",
+    "attention",
+    "compile",
+)
 ENCODER_OPTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(EncoderOptions))
 _RECORDED_UNSET = {f.name: f.metadata["unset"] for f in dataclasses.fields(ModelOptions)}
 _MINIMUM = {f.name: f.metadata["minimum"] for f in dataclasses.fields(ModelOptions)}

@@ -92,9 +92,13 @@ def test_the_demo_fingerprints_are_the_golden_ones(
 def test_settings_leave_the_demo_fingerprints_alone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Threads, batch sizes, engines and workers are settings: never hashed."""
+    """Threads, batch sizes, engines, workers, unpadded attention and compiling are
+    settings: never hashed."""
     settings = [
         "encode_minilm.batch_tokens=512",
+        "encode_minilm.workers=2",
+        "encode_minilm.attention=unpadded",
+        "encode_minilm.compile=true",
         "encode_random.workers=3",
         "search_minilm.backend=torch",
         "bm25_tune.threads=1",

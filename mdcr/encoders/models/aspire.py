@@ -34,7 +34,9 @@ import numpy as np
 
 from mdcr.core.errors import ConfigError, require
 from mdcr.encoders.base import Metric, PaperText
-from mdcr.encoders.models.hf import Layers, Prepared, TransformerRunner
+from mdcr.encoders.forward import Prepared
+from mdcr.encoders.hf import Attention, Layers, TransformerRunner
+from mdcr.errors import ConfigError, require
 
 if TYPE_CHECKING:
     import torch
@@ -42,6 +44,9 @@ if TYPE_CHECKING:
 # The authors' limit: 500 content tokens, plus [CLS] and [SEP].
 ASPIRE_MAX_LENGTH = 502
 _PARALLEL_MIN = 512
+# The most papers in one piece on a GPU: each large piece starts a pool of splitting
+# processes, so pieces stay large.
+ASPIRE_PIECE = 8192
 
 
 @lru_cache(maxsize=1)
@@ -145,6 +150,8 @@ class AspireEncoder:
         device: str | int | None = "auto",
         precision: str = "auto",
         batch_tokens: int | None = None,
+        attention: Attention = "auto",
+        compile: bool = False,
     ) -> None:
         self.runner = TransformerRunner(
             source,
@@ -154,7 +161,13 @@ class AspireEncoder:
             precision=precision,
             batch_tokens=batch_tokens,
             layers=layers,
+            attention=attention,
+            compile=compile,
         )
+        # Its input is prepared by one thread (on a GPU), which splits large pieces in
+        # ``workers`` processes: pysbd is pure Python, so more threads would wait on the GIL.
+        self.runner.workers = 1
+        self.runner.chunk_docs = ASPIRE_PIECE
         if max_length > self.runner.max_positions or max_length < 3:
             raise ConfigError(
                 f"max_length {max_length} is not valid for '{source}'; "

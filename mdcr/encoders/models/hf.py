@@ -1,40 +1,68 @@
-"""Hugging Face encoders: loading, the fast batched forward pass, and single-vector pooling.
+"""Hugging Face encoders: the fast batched forward pass, and single-vector pooling.
 
-:class:`TransformerRunner` owns a model and runs it fast: length-sorted batches under a
-token budget (:mod:`mdcr.encoders.batching`), ``torch.inference_mode``, SDPA attention,
-bf16/fp16 autocast on CUDA, pinned host memory with non-blocking copies, and tokenization
-of the next chunk on a background thread while the GPU computes the current one (on the
-CPU that thread would only steal cores from the matmuls, so it is off there). Each batch's
-papers are reported to the encode stage's progress bar (:mod:`mdcr.encoders.progress`).
+:class:`TransformerRunner` owns a loaded model (:mod:`mdcr.encoders.loading`) and runs it
+fast:
+
+- length-sorted batches under a token budget (:mod:`mdcr.encoders.batching`), in
+  ``torch.inference_mode``, SDPA attention, bf16/fp16 autocast on CUDA, pinned host
+  memory and non-blocking copies;
+- on a GPU, unpadded (packed) batches: no layer computes on padding
+  (:mod:`mdcr.encoders.packed`; the setting ``attention``: ``auto`` = unpadded on CUDA
+  where the model takes it, padded on the CPU, where batches are length-sorted already
+  and the vectors of earlier runs are kept bit for bit);
+- tokenization on a pool of threads, ahead of the model (:mod:`mdcr.encoders.feed`;
+  ``workers`` threads, by default one per core on a GPU machine; on the CPU by default
+  none, since threads would only take cores from the matmuls);
+- data parallelism: with several devices (``device = "all"``, or ``"auto"`` on a machine
+  with several GPUs) a copy of the model per device, each taking the next prepared piece,
+  the results in input order (:meth:`TransformerRunner.replicate`);
+- optionally ``torch.compile`` (``compile``; off by default; eager if compiling fails).
+
+None of these changes what a vector is (a setting may move float results in their last
+bits): they are settings, never hashed, and left out of a state digest
+(``state_settings``, ``state_unhashed``). What its runs did, and how long the model side
+waited for tokens, is in :attr:`TransformerRunner.stats`. Each batch's papers are
+reported to the encode stage's progress bar (:mod:`mdcr.encoders.progress`).
 
 :class:`HFEncoder` adds the single-vector part: the input format (``title [SEP]
 abstract`` by default), pooling (the final layer's ``[CLS]`` vector or the mean of the
 token vectors, optionally averaged over all layers) and the metric.
-
-Loading uses ``from_pretrained`` with ``trust_remote_code=False`` unless the user opts in;
-transformers prefers ``model.safetensors`` when a model has it. The revision that goes into
-the manifest is the hub commit hash when known, else the ``snapshots/<hash>`` folder name,
-else (a plain local folder) the sha256 of the weights file.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import contextvars
+import functools
 import os
-import re
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
+import threading
+import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from mdcr.core.errors import ConfigError, InputDataError, require
+from mdcr.device import resolve_device, resolve_precision
+from mdcr.encoders import packed
 from mdcr.encoders.base import Metric, PaperText
-from mdcr.encoders.batching import pad_batch, plan_batches
+from mdcr.encoders.batching import plan_batches, plan_packed
+from mdcr.encoders.feed import FIRST_PIECE, Feed, FeedStats, piece_bounds
+from mdcr.encoders.forward import (
+    HostBatch,
+    PooledBatch,
+    PoolFn,
+    Prepared,
+    PrepareFn,
+    Replica,
+    available_cpus,
+    packed_batch,
+    padded_batch,
+    token_vectors,
+    tokenize,
+)
+from mdcr.encoders.loading import load_pretrained
 from mdcr.encoders.progress import papers_done
-from mdcr.retrievers.device import resolve_device, resolve_precision
+from mdcr.errors import ConfigError, first_line, require
 
 if TYPE_CHECKING:
     import torch
@@ -42,110 +70,25 @@ if TYPE_CHECKING:
 Pooling = Literal["cls", "mean", "max", "last"]
 InputFormat = Literal["sep", "pair", "space"]
 Layers = Literal["last", "all"]
+Attention = Literal["auto", "padded", "unpadded"]
 
 POOLINGS: tuple[str, ...] = ("cls", "mean", "max", "last")
 INPUT_FORMATS: tuple[str, ...] = ("sep", "pair", "space")
 LAYERS: tuple[str, ...] = ("last", "all")
+ATTENTIONS: tuple[str, ...] = ("auto", "padded", "unpadded")
 
-# Padded tokens per batch when the config leaves it at 0. On the CPU the batch size hardly
-# matters once batches are length-sorted; on a GPU large batches keep the tensor cores busy.
+# Tokens per batch when the config leaves it unset (padded tokens, or real tokens when
+# unpadded). On the CPU the batch size hardly matters once batches are length-sorted; on a
+# GPU large batches keep the tensor cores busy.
 DEFAULT_BATCH_TOKENS_CPU = 2_048
 DEFAULT_BATCH_TOKENS_CUDA = 131_072
 MAX_BATCH = 1024
-# Papers tokenized at a time; on CUDA the next chunk is tokenized while this one runs.
-CHUNK_DOCS_CUDA = 8192
-
-_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
-_SNAPSHOT = re.compile(r"/snapshots/([0-9a-f]{40})(/|$)")
-
-
-@dataclass
-class Prepared:
-    """A tokenized chunk: token ids with special tokens, optional token types, extras."""
-
-    input_ids: list[list[int]]
-    token_type_ids: list[list[int]] | None = None
-    extra: Any = None
-
-
-@dataclass
-class _Batch:
-    rows: np.ndarray  # indices into the chunk
-    ids: torch.Tensor
-    mask: torch.Tensor
-    types: torch.Tensor | None
-
-
-@dataclass
-class PooledBatch:
-    """The pooled output of one batch: rows ``start + rows`` of the input, and their chunk."""
-
-    start: int
-    rows: np.ndarray  # indices into the chunk
-    vectors: np.ndarray  # float32; one row per paper (or per sentence for multi-vector)
-    prepared: Prepared
-
-
-# pool(hidden float32 (b, L, H), mask (b, L), rows in chunk, prepared) -> (r, H) tensor
-PoolFn = Callable[["torch.Tensor", "torch.Tensor", np.ndarray, Prepared], "torch.Tensor"]
-
-
-def model_revision(model: Any, source: str) -> str | None:
-    """The model's revision: hub commit hash, snapshot folder name, or weights sha256."""
-    commit = getattr(getattr(model, "config", None), "_commit_hash", None)
-    if commit:
-        return str(commit)
-    path = Path(source)
-    if path.is_dir():
-        m = _SNAPSHOT.search(str(path.resolve()) + "/")
-        if m:
-            return m.group(1)
-        for name in _WEIGHT_FILES:
-            weights = path / name
-            if weights.is_file():
-                h = hashlib.sha256()
-                with weights.open("rb") as f:
-                    for block in iter(lambda: f.read(1 << 22), b""):
-                        h.update(block)
-                return "sha256:" + h.hexdigest()[:16]
-    return None
-
-
-def load_pretrained(
-    source: str, *, trust_remote_code: bool = False, revision: str | None = None
-) -> tuple[Any, Any, str | None]:
-    """Load ``(tokenizer, model, revision)`` from a hub id or a local folder, ready for eval.
-
-    SDPA attention is asked for and the default kept when the architecture lacks it.
-    """
-    require("torch")
-    transformers = require("transformers")
-    # The per-tensor "Loading weights" bars would flood stage logs.
-    transformers.utils.logging.disable_progress_bar()
-    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
-    if revision:
-        kwargs["revision"] = revision
-    try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(source, **kwargs)
-        try:
-            model = transformers.AutoModel.from_pretrained(
-                source, attn_implementation="sdpa", **kwargs
-            )
-        except ValueError as exc:
-            if "sdpa" not in str(exc).lower():
-                raise
-            model = transformers.AutoModel.from_pretrained(source, **kwargs)
-    except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        hint = (
-            "pass trust_remote_code=true only if you trust its code"
-            if "trust_remote_code" in str(exc)
-            else "check the model id or path; without network use a local copy "
-            "(hf:<path>) or a cached one with HF_HUB_OFFLINE=1"
-        )
-        raise InputDataError(f"could not load model '{source}': {first[:300]}; {hint}") from exc
-    model.eval()
-    return tokenizer, model, model_revision(model, source) or revision
+# The most papers in one piece of the feed on a GPU (the first pieces are smaller).
+CHUNK_DOCS_CUDA = 2048
+# Tokenizer threads per device at most, when ``workers`` is unset.
+THREADS_PER_DEVICE = 16
+# RoBERTa-style models reserve two positions for the padding offset.
+_ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")
 
 
 class TransformerRunner:
@@ -154,6 +97,20 @@ class TransformerRunner:
     # What it derives from the device: settings, left out of a state digest
     # (mdcr.encoders.state_digest), as the device itself is.
     state_settings = ("torch_device", "pad_multiple", "prefetch", "chunk_docs")
+    # Settings added since digests of runners were first stored, and what exists only to
+    # run (replicas, statistics, a lock): left out of a digest altogether, names included,
+    # so the digest of an encoder holding a runner is what it was.
+    state_unhashed = (
+        "workers",
+        "attention",
+        "compile",
+        "stats",
+        "replicas",
+        "_kernel",
+        "_packed",
+        "_compile_failed",
+        "_lock",
+    )
 
     def __init__(
         self,
@@ -166,11 +123,18 @@ class TransformerRunner:
         batch_tokens: int | None = None,
         layers: Layers = "last",
         loaded: tuple[Any, Any, str | None] | None = None,
+        workers: int | None = None,
+        attention: Attention = "auto",
+        compile: bool = False,
     ) -> None:
         import torch
 
         if layers not in LAYERS:
             raise ConfigError(f"layers '{layers}' is not valid; valid options: last, all")
+        if attention not in ATTENTIONS:
+            raise ConfigError(
+                f"attention '{attention}' is not valid; valid options: {', '.join(ATTENTIONS)}"
+            )
         self.source = source
         # ``loaded``: (tokenizer, model, revision) another library already loaded.
         self.tokenizer, self.model, self.revision = loaded or load_pretrained(
@@ -189,78 +153,100 @@ class TransformerRunner:
             DEFAULT_BATCH_TOKENS_CUDA if self.device.is_cuda else DEFAULT_BATCH_TOKENS_CPU
         )
         self.pad_multiple = 8 if self.device.is_cuda else 1
-        # Tokenize the next chunk on a thread while this one runs (CUDA only by default).
-        self.prefetch = self.device.is_cuda
+        # Tokenize ahead of the model, on threads (on a GPU; on the CPU when workers is set).
+        self.prefetch = self.device.is_cuda or bool(workers)
         self.chunk_docs = CHUNK_DOCS_CUDA
         config = self.model.config
         self.hidden_size = int(getattr(config, "hidden_size", 0) or getattr(config, "dim", 0))
         limit = int(getattr(config, "max_position_embeddings", 0) or 0)
-        # RoBERTa-style models reserve two positions for the padding offset.
-        if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
+        if getattr(config, "model_type", "") in _ROBERTA_LIKE:
             limit -= 2
         self.max_positions = limit if limit > 0 else 512
         pad = self.tokenizer.pad_token_id
         self.pad_id = int(pad) if pad is not None else 0
+        self.workers = workers
+        self.attention: Attention = attention
+        self.compile = compile
+        self.stats = FeedStats()
+        # How packed batches fared: None until the first is checked, then the note, and
+        # the attention kernel that passed (None: padded).
+        self._packed: str | None = None
+        self._kernel: str | None = None
+        self._compile_failed = ""
+        self._lock = threading.Lock()
+        self.replicas = [Replica(self.model, self.torch_device)]
+        if len(self.device.gpus) > 1:
+            self.replicate([f"cuda:{g}" for g in self.device.gpus])
+
+    def replicate(self, devices: Sequence[str]) -> None:
+        """Data parallelism: the model on ``devices[0]`` and a copy on each other device
+        (``["cuda:0", "cuda:1"]``; CPU replicas ``["cpu", "cpu"]`` run the same code on a
+        machine without GPUs). Each replica takes the next prepared piece; the results
+        come back in input order whichever replica encoded them."""
+        import copy
+
+        import torch
+
+        if not devices:
+            raise ConfigError("replicate needs at least one device")
+        first = torch.device(devices[0])
+        self.model.to(first)
+        self.torch_device = first
+        replicas = [Replica(self.model, first)]
+        for name in devices[1:]:
+            target = torch.device(name)
+            replicas.append(Replica(copy.deepcopy(self.model).to(target), target))
+        self.replicas = replicas
+
+    def threads(self) -> int:
+        """Tokenizer threads a run uses (0: tokenized in the calling thread)."""
+        if not self.prefetch:
+            return 0
+        if self.workers:
+            return int(self.workers)
+        devices = len(self.replicas)
+        return max(1, min(available_cpus() - devices, THREADS_PER_DEVICE * devices))
 
     # -- batches ---------------------------------------------------------------------------
 
-    def _batches(self, prepared: Prepared) -> list[_Batch]:
-        import torch
+    def unpadded(self) -> bool:
+        """Whether batches are packed now (the setting, the device, the model, and how
+        the check of the first packed batch went)."""
+        if self.attention == "padded" or (self.attention == "auto" and not self.device.is_cuda):
+            return False
+        if self._packed is not None:
+            return self._kernel is not None
+        return packed.not_packable(self.model) is None
 
+    def padded_batch(self, prepared: Prepared, rows: np.ndarray) -> HostBatch:
+        pin = self.device.is_cuda
+        return padded_batch(prepared, rows, self.pad_id, multiple_of=self.pad_multiple, pin=pin)
+
+    def packed_batch(self, prepared: Prepared, rows: np.ndarray) -> HostBatch:
+        config = self.model.config
+        offset = 0
+        if getattr(config, "model_type", "") in _ROBERTA_LIKE:  # positions past the padding
+            pad = getattr(config, "pad_token_id", None)
+            offset = (self.pad_id if pad is None else int(pad)) + 1
+        return packed_batch(prepared, rows, position_offset=offset, pin=self.device.is_cuda)
+
+    def _prepare_piece(
+        self, texts: Sequence[PaperText], prepare: PrepareFn, start: int, stop: int
+    ) -> tuple[Prepared, list[HostBatch]]:
+        """Tokenize papers ``start`` to ``stop`` and cut them into batches."""
+        prepared = prepare(texts[start:stop])
         lengths = [len(s) for s in prepared.input_ids]
+        if self.unpadded():
+            plan = plan_packed(lengths, self.batch_tokens, max_batch=MAX_BATCH)
+            return prepared, [self.packed_batch(prepared, rows) for rows in plan]
         plan = plan_batches(
             lengths, self.batch_tokens, max_batch=MAX_BATCH, multiple_of=self.pad_multiple
         )
-        pin = self.device.is_cuda
-        out = []
-        for rows in plan:
-            ids, mask = pad_batch(
-                [prepared.input_ids[i] for i in rows], self.pad_id, multiple_of=self.pad_multiple
-            )
-            ids_t, mask_t = torch.from_numpy(ids), torch.from_numpy(mask)
-            types_t = None
-            if prepared.token_type_ids is not None:
-                types, _ = pad_batch(
-                    [prepared.token_type_ids[i] for i in rows], 0, multiple_of=self.pad_multiple
-                )
-                types_t = torch.from_numpy(types)
-            if pin:
-                ids_t, mask_t = ids_t.pin_memory(), mask_t.pin_memory()
-                types_t = types_t.pin_memory() if types_t is not None else None
-            out.append(_Batch(rows, ids_t, mask_t, types_t))
-        return out
-
-    def _prepare_chunk(
-        self, texts: Sequence[PaperText], prepare: Callable[[Sequence[PaperText]], Prepared]
-    ) -> tuple[Prepared, list[_Batch]]:
-        prepared = prepare(texts)
-        return prepared, self._batches(prepared)
-
-    def _chunks(
-        self, texts: Sequence[PaperText], prepare: Callable[[Sequence[PaperText]], Prepared]
-    ) -> Iterator[tuple[int, Prepared, list[_Batch]]]:
-        if not self.prefetch:
-            yield 0, *self._prepare_chunk(texts, prepare)
-            return
-        size = self.chunk_docs
-        starts = list(range(0, len(texts), size))
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mdcr-tokenize") as pool:
-            future: Future[tuple[Prepared, list[_Batch]]] | None = None
-            for i, start in enumerate(starts):
-                if future is None:
-                    future = pool.submit(self._prepare_chunk, texts[start : start + size], prepare)
-                prepared, batches = future.result()
-                future = None
-                if i + 1 < len(starts):
-                    nxt = starts[i + 1]
-                    future = pool.submit(self._prepare_chunk, texts[nxt : nxt + size], prepare)
-                yield start, prepared, batches
+        return prepared, [self.padded_batch(prepared, rows) for rows in plan]
 
     # -- forward ---------------------------------------------------------------------------
 
     def _autocast(self) -> Any:
-        import contextlib
-
         import torch
 
         if self.precision == "fp32" or self.precision.endswith("-weights"):
@@ -268,54 +254,166 @@ class TransformerRunner:
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
         return torch.autocast(device_type=self.torch_device.type, dtype=dtype)
 
-    def hidden(self, batch: _Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Token vectors (float32, final layer or the mean over all layers) and the mask."""
-        dev = self.torch_device
-        nb = self.device.is_cuda
-        ids = batch.ids.to(dev, non_blocking=nb)
-        mask = batch.mask.to(dev, non_blocking=nb)
-        kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
-        if batch.types is not None:
-            kwargs["token_type_ids"] = batch.types.to(dev, non_blocking=nb)
-        if self.layers == "all":
-            out = self.model(**kwargs, output_hidden_states=True)
-            # Average over every hidden state the model returns (embeddings + each layer).
-            states = out.hidden_states
-            hidden = states[0].float()
-            for s in states[1:]:
-                hidden = hidden + s.float()
-            hidden = hidden / len(states)
-        else:
-            hidden = self.model(**kwargs).last_hidden_state.float()
-        return hidden, mask
-
-    def run(
-        self,
-        texts: Sequence[PaperText],
-        prepare: Callable[[Sequence[PaperText]], Prepared],
-        pool: PoolFn,
-    ) -> list[PooledBatch]:
-        """Encode ``texts`` batch by batch; the pooled rows come back per batch."""
+    def _call(self, replica: Replica, kwargs: dict[str, Any]) -> Any:
+        """The model's output: compiled when ``compile`` is on and compiling works."""
         import torch
 
-        results: list[PooledBatch] = []
+        if self.compile and replica.compiled is None and not self._compile_failed:
+            replica.compiled = torch.compile(replica.model, dynamic=True)
+        if replica.compiled is not None:
+            try:
+                return replica.compiled(**kwargs)
+            except torch.OutOfMemoryError:
+                raise
+            except Exception as exc:  # any failure of dynamo or inductor: run eagerly
+                self._compile_failed = f"eager (torch.compile failed: {first_line(exc, 160)})"
+                replica.compiled = None
+        return replica.model(**kwargs)
+
+    def hidden(
+        self, batch: HostBatch, replica: Replica | None = None, kernel: str | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token vectors ``(b, L, H)`` float32 and the mask, on ``replica`` (the first by
+        default); a packed batch attended by ``kernel`` (the one that passed the check)."""
+        return token_vectors(
+            self._call,
+            replica or self.replicas[0],
+            batch,
+            layers=self.layers,
+            kernel=kernel or self._kernel or "nested",
+        )
+
+    def _check_packed(self, replica: Replica, prepared: Prepared, batch: HostBatch) -> None:
+        """Packed against padded on the first rows of a batch, for each kernel in turn:
+        the first that agrees is used; if none does, the run stays padded. Sets the note
+        saying which, or why."""
+        rows = batch.rows[:8]
+        padded_b, packed_b = self.padded_batch(prepared, rows), self.packed_batch(prepared, rows)
+        half = self.precision != "fp32"
+        least = packed.AGREE_HALF if half else packed.AGREE_FP32
+        packed.register()
+        want, mask = self.hidden(padded_b, replica)
+        reasons = []
+        for name in packed.kernels_for(replica.device.type, half):
+            try:
+                got, _ = self.hidden(packed_b, replica, name)
+                agree = packed.agreement(want, got, mask)
+            except Exception as exc:  # a kernel this torch or device lacks: the next one
+                if "out of memory" in str(exc).lower():
+                    raise
+                reasons.append(f"{name}: {first_line(exc, 120)}")
+                continue
+            if agree >= least:
+                self._kernel = name
+                self._packed = f"unpadded ({name}; least cosine to padded {agree:.6f})"
+                return
+            reasons.append(f"{name}: least cosine to padded {agree:.6f} < {least}")
+        self._packed = f"padded (unpadded fell back: {'; '.join(reasons) or 'no kernel'})"
+
+    def _attention_note(self) -> str:
+        if self._packed is not None:
+            return self._packed
+        why = packed.not_packable(self.model)
+        if self.attention == "unpadded" and why:
+            return f"padded (unpadded not possible: {why})"
+        return "padded"
+
+    # -- a run -----------------------------------------------------------------------------
+
+    def _consume(
+        self, replica: Replica, feed: Feed[Any], pool: PoolFn, out: list[PooledBatch], stats: Any
+    ) -> None:
+        """Encode the pieces this replica takes until none is left."""
+        import torch
+
         with torch.inference_mode(), self._autocast():
-            for start, prepared, batches in self._chunks(texts, prepare):
+            while (piece := feed.take(replica.drain)) is not None:
+                prepared, batches = piece.prepared
                 pooled = []
                 for batch in batches:
-                    hidden, mask = self.hidden(batch)
+                    if batch.packed is not None:
+                        with self._lock:
+                            if self._packed is None:
+                                self._check_packed(replica, prepared, batch)
+                        if self._kernel is None:
+                            batch = self.padded_batch(prepared, batch.rows)
+                    hidden, mask = self.hidden(batch, replica)
                     # A copy, so no view keeps the batch's hidden states alive.
                     pooled.append(pool(hidden, mask, batch.rows, prepared).float().clone())
-                    papers_done(len(batch.rows))
+                    stats.count(batches=1, computed_tokens=batch.computed)
+                    with self._lock:
+                        papers_done(len(batch.rows))
+                stats.count(
+                    pieces=1,
+                    papers=piece.stop - piece.start,
+                    tokens=sum(len(s) for s in prepared.input_ids),
+                )
                 if not pooled:
                     continue
-                # One device-to-host copy per chunk instead of a sync per batch.
+                # One device-to-host copy per piece instead of a sync per batch.
                 host = torch.cat(pooled).cpu().numpy()
                 at = 0
                 for batch, rows_t in zip(batches, pooled, strict=True):
                     n = rows_t.shape[0]
-                    results.append(PooledBatch(start, batch.rows, host[at : at + n], prepared))
+                    out.append(PooledBatch(piece.start, batch.rows, host[at : at + n], prepared))
                     at += n
+
+    def _consume_in_parallel(
+        self, feed: Feed[Any], pool: PoolFn, out: list[PooledBatch], stats: Any
+    ) -> None:
+        """One thread per replica (in this context, so progress reaches the bar)."""
+        errors: list[BaseException] = []
+
+        def work(replica: Replica) -> None:
+            import torch
+
+            try:
+                if replica.device.type == "cuda":
+                    torch.cuda.set_device(replica.device)  # this thread's GPU
+                self._consume(replica, feed, pool, out, stats)
+            except BaseException as exc:  # handed to the caller below
+                errors.append(exc)
+                feed.stop()
+
+        workers = [
+            threading.Thread(
+                target=contextvars.copy_context().run, args=(work, r), name=f"mdcr-encode-{i}"
+            )
+            for i, r in enumerate(self.replicas)
+        ]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        if errors:
+            raise errors[0]
+
+    def run(
+        self, texts: Sequence[PaperText], prepare: PrepareFn, pool: PoolFn
+    ) -> list[PooledBatch]:
+        """Encode ``texts`` piece by piece on every replica; the pooled rows come back per
+        batch (in any order: each names its rows of the input)."""
+        threads = self.threads()
+        stats = FeedStats(threads=threads, devices=len(self.replicas))
+        bounds = piece_bounds(len(texts), threads=threads, first=FIRST_PIECE, cap=self.chunk_docs)
+        if threads and texts:
+            # The tokenizer sets its per-call options (truncation) on the first call: made
+            # here once, before threads share it, so none changes them under another.
+            prepare(texts[:1])
+        if self.unpadded():
+            packed.register()
+        results: list[PooledBatch] = []
+        t0 = time.perf_counter()
+        prepare_piece = functools.partial(self._prepare_piece, texts, prepare)
+        with Feed(prepare_piece, bounds, threads, stats) as feed:
+            if len(self.replicas) == 1:
+                self._consume(self.replicas[0], feed, pool, results, stats)
+            else:
+                self._consume_in_parallel(feed, pool, results, stats)
+        stats.run_s = time.perf_counter() - t0
+        stats.attention = self._attention_note()
+        stats.compiled = (self._compile_failed or "compiled") if self.compile else ""
+        self.stats.add(stats)
         return results
 
 
@@ -385,6 +483,9 @@ class HFEncoder:
         device: str | int | None = "auto",
         precision: str = "auto",
         batch_tokens: int | None = None,
+        workers: int | None = None,
+        attention: Attention = "auto",
+        compile: bool = False,
         prompt: str = "",
         include_prompt: bool = True,
         loaded: tuple[Any, Any, str | None] | None = None,
@@ -401,6 +502,9 @@ class HFEncoder:
             batch_tokens=batch_tokens,
             layers=layers,
             loaded=loaded,
+            workers=workers,
+            attention=attention,
+            compile=compile,
         )
         self._check_model_fits(source, max_length, input_format)
         self.name = name
@@ -474,19 +578,11 @@ class HFEncoder:
         return [a + sep + b for a, b in zip(titles, abstracts, strict=True)]
 
     def prepare(self, texts: Sequence[PaperText], role: str = "document") -> Prepared:
-        tok = self.runner.tokenizer
+        """The token ids of ``texts`` (with token types for text pairs)."""
         inputs = self.texts_for(texts, role)
-        common: dict[str, Any] = {
-            "truncation": True,
-            "max_length": self.max_length,
-            "padding": False,
-            "return_attention_mask": False,
-        }
-        if isinstance(inputs, tuple):
-            enc = tok(inputs[0], inputs[1], return_token_type_ids=True, **common)
-            return Prepared(list(enc["input_ids"]), list(enc["token_type_ids"]))
-        enc = tok(inputs, return_token_type_ids=False, **common)
-        return Prepared(list(enc["input_ids"]))
+        first, second = inputs if isinstance(inputs, tuple) else (inputs, None)
+        ids, types = tokenize(self.runner.tokenizer, first, second, self.max_length)
+        return Prepared(ids, types)
 
     def _pool(
         self,

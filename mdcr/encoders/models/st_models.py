@@ -140,7 +140,7 @@ def st_encoder(source: str, *, name: str, o: EncoderOptions, model_id: str | Non
         )
     transformer = settings.model[0]
     loaded = (settings.model.tokenizer, transformer.auto_model, None)
-    from mdcr.encoders.models.hf import model_revision
+    from mdcr.encoders.loading import model_revision
 
     revision = model_revision(transformer.auto_model, source) or o.revision
     return HFEncoder(

@@ -127,6 +127,8 @@ SETTING_NAMES = {
     "device",
     "batch_tokens",
     "workers",
+    "attention",
+    "compile",
     "query_batch",
     "backend",
     "margin",

@@ -50,6 +50,8 @@ def test_settings_do_not_change_the_fingerprint(
         {"device": "cpu"},
         {"batch_tokens": 128},
         {"workers": 3},
+        {"attention": "unpadded"},
+        {"compile": True},
         {"reuse": False},
         {"precision": "fp32"},  # what "auto" resolves to on the CPU
     ]

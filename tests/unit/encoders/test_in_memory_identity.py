@@ -179,6 +179,34 @@ def test_a_tokenizer_change_counts_and_calling_it_does_not(tiny_bert: Path) -> N
     assert _state(holder) != base
 
 
+def test_attributes_a_class_leaves_unhashed_are_left_out_names_and_all() -> None:
+    """``state_unhashed``: what exists only to run (a lock, statistics) and settings added
+    later move no digest, whatever they hold; ``state_settings`` hash their names alone."""
+
+    class Runner:
+        state_settings = ("device",)
+
+        def __init__(self, extra: bool) -> None:
+            self.weights = np.arange(4.0)
+            self.device = "cpu"
+            if extra:
+                self.stats = {"papers": 10}
+                self._lock = threading.Lock()
+
+    class Later(Runner):
+        state_unhashed = ("stats", "_lock")
+
+    base = _state(Later(extra=False))
+    assert _state(Later(extra=True)) == base
+    with pytest.raises(UnhashableState, match="_lock"):
+        _state(Runner(extra=True))  # without the declaration the lock is state
+    moved = Later(extra=True)
+    moved.device = "cuda:3"
+    assert _state(moved) == base
+    moved.weights[0] = 1.0
+    assert _state(moved) != base
+
+
 def test_what_cannot_be_read_is_refused_with_its_path(tmp_path: Path) -> None:
     class Model:
         def __init__(self, thing: object) -> None:

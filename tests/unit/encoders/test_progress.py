@@ -3,6 +3,7 @@ counts the papers encoded and those copied from earlier outputs."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +52,9 @@ def batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     forward = TransformerRunner.hidden
 
-    def counted(self: TransformerRunner, batch: Any) -> Any:
+    def counted(self: TransformerRunner, batch: Any, *args: Any) -> Any:
         seen.append(len(batch.rows))
-        return forward(self, batch)
+        return forward(self, batch, *args)
 
     monkeypatch.setattr(TransformerRunner, "hidden", counted)
     return seen
@@ -84,13 +85,17 @@ def test_the_bar_moves_per_batch_and_a_second_run_reuses_the_first(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     opts = {"max_length": 64, "batch_tokens": 256, "shard_size": 16}
-    _encode(data, "small", f"hf:{tiny_bert}", **opts)  # 26 papers: shards of 16 and 10
+    out = _encode(data, "small", f"hf:{tiny_bert}", **opts)  # 26 papers: shards of 16 and 10
     (bar,) = bars
     assert len(batches) > 2  # more batches than shards, so a per-shard bar would differ
     assert bar.updates == batches  # one update per batch, by the batch's papers
     assert sum(bar.updates) == bar.total == 26 and bar.closed
     err = capsys.readouterr().err
     assert f"[encode] hf:{tiny_bert}: encoded 26 papers, reused 0 from earlier outputs\n" in err
+    feed = json.loads((out / "manifest.json").read_text())["info"]["runtime"]["feed"]
+    assert (feed["papers"], feed["pieces"], feed["batches"]) == (26, 2, len(batches))
+    assert (feed["threads"], feed["attention"]) == (0, "padded")  # the CPU's defaults
+    assert 0 <= feed["wait_s"] <= feed["run_s"]
 
     batches.clear()
     # 51 papers (p0000-p0049, p0051); p0000-p0024 were encoded above
@@ -102,6 +107,27 @@ def test_the_bar_moves_per_batch_and_a_second_run_reuses_the_first(
     assert bar.updates == [16, 9, *batches]
     err = capsys.readouterr().err
     assert f"[encode] hf:{tiny_bert}: encoded 26 papers, reused 25 from earlier outputs\n" in err
+
+
+def test_tokenizer_threads_and_cpu_replicas_move_the_bar_per_batch(
+    data: dict[str, Path], tiny_bert: Path, bars: list[Bar], batches: list[int]
+) -> None:
+    from mdcr.encoders.hf import TransformerRunner
+
+    made = TransformerRunner.__init__
+
+    def two_replicas(self: TransformerRunner, *args: Any, **kw: Any) -> None:
+        made(self, *args, **kw)
+        self.chunk_docs = 5
+        self.replicate(["cpu", "cpu"])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(TransformerRunner, "__init__", two_replicas)
+        out = _encode(data, "small", f"hf:{tiny_bert}", max_length=64, workers=2, shard_size=16)
+    assert sorted(bars[0].updates) == sorted(batches) and sum(bars[0].updates) == 26
+    feed = json.loads((out / "manifest.json").read_text())["info"]["runtime"]["feed"]
+    assert (feed["papers"], feed["threads"], feed["devices"]) == (26, 2, 2)
+    assert feed["pieces"] == 6  # per shard: 5 + 5 + 5 + 1, then 5 + 5
 
 
 def test_an_encoder_that_reports_nothing_moves_the_bar_per_shard(
