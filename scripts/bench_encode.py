@@ -2,7 +2,7 @@
 
 Printed, for the same papers and model, each the best of ``--repeats`` interleaved rounds:
 
-- **mdcr**: :meth:`mdcr.encoders.hf.HFEncoder.encode` end to end (tokenizer threads ahead of
+- **mdcr**: :meth:`mdcr.encoders.models.hf.HFEncoder.encode` end to end (tokenizer threads ahead of
   the model, length-sorted or unpadded batches, autocast on CUDA), with how long the
   model waited for tokens and how the attention ran;
 - **forward floor**: the model alone on pre-tokenized, length-sorted batches (the host
@@ -271,7 +271,7 @@ def main() -> None:
 
     import torch
 
-    from mdcr.encoders.hf import minilm_path
+    from mdcr.encoders.models.hf import minilm_path
     from mdcr.encoders.registry import EncoderOptions, build_encoder
 
     if args.threads:

@@ -55,6 +55,8 @@ step bench-encode 150 "$PYTHON" scripts/bench_encode.py --model bert-base --devi
   --precision "$PRECISION" "${ENC[@]}" --json "$OUT/bench_encode.json"
 step bench-search 120 "$PYTHON" scripts/bench_search.py --backends torch --device "$DEVICE" \
   --no-raw --repeat 2 "${SEARCH[@]}" --json "$OUT/bench_search.json"
+step bench-search-norm15 90 "$PYTHON" scripts/bench_search.py --backends torch --device "$DEVICE" \
+  --no-raw --repeat 2 --norm 15 "${SEARCH[@]}" --json "$OUT/bench_search_norm15.json"
 step bench-search-multi 60 "$PYTHON" scripts/bench_search.py --backends torch \
   --device "$DEVICE" --no-raw --repeat 2 "${MULTI[@]}" --json "$OUT/bench_search_multi.json"
 echo "figures in $OUT"

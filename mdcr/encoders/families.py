@@ -131,8 +131,8 @@ class Specter2Family(EncoderFamily):
 
     def build(self, record: EncoderRecord, arg: str, o: EncoderOptions) -> AnyEncoder:
         from mdcr.encoders.identity import hub_commit
-        from mdcr.encoders.models.adapters import adapter_folder, apply_adapter
         from mdcr.encoders.loading import load_pretrained
+        from mdcr.encoders.models.adapters import adapter_folder, apply_adapter
 
         adapter = str(record.adapter)
         tokenizer, model, revision = load_pretrained(record.model_id, revision=_revision(o, record))

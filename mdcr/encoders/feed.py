@@ -2,7 +2,7 @@
 
 A GPU encodes BERT-base at over 10,000 papers a second, several times what one CPU core
 tokenizes. :class:`Feed` cuts the papers into pieces and prepares them (tokenization and
-batching: :meth:`TransformerRunner._prepare_piece <mdcr.encoders.hf.TransformerRunner>`)
+batching: :meth:`TransformerRunner._prepare_piece <mdcr.encoders.models.hf.TransformerRunner>`)
 on a pool of threads, ahead of the model, handing them over in input order. The Rust
 tokenizers of Hugging Face release the GIL while they encode a batch, so threads use as
 many cores whatever ``TOKENIZERS_PARALLELISM`` says (the Makefile and the Ray workers set

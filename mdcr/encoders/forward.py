@@ -1,4 +1,4 @@
-"""The parts of a forward pass that :class:`~mdcr.encoders.hf.TransformerRunner` puts
+"""The parts of a forward pass that :class:`~mdcr.encoders.models.hf.TransformerRunner` puts
 together: a tokenized piece (:class:`Prepared`, :func:`tokenize`), its batches on the host,
 padded or packed
 (:func:`padded_batch`, :func:`packed_batch`), a model on one device (:class:`Replica`),

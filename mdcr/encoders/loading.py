@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mdcr.errors import InputDataError, require
+from mdcr.core.errors import InputDataError, require
 
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
 _SNAPSHOT = re.compile(r"/snapshots/([0-9a-f]{40})(/|$)")

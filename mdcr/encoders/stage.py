@@ -37,6 +37,7 @@ import numpy as np
 from mdcr.core.config import canonical_json, input_path, param, params_of, setting
 from mdcr.core.errors import ConfigError, MdcrError
 from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
+from mdcr.encoders.feed import FeedStats
 from mdcr.encoders.registry import valid_specs
 from mdcr.engine import EngineSettings, check_engine_settings
 from mdcr.retrievers.device import check_device_spec
@@ -47,11 +48,6 @@ from mdcr.retrievers.options import (
     RuntimeOptions,
     options_of,
 )
-from mdcr.encoders.feed import FeedStats
-from mdcr.encoders.registry import valid_specs
-from mdcr.engine import EngineSettings, check_engine_settings
-from mdcr.errors import ConfigError, MdcrError
-from mdcr.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 
 TEXTS = "_texts.parquet"
 QUERY_TEXTS = "_query_texts.parquet"

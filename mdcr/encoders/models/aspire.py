@@ -35,8 +35,7 @@ import numpy as np
 from mdcr.core.errors import ConfigError, require
 from mdcr.encoders.base import Metric, PaperText
 from mdcr.encoders.forward import Prepared
-from mdcr.encoders.hf import Attention, Layers, TransformerRunner
-from mdcr.errors import ConfigError, require
+from mdcr.encoders.models.hf import Attention, Layers, TransformerRunner
 
 if TYPE_CHECKING:
     import torch

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from mdcr.device import resolve_device, resolve_precision
+from mdcr.core.errors import ConfigError, first_line, require
 from mdcr.encoders import packed
 from mdcr.encoders.base import Metric, PaperText
 from mdcr.encoders.batching import plan_batches, plan_packed
@@ -62,7 +62,7 @@ from mdcr.encoders.forward import (
 )
 from mdcr.encoders.loading import load_pretrained
 from mdcr.encoders.progress import papers_done
-from mdcr.errors import ConfigError, first_line, require
+from mdcr.retrievers.device import resolve_device, resolve_precision
 
 if TYPE_CHECKING:
     import torch

@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 import torch
 
-from mdcr.encoders.aspire import AspireEncoder
+from mdcr.core.errors import ConfigError
 from mdcr.encoders.base import PaperText
 from mdcr.encoders.feed import FeedStats, piece_bounds
 from mdcr.encoders.forward import Prepared, tokenize
-from mdcr.encoders.hf import HFEncoder, minilm_path
+from mdcr.encoders.models.aspire import AspireEncoder
+from mdcr.encoders.models.hf import HFEncoder, minilm_path
 from mdcr.encoders.state_digest import state_digest
 from mdcr.engine.ray import gpu_worker_cpus
-from mdcr.errors import ConfigError
 from tests.unit.encoders.fixtures import random_text
 
 REPO = Path(__file__).resolve().parents[3]
@@ -126,7 +126,7 @@ def test_a_model_that_packed_positions_would_miss_falls_back_to_padded(
     """RoBERTa's positions start past its padding index: packed with that offset, its
     vectors are the padded ones; packed without it they differ, the check at the first
     batch sees it, and the run stays padded with the padded vectors."""
-    import mdcr.encoders.hf as hf
+    import mdcr.encoders.models.hf as hf
 
     texts = _papers(30, seed=4)
     loaded = _tiny_roberta(tiny_bert)

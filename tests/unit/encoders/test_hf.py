@@ -12,8 +12,8 @@ from transformers import AutoTokenizer, BertModel
 
 from mdcr.core.errors import ConfigError
 from mdcr.encoders.base import PaperText
-from mdcr.encoders.hf import HFEncoder
 from mdcr.encoders.loading import model_revision
+from mdcr.encoders.models.hf import HFEncoder
 from mdcr.encoders.registry import EncoderOptions, build_encoder
 from tests.unit.encoders.fixtures import random_text
 

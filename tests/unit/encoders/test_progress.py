@@ -112,7 +112,7 @@ def test_the_bar_moves_per_batch_and_a_second_run_reuses_the_first(
 def test_tokenizer_threads_and_cpu_replicas_move_the_bar_per_batch(
     data: dict[str, Path], tiny_bert: Path, bars: list[Bar], batches: list[int]
 ) -> None:
-    from mdcr.encoders.hf import TransformerRunner
+    from mdcr.encoders.models.hf import TransformerRunner
 
     made = TransformerRunner.__init__
 
