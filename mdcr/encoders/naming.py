@@ -93,8 +93,10 @@ def default_name(spec: str) -> str:
         return folder_name(folder) if folder.is_dir() else arg
     if spec.startswith("mem:"):
         return spec[4:].rsplit("@", 1)[0]
-    if spec.startswith("fuse:"):  # fuse:[METHOD:]A+B is named A+B
-        return spec.rsplit(":", 1)[1]
+    if spec.startswith("fuse:"):  # fuse:[METHOD:]A+B is named A+B (a name may hold ':')
+        body = spec.removeprefix("fuse:")
+        head, sep, rest = body.partition(":")
+        return rest if sep and "+" not in head else body
     return spec.removeprefix("py:")
 
 

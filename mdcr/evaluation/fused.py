@@ -32,10 +32,13 @@ def fused_parts(spec: str) -> tuple[str, list[str]]:
     body = spec.removeprefix(FUSE)
     method = "rrf"
     head, sep, rest = body.partition(":")
-    if sep:
+    # A method comes before the first ':' and holds no '+'; otherwise the ':' belongs to
+    # a retriever's name (a py: encoder is named module:attr).
+    if sep and "+" not in head:
         if head not in METHODS:
             raise ConfigError(
-                f"--encoder {spec}: unknown fusion method '{head}'; valid: {', '.join(METHODS)}"
+                f"--encoder {spec}: unknown fusion method '{head}'; valid: {', '.join(METHODS)} "
+                "(a name with ':' in it goes after the method: fuse:rrf:NAME+...)"
             )
         method, body = head, rest
     names = [n for n in body.split("+") if n]

@@ -116,4 +116,4 @@ def test_demo_pipeline_end_to_end(
     assert main(args) == 0
     step_line = re.compile(r"^\S+\s+\S+\s+[0-9a-f]{16}\s")
     steps = [ln for ln in capsys.readouterr().out.splitlines() if step_line.match(ln)]
-    assert len(steps) == 18 and all(ln.endswith("  up to date") for ln in steps), steps
+    assert len(steps) == 22 and all(ln.endswith("  up to date") for ln in steps), steps

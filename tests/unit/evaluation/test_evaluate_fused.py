@@ -14,6 +14,7 @@ from mdcr.core.errors import ConfigError
 from mdcr.core.inputs import resolve_inputs
 from mdcr.core.manifests import read_manifest
 from mdcr.core.store import Store
+from mdcr.encoders.naming import default_name
 from mdcr.evaluation.fused import default_fused_name, fused_parts
 from mdcr.scoring.score import SPEC as SCORE
 from mdcr.scoring.score import ScoreConfig
@@ -23,7 +24,13 @@ from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
 def test_a_fuse_spec_names_its_method_and_retrievers() -> None:
     assert fused_parts("fuse:bm25+minilm") == ("rrf", ["bm25", "minilm"])
     assert fused_parts("fuse:wsum:bm25+specter+minilm") == ("wsum", ["bm25", "specter", "minilm"])
+    # A py: encoder is named module:attr; its ':' is not a method's.
+    assert fused_parts("fuse:bm25+my_enc:CharGrams") == ("rrf", ["bm25", "my_enc:CharGrams"])
+    assert fused_parts("fuse:rrf:my_enc:CharGrams+bm25") == ("rrf", ["my_enc:CharGrams", "bm25"])
     assert default_fused_name("fuse:combsum:bm25+minilm") == "bm25+minilm"
+    for spec in ("fuse:bm25+my_enc:CharGrams", "fuse:rrf:my_enc:CharGrams+bm25"):
+        assert default_name(spec) == default_fused_name(spec)  # the name the request gives
+    assert default_name("fuse:bm25+my_enc:CharGrams") == "bm25+my_enc:CharGrams"
     with pytest.raises(ConfigError, match="unknown fusion method 'best'"):
         fused_parts("fuse:best:bm25+minilm")
     with pytest.raises(ConfigError, match="two or more different retrievers"):
