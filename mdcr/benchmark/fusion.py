@@ -15,34 +15,33 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from mdcr.contracts.artifacts import PAIR_SCORES
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
-from mdcr.index.fusion import KEY_SEP, TUNE_METRIC, VALIDATION, FusionMethod, check_method
+from mdcr.index.fusion import (
+    KEY_SEP,
+    VALIDATION,
+    FusionMethod,
+    FusionMethodParams,
+    check_method,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
 @dataclass(frozen=True)
-class BenchFuseConfig:
+class BenchFuseConfig(FusionMethodParams):
     ranks: tuple[str, ...] = input_path(
         help="two or more benchmark-rank (or benchmark-fuse) outputs of the same benchmark",
         multiple=True,
     )
-    method: Literal["rrf", "combsum", "combmnz", "wsum"] = param(
-        "rrf", help="rrf (k 60), combsum, combmnz, or wsum (weighted sum)"
-    )
-    norm: Literal["min-max", "zscore"] = param(
-        "min-max", help="per-query score normalisation before fusing (rrf: unmoved)"
-    )
     weights: tuple[float, ...] = param(
         (), help="wsum's weights, one per rank (empty: tuned on the val split)"
     )
-    tune_metric: str = param(TUNE_METRIC, help="the ranx metric wsum's weights are tuned for")
     retriever: str = param("", help="the fused retriever's name (default: names joined by +)")
 
     def validate(self) -> None:

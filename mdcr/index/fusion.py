@@ -206,22 +206,29 @@ def ranked_from_scores(
 # -- the pools stage --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class FuseConfig:
-    runs: tuple[str, ...] = input_path(
-        help="two or more run folders of the same pools (search, bm25 or fuse outputs)",
-        multiple=True,
-    )
+@dataclass(frozen=True, kw_only=True)  # its fields follow the inputs of the configs
+class FusionMethodParams:
+    """How inputs are fused, the same for pools (``fuse``) and a benchmark
+    (``benchmark-fuse``); each config adds its inputs and its ``weights``."""
+
     method: Literal["rrf", "combsum", "combmnz", "wsum"] = param(
         "rrf", help="rrf (k 60), combsum, combmnz, or wsum (weighted sum)"
     )
     norm: Literal["min-max", "zscore"] = param(
         "min-max", help="per-query score normalisation before fusing (rrf: unmoved)"
     )
+    tune_metric: str = param(TUNE_METRIC, help="the ranx metric wsum's weights are tuned for")
+
+
+@dataclass(frozen=True)
+class FuseConfig(FusionMethodParams):
+    runs: tuple[str, ...] = input_path(
+        help="two or more run folders of the same pools (search, bm25 or fuse outputs)",
+        multiple=True,
+    )
     weights: tuple[float, ...] = param(
         (), help="wsum's weights, one per run (empty: tuned on the validation split)"
     )
-    tune_metric: str = param(TUNE_METRIC, help="the ranx metric wsum's weights are tuned for")
     k: int = param(DEPTH, help="papers kept per query")
     retriever: str = param(
         "", help="the fused retriever's name (default: the runs' names joined by +)"
