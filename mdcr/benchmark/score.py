@@ -5,6 +5,14 @@ Per field and macro-averaged, with the original MDCR scorer's semantics
 layouts, written through the one report model (:mod:`mdcr.scoring.document`): ``report.md``,
 ``report.json`` and ``tables/``.
 
+Every mean of the MAP, R@5 and nDCG tables has a 95% bootstrap interval, and each
+retriever's difference from the baseline its interval and corrected p, in a ``_ci``
+companion table; the retrievers tied with each field's best are bold with a dagger, the
+minimum detectable effect is under each table (:mod:`mdcr.scoring.benchmark_intervals`),
+and every interval is in ``intervals.parquet``. A section "Where the encoders win and lose"
+plots each retriever's per-query difference from the baseline by field, year and
+positives (:mod:`mdcr.scoring.wins_losses`; ``plots/``).
+
 Each retriever's registry identity (:mod:`mdcr.retrievers.identity`) decides its label and
 whether it is set beside the paper's Tables 3 and 4 and published MDCR rows; its name
 never does. The manifest records the identities (``info.retriever_identities``) and the
@@ -19,24 +27,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from mdcr.contracts.artifacts import BENCHMARK_METRICS
+from mdcr.contracts.artifacts import BENCHMARK_METRICS, INTERVALS
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, ManifestMismatchError
 from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
-from mdcr.scoring.comparison_params import PairedTestParams
+from mdcr.scoring.comparison_params import IntervalParams, PairedTestParams
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from mdcr.contracts.facts import BenchmarkOrigin, RankInfo
     from mdcr.scoring.document import Section
+    from mdcr.scoring.report_sections import Context
 
 OFFICIAL_JSON = "official.json"
 SIGNIFICANCE = "significance.parquet"
 
 
 @dataclass(frozen=True)
-class BenchScoreConfig(PairedTestParams):
+class BenchScoreConfig(PairedTestParams, IntervalParams):
     benchmark: str = input_path(help="benchmark build or import output")
     ranks: tuple[str, ...] = input_path(help="benchmark-rank outputs", multiple=True)
     splits: tuple[Literal["val", "test"], ...] = param(
@@ -52,6 +61,7 @@ class BenchScoreConfig(PairedTestParams):
 
     def validate(self) -> None:
         self.validate_paired_tests("benchmark-score")
+        self.validate_intervals("benchmark-score")
 
 
 @dataclass(frozen=True)
@@ -163,6 +173,9 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
     from mdcr.contracts.outputs import benchmark_origin
     from mdcr.core.fingerprints import artifact_fingerprint
     from mdcr.scoring.document import Report, write_report
+    from mdcr.scoring.per_query import benchmark_values_rows
+    from mdcr.scoring.report_intervals import write_intervals
+    from mdcr.scoring.wins_losses import wins_losses_section
 
     folder = ctx.input("benchmark")
     bench = read_benchmark(folder)
@@ -183,11 +196,17 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
 
     empty = queries_without_positives(bench[bench["split"].isin(splits)])
     sig = _significance(cfg, per_query, ranks, splits, ctx)
+    c = _interval_context(cfg, ranks, ctx)
     report = Report(cfg.title, [origin.line(), "", *_method_lines(cfg, bench, ranks)])
     report.sections = [
-        _split_section(cfg, split, per_field, macro, ranks, origin, empty, sig[split])
+        _split_section(cfg, c, split, per_field, macro, per_query, ranks, origin, empty, sig)
         for split in splits
     ]
+    with ctx.timed("wins_losses"):
+        rows = benchmark_values_rows(per_query, folder)
+        wins = wins_losses_section(c, rows, splits, on_benchmark=True)
+    report.sections += [wins] if wins is not None else []
+    write_intervals(c.intervals, ctx)
     write_report(report, ctx)
     ctx.record("retrievers", [r.name for r in ranks])
     ctx.record("retriever_identities", {r.name: r.identity for r in ranks})
@@ -235,15 +254,40 @@ def _official(per_field: pd.DataFrame, names: list[str], splits: list[str]) -> d
     return official
 
 
+def _interval_context(cfg: BenchScoreConfig, ranks: list[Ranked], ctx: StageContext) -> Context:
+    """The report context the intervals, tied groups and wins and losses are drawn in:
+    this stage's paired tests, interval parameters and baseline; MAP first."""
+    from mdcr.measures import registry as measures
+    from mdcr.scoring.intervals import IntervalOptions
+    from mdcr.scoring.published import order_retrievers
+    from mdcr.scoring.report_sections import Context, SectionOptions
+
+    options = SectionOptions(
+        cfg.stat_tests,
+        cfg.correction,
+        cfg.alpha,
+        cfg.permutations,
+        cfg.seed,
+        chance_rows=False,
+        baseline=cfg.baseline,
+    )
+    names = order_retrievers(sorted(r.name for r in ranks))
+    c = Context(options, names, {}, [measures.MAP.name(None)], ctx.out)
+    c.interval_options = IntervalOptions(cfg.resamples, cfg.seed, cfg.interval_method)
+    return c
+
+
 def _split_section(
     cfg: BenchScoreConfig,
+    c: Context,
     split: str,
     per_field: pd.DataFrame,
     macro: pd.DataFrame,
+    per_query: pd.DataFrame,
     ranks: list[Ranked],
     origin: BenchmarkOrigin,
     empty: pd.DataFrame,
-    sig: pd.DataFrame,
+    sigs: dict[str, pd.DataFrame],
 ) -> Section:
     from mdcr.benchmark.paired import comparison_lines
     from mdcr.benchmark.scoring import (
@@ -253,6 +297,7 @@ def _split_section(
         table_ndcg,
         without_positives_line,
     )
+    from mdcr.scoring.benchmark_intervals import annotate_split
     from mdcr.scoring.document import Section
     from mdcr.scoring.published import label_for
 
@@ -262,12 +307,13 @@ def _split_section(
         table3(per_field, macro, split, labels=labels),
         table_ndcg(per_field, macro, split, labels=labels),
     ]
+    annotate_split(c, s, split, per_query, {r.name: r.identity for r in ranks})
     if cfg.by_type:
         s.tables.append(table4(macro, split, labels=labels))
     note = without_positives_line(empty, split)
     if note:
         s.body += [note, ""]
-    s.body += comparison_lines(sig, cfg.stat_tests, cfg.correction, cfg.alpha, labels)
+    s.body += comparison_lines(sigs[split], cfg.stat_tests, cfg.correction, cfg.alpha, labels)
     if split == "test":
         identities = {r.name: r.identity for r in ranks}
         s.body += _comparison_lines(macro, origin, identities)
@@ -294,6 +340,11 @@ def _method_lines(cfg: BenchScoreConfig, bench: pd.DataFrame, ranks: list[Ranked
         f"{int(sizes.min())}-{int(sizes.max())}.",
         "Candidate-type table: each query scored on its positives plus only that type's "
         "negatives, aggregated the same way; the AVG row is the mean over the retrievers.",
+        f"Intervals: 95% {'BCa' if cfg.interval_method == 'bca' else 'percentile'} bootstrap "
+        f"over queries ({cfg.resamples} resamples, seed {cfg.seed}; a field's queries one "
+        "stratum, AVG with the fields as strata), differences against "
+        f"`{cfg.baseline}`; tied groups from the {cfg.stat_tests[0]} test per field (AVG: "
+        f"all fields' queries), {cfg.correction}-corrected over each measure's table.",
         "",
         "Retrievers:",
         "",
@@ -418,14 +469,14 @@ def plan_benchmark_score(
 SPEC = register(
     StageSpec(
         name="benchmark-score",
-        version="4",
+        version="5",
         config=BenchScoreConfig,
         run=run_benchmark_score,
         plan=plan_benchmark_score,
         help="MAP, nDCG, R@5 on a benchmark (original scorer's semantics), Tables 3 and 4",
         main_output="report.md",
         command="benchmark score",
-        writes=(BENCHMARK_METRICS,),
+        writes=(BENCHMARK_METRICS, INTERVALS),
     )
 )
 

@@ -53,6 +53,7 @@ def _add_stage_parser(sub: Any, spec: StageSpec, groups: dict[str, Any]) -> None
             help_text += f" [{kind}; default: {shown}]"
         else:
             help_text += f" [{kind}; required]"
+        help_text = help_text.replace("%", "%%")  # argparse formats help with %
         if hints[f.name] in (bool, bool | None):
             p.add_argument(
                 _option(f.name),

@@ -357,6 +357,22 @@ BENCHMARK_METRICS = Contract(
     "a benchmark-score output",
 )
 
+INTERVALS = Contract(
+    "intervals",
+    "intervals.parquet",
+    (
+        col("table", STR),
+        col("kind", STR),  # "mean", or "minus <baseline>" for a paired difference
+        col("retriever", STR),
+        col("metric", STR),
+        col("estimate", FLOAT),
+        col("ci_low", FLOAT),
+        col("ci_high", FLOAT),
+        col("tied", BOOL, required=False),
+    ),
+    "a report or benchmark-score output",
+)
+
 # Files that name papers to encode in a target folder, with their id columns, in order.
 PAPERS_TO_ENCODE = Contract(
     "papers to encode", "papers_to_encode.parquet", (col("paper_id", STR),), "a list of paper ids"

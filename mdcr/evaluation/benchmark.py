@@ -81,6 +81,7 @@ def benchmark_pipeline(
         bench = "@import"
     splits = list(req.splits)
     ranks: list[tuple[str, str]] = []
+    parts: list[str] = []
     for i, (name, spec) in enumerate(req.named()):
         rank_id = f"rank_{i}_{safe_id(name)}"
         if is_fused(spec):  # its step comes after those of the ranks it fuses
@@ -107,23 +108,32 @@ def benchmark_pipeline(
         steps.append(step("rank_scores", "benchmark-rank", values))
         ranks.append((req.name or req.scores.stem, "rank_scores"))
     if any(is_fused(spec) for _, spec in req.named()):
-        earlier = earlier_ranks(store, path) if store is not None and made else {}
+        known = path if made else _built(steps[0], store)  # the import this run uses
+        earlier = earlier_ranks(store, known) if store is not None and known else {}
         named = [*req.named(), *([(ranks[-1][0], "scores")] if req.scores is not None else [])]
-        steps += [
-            step(*s)
-            for s in fused_steps(
-                named, dict(ranks), earlier, f"benchmark '{path}'", "benchmark-fuse"
-            )
-        ]
+        fused = fused_steps(named, dict(ranks), earlier, f"benchmark '{path}'", "benchmark-fuse")
+        steps += [step(*s) for s in fused]
+        # The retrievers fused from earlier ranks are scored beside the fused one.
+        parts = [r for _, _, values in fused for r in values["ranks"] if not r.startswith("@")]
     score = {
         "benchmark": bench,
-        "ranks": [f"@{r}" for _, r in ranks],
+        "ranks": [f"@{r}" for _, r in ranks] + list(dict.fromkeys(parts)),
         "splits": splits,
         "ties": req.ties,
         "by_type": req.by_type,
     }
     steps.append(step("score", "benchmark-score", score))
     return Pipeline("evaluate", Path("evaluate"), None, tuple(steps)), ranks
+
+
+def _built(import_step: Step, store: Store | None) -> Path | None:
+    """The output ``import_step`` would make, where an earlier command built it."""
+    from mdcr.core.inputs import resolve_inputs
+
+    if store is None:
+        return None
+    planned = store.plan(import_step.spec, import_step.cfg, resolve_inputs(import_step.cfg), {})
+    return planned.folder if store.is_done(planned.folder, planned.fingerprint) else None
 
 
 def evaluate_benchmark(req: EvaluateRequest, store: Store, *, quiet: bool = False) -> Evaluated:

@@ -98,7 +98,7 @@ def earlier_ranks(store: Store, benchmark: Path) -> dict[str, Path]:
     fp = artifact_fingerprint(benchmark)
     dated: list[tuple[str, str, Path]] = []
     for stage in ("benchmark-rank", "benchmark-fuse"):
-        for out in store.find(stage, benchmark_fingerprint=fp):
+        for out in store.find(stage, RankInfo, benchmark_fingerprint=fp):
             started = str(out.manifest.get("timings", {}).get("started", ""))
             dated.append((started, RankInfo.of(out).retriever, out.path))
     return {name: path for _, name, path in sorted(dated, key=lambda d: (d[0], str(d[2])))}

@@ -1,15 +1,15 @@
 """Intervals, differences against the baseline, tied groups and the MDE on an MDCR
-benchmark, from a benchmark-score output's per-query values (``per_query.parquet``, the
-full candidate lists): for the pools report's MDCR section and for ``mdcr evaluate``'s
-summary on a benchmark.
+benchmark, from benchmark-score's per-query values (the full candidate lists): drawn by
+benchmark-score into its own report and ``intervals.parquet`` (:func:`annotate_split`),
+and, for a benchmark-score output written before it drew them, by the pools report
+(:func:`annotate_benchmark`) and ``mdcr evaluate``'s summary (:func:`benchmark_cells`).
 
 A field's value is the mean of its queries (one stratum); the macro average AVG is the
 mean over the fields (each field a stratum, weight 1/F), so each interval is centred on
 the number the tables print (:mod:`mdcr.scoring.intervals`). Tied groups come from paired
 tests per field and, for AVG, over every field's queries pooled (as the pools report's
 field tables and benchmark-score's own tests), corrected together over one measure's
-table of one split. benchmark-score's outputs are left as they are (its fingerprint and
-files do not change): the report adds to the copy of its tables it shows.
+table of one split.
 """
 
 from __future__ import annotations
@@ -120,48 +120,59 @@ def benchmark_cells(
 
 def annotate_benchmark(c: Any, section: Section, scored: Path) -> None:
     """Add intervals to the MDCR section of the pools report (``c``: its
-    :class:`~mdcr.scoring.report_sections.Context`): for each measure of each split's
-    Table 3 and nDCG tables, tied groups (bold and a dagger) and the MDE under the table,
-    and a ``mdcr_<split>_<measure>_ci`` companion after it (each field's and AVG's mean
-    with its interval, then each retriever's difference from the baseline with its
-    interval and adjusted p); the rows go into the report's ``intervals.parquet``."""
+    :class:`~mdcr.scoring.report_sections.Context`) made from a benchmark-score output
+    that has none of its own (written before benchmark-score drew them): each split's
+    subsection as :func:`annotate_split` does, with the report's paired tests."""
     from mdcr.contracts.artifacts import BENCHMARK_METRICS
-    from mdcr.contracts.paper import MDCR_RECALL_K
     from mdcr.core.manifests import read_manifest
-    from mdcr.measures import registry as measures
-    from mdcr.scoring.published import label_for, order_retrievers
 
     per_query = BENCHMARK_METRICS.read_pandas(scored)
     info = (read_manifest(scored) or {}).get("info", {})
     identities = info.get("retriever_identities", {})
+    for sub in section.subsections:
+        annotate_split(c, sub, sub.heading, per_query, identities)
+
+
+def annotate_split(
+    c: Any, section: Section, split: str, per_query: pd.DataFrame, identities: dict[str, Any]
+) -> None:
+    """Add intervals to one split's MDCR tables (``c``: a
+    :class:`~mdcr.scoring.report_sections.Context` whose ``cfg`` holds the paired tests and
+    the baseline): for each measure of the split's Table 3 and nDCG tables, tied groups
+    (bold and a dagger) and the MDE under the table, and a ``mdcr_<split>_<measure>_ci``
+    companion after it (each field's and AVG's mean with its interval, then each
+    retriever's difference from the baseline with its interval and adjusted p); the rows
+    go into ``c.intervals``. ``per_query``: benchmark-score's per-query values."""
+    from mdcr.contracts.paper import MDCR_RECALL_K
+    from mdcr.measures import registry as measures
+    from mdcr.scoring.published import label_for, order_retrievers
+
     tests = PairedTests(
         tuple(c.cfg.stat_tests), c.cfg.correction, c.cfg.alpha, c.cfg.permutations, c.cfg.seed
     )
-    for sub in section.subsections:
-        split = sub.heading
-        names = sorted(per_query.loc[per_query["split"] == split, "retriever"].unique())
-        if not names:
+    names = sorted(per_query.loc[per_query["split"] == split, "retriever"].unique())
+    if not names:
+        return
+    bc = dataclasses.replace(c, retrievers=order_retrievers(names))
+    labels = {r: label_for(r, identities.get(r)) for r in bc.retrievers}
+    shown: list[Table] = []
+    for table in section.tables:
+        shown.append(table)
+        if table.name.endswith(f"_{split}_table3"):
+            metrics = [measures.MAP.name(None), measures.RECALL.name(MDCR_RECALL_K)]
+        elif table.name.endswith(f"_{split}_ndcg"):
+            metrics = [measures.NDCG.name(None)]
+        else:
             continue
-        bc = dataclasses.replace(c, retrievers=order_retrievers(names))
-        labels = {r: label_for(r, identities.get(r)) for r in bc.retrievers}
-        shown: list[Table] = []
-        for table in sub.tables:
-            shown.append(table)
-            if table.name == f"mdcr_{split}_table3":
-                metrics = [measures.MAP.name(None), measures.RECALL.name(MDCR_RECALL_K)]
-            elif table.name == f"mdcr_{split}_ndcg":
-                metrics = [measures.NDCG.name(None)]
-            else:
-                continue
-            for metric in metrics:
-                shown.append(_measure(bc, table, per_query, split, metric, tests, labels))
-            if any(cell.tied for cell in table.cells.values()):
-                table.notes.append(
-                    "Bold with †: not significantly worse than the best of its field or AVG "
-                    f"(bold) after the {tests.correction} correction ({tests.stat_tests[0]} "
-                    "test, per field; AVG over all fields' queries): the tied group."
-                )
-        sub.tables = shown
+        for metric in metrics:
+            shown.append(_measure(bc, table, per_query, split, metric, tests, labels))
+        if any(cell.tied for cell in table.cells.values()):
+            table.notes.append(
+                "Bold with †: not significantly worse than the best of its field or AVG "
+                f"(bold) after the {tests.correction} correction ({tests.stat_tests[0]} "
+                "test, per field; AVG over all fields' queries): the tied group."
+            )
+    section.tables = shown
 
 
 def _measure(

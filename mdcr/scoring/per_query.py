@@ -156,20 +156,27 @@ def pools_rows(per_query: pd.DataFrame, pools: Path) -> pd.DataFrame:
 def benchmark_rows(folder: Path) -> pd.DataFrame:
     """The rows of a benchmark-score output (every candidate: subset ``all``), with the
     facts of its benchmark and, for one mdcr built, its corpus."""
-
-    from mdcr.contracts.artifacts import BENCHMARK, BENCHMARK_METRICS
+    from mdcr.contracts.artifacts import BENCHMARK_METRICS
     from mdcr.contracts.outputs import input_paths
-    from mdcr.contracts.paper import MDCR_POSITIVE
 
-    values = BENCHMARK_METRICS.read_pandas(folder)
-    values = values[values["subset"] == "all"].astype({"query_id": str})
     found = input_paths(folder, "benchmark")
     if not found or not found[0].is_dir():
         raise InputDataError(
             f"benchmark-score output '{folder}': its benchmark is not found; per-query facts "
             "need it (build or import the benchmark again)"
         )
-    bench = BENCHMARK.read_pandas(found[0]).astype({"query_id": str})
+    return benchmark_values_rows(BENCHMARK_METRICS.read_pandas(folder), found[0])
+
+
+def benchmark_values_rows(per_query: pd.DataFrame, benchmark: Path) -> pd.DataFrame:
+    """Per-query values on a benchmark (benchmark-score's ``per_query.parquet``; only the
+    ``all`` subset is kept) with the facts of ``benchmark`` and, for one mdcr built, its
+    corpus."""
+    from mdcr.contracts.artifacts import BENCHMARK, PAPERS
+    from mdcr.contracts.paper import MDCR_POSITIVE
+
+    values = per_query[per_query["subset"] == "all"].astype({"query_id": str})
+    bench = BENCHMARK.read_pandas(benchmark).astype({"query_id": str})
     positives = (
         bench.assign(pos=bench["candidate_type"] == MDCR_POSITIVE)
         .groupby(["split", "field", "query_id"], sort=False)["pos"]
@@ -178,8 +185,9 @@ def benchmark_rows(folder: Path) -> pd.DataFrame:
         .reset_index()
     )
     rows = values.merge(positives, on=["split", "field", "query_id"], how="left")
-    own = _papers(found[0], set(rows["query_id"]))[["paper_id", "title", "text_chars"]]
-    facts = _papers(_corpus_or_own(found[0]), set(rows["query_id"]))
+    held = benchmark if PAPERS.exists(benchmark) else None  # an import may hold no texts
+    own = _papers(held, set(rows["query_id"]))[["paper_id", "title", "text_chars"]]
+    facts = _papers(_corpus_or_own(benchmark), set(rows["query_id"]))
     facts = facts.drop(columns=["title", "text_chars"]).merge(own, on="paper_id", how="outer")
     rows = rows.merge(facts.rename(columns={"paper_id": "query_id"}), on="query_id", how="left")
     rows = rows.assign(

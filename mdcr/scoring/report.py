@@ -25,6 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from mdcr.contracts.artifacts import INTERVALS
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError, ManifestMismatchError
 from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
@@ -315,7 +316,8 @@ def _methods_lines(c: Context, scores: Scores) -> list[str]:
 
 def benchmark_section(folder: Path, splits: tuple[str, ...]) -> Section:
     """The MDCR benchmark's part of the report: a benchmark-score output's report model,
-    with its sections for the report's splits, one heading level down."""
+    with its sections (and their subsections) for the report's splits, one heading level
+    down."""
     from mdcr.contracts.outputs import stage_of
     from mdcr.core.fingerprints import artifact_fingerprint
     from mdcr.scoring.document import Section, read_report
@@ -327,17 +329,60 @@ def benchmark_section(folder: Path, splits: tuple[str, ...]) -> Section:
         )
     model = read_report(folder)
     intro = [f"From `{folder}` (benchmark-score `{artifact_fingerprint(folder)}`).", ""]
+
+    def kept(sections: list[Section]) -> list[Section]:
+        for s in sections:
+            s.subsections = kept(s.subsections)
+        return [s for s in sections if s.heading not in SPLITS or s.heading in splits]
+
     return Section(
-        "MDCR benchmark",
-        intro=[*intro, *model.preamble],
-        subsections=[s for s in model.sections if s.heading not in SPLITS or s.heading in splits],
+        "MDCR benchmark", intro=[*intro, *model.preamble], subsections=kept(model.sections)
     )
+
+
+def include_benchmark(c: Context, section: Section, folder: Path, number: int) -> None:
+    """Make ``section`` (:func:`benchmark_section` of ``folder``, the report's ``number``-th
+    benchmark) the report's own: its plots copied under ``plots/`` as ``mdcr_<name>``, its
+    table names (and their files) ``mdcr<number>_…`` from the second benchmark on, and its
+    intervals (benchmark-score's ``intervals.parquet``) added to the report's. A
+    benchmark-score output written before benchmark-score drew intervals gets them here,
+    with the report's paired tests (:func:`~mdcr.scoring.benchmark_intervals.annotate_benchmark`).
+    """
+    import shutil
+
+    from mdcr.scoring.benchmark_intervals import annotate_benchmark
+
+    prefix = "mdcr_" if number == 1 else f"mdcr{number}_"
+
+    def renamed(name: str) -> str:
+        return prefix + name.removeprefix("mdcr_")
+
+    def walk(s: Section) -> None:
+        for t in s.tables:
+            t.name = renamed(t.name)
+        plots = []
+        for p in s.plots:
+            target = c.out / "plots" / f"{prefix}{Path(p).name}"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(folder / p, target)
+            plots.append(target.relative_to(c.out).as_posix())
+        s.plots = plots
+        for sub in s.subsections:
+            walk(sub)
+
+    if INTERVALS.exists(folder):
+        rows = INTERVALS.read_pandas(folder)
+        splits = {s.heading for s in section.subsections}
+        rows = rows[rows["split"].isin(splits)]
+        c.intervals.append(rows.assign(table=rows["table"].map(renamed)))
+    else:
+        annotate_benchmark(c, section, folder)
+    walk(section)
 
 
 def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     from mdcr.measures.registry import sort_key as metric_sort_key
     from mdcr.scoring.aggregate import over_reps, query_means
-    from mdcr.scoring.benchmark_intervals import annotate_benchmark
     from mdcr.scoring.document import Report, Section, write_report
     from mdcr.scoring.intervals import IntervalOptions
     from mdcr.scoring.per_query import pools_of, pools_rows
@@ -395,9 +440,9 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
         c, pools_rows(per_query, pools_of(folders[0])), [s for s in SPLITS if s in cfg.splits]
     )
     report.sections += [wins] if wins is not None else []
-    for folder in ctx.inputs.get("benchmark") or []:
+    for number, folder in enumerate(ctx.inputs.get("benchmark") or [], start=1):
         report.sections.append(benchmark_section(folder, cfg.splits))
-        annotate_benchmark(c, report.sections[-1], folder)  # intervals, tied groups, MDE
+        include_benchmark(c, report.sections[-1], folder, number)
     report.file_tables = c.file_tables
     sig = _write_significance(c, ctx)
     write_intervals(c.intervals, ctx)
@@ -487,11 +532,12 @@ def plan_report(
 SPEC = register(
     StageSpec(
         name="report",
-        version="5",
+        version="6",
         config=ReportConfig,
         run=run_report,
         plan=plan_report,
         help="paper-style tables, significance tests, plots and the paper comparison",
         main_output="report.md",
+        writes=(INTERVALS,),
     )
 )

@@ -216,10 +216,12 @@ def write_intervals(frames: Sequence[pd.DataFrame], ctx: Any) -> None:
     """Every table's intervals in intervals.parquet and tables/intervals.csv."""
     import pandas as pd
 
+    from mdcr.contracts.artifacts import INTERVALS
+
     if not frames:
         return
     out = pd.concat(list(frames), ignore_index=True)
     if "tied" in out:
         out["tied"] = out["tied"].astype("boolean")
-    out.to_parquet(ctx.output("intervals.parquet", rows=len(out)), index=False)
+    INTERVALS.write(ctx, out)
     out.to_csv(ctx.output("tables/intervals.csv"), index=False)

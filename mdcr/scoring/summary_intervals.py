@@ -1,11 +1,12 @@
 """The interval columns of an evaluation's summary frame (``ci_low``, ``ci_high``, percent,
 and ``tied``), for :mod:`mdcr.evaluation.result`, and their text in what it prints.
 
-On pools they are the report's own (its ``intervals.parquet``: the same resamples, seed
-and method as its tables); on a benchmark they are drawn here from the benchmark-score
-output's per-query values with the report's default interval parameters (a field's
-queries as one stratum, the macro average with the fields as strata) and ``tied`` from
-benchmark-score's own paired tests (:mod:`mdcr.scoring.benchmark_intervals`).
+They are the result's own, from its ``intervals.parquet``: the report's on pools, and
+benchmark-score's on a benchmark (the same resamples, seed and method as its tables). A
+benchmark-score output written before benchmark-score drew intervals has none: they are
+drawn here from its per-query values with the default interval parameters (a field's
+queries as one stratum, the macro average with the fields as strata) and ``tied`` from its
+own paired tests (:mod:`mdcr.scoring.benchmark_intervals`).
 """
 
 from __future__ import annotations
@@ -27,13 +28,18 @@ def with_intervals(summary: pd.DataFrame, result: Path) -> pd.DataFrame:
     where a row has none: the expected-chance row, a left-out AVG)."""
     import pandas as pd
 
+    from mdcr.contracts.artifacts import INTERVALS
+    from mdcr.contracts.outputs import stage_of
+
     summary = summary.drop(columns=[c for c in ("ci_low", "ci_high", "tied") if c in summary])
-    if (result / "intervals.parquet").exists():
-        found = _pools(pd.read_parquet(result / "intervals.parquet"))
-        keys = ["retriever", "setup", "split", "field", "pool_size", "measure"]
-    else:
+    if stage_of(result) == "benchmark-score":
         found = _benchmark(result)
         keys = ["retriever", "split", "field", "measure"]
+    elif INTERVALS.exists(result):
+        found = _pools(INTERVALS.read_pandas(result))
+        keys = ["retriever", "setup", "split", "field", "pool_size", "measure"]
+    else:
+        found = pd.DataFrame()
     if found.empty:
         return summary.assign(ci_low=math.nan, ci_high=math.nan, tied=None)
     found = found.assign(ci_low=found["ci_low"] * SCALE, ci_high=found["ci_high"] * SCALE)
@@ -70,13 +76,18 @@ def _pools(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _benchmark(scored: Path) -> pd.DataFrame:
     """Per field and the macro average of each retriever, split and measure, with the tied
-    groups of benchmark-score's own paired tests (its tests, correction, alpha and seed)."""
-    from mdcr.contracts.artifacts import BENCHMARK_METRICS
+    groups of benchmark-score's own paired tests (its tests, correction, alpha and seed):
+    its ``intervals.parquet``, else drawn here."""
+    from mdcr.contracts.artifacts import BENCHMARK_METRICS, INTERVALS
     from mdcr.measures.registry import shown_name
     from mdcr.scoring.benchmark_intervals import benchmark_cells, scored_tests
     from mdcr.scoring.comparison_params import IntervalParams
     from mdcr.scoring.intervals import IntervalOptions
 
+    if INTERVALS.exists(scored):
+        frame = INTERVALS.read_pandas(scored)
+        means = frame[frame["kind"] == "mean"]
+        return means.assign(measure=means["metric"].map(lambda m: shown_name(str(m))))
     tests = scored_tests(scored)
     defaults = IntervalParams()
     options = IntervalOptions(defaults.resamples, tests.seed, defaults.interval_method)

@@ -1,13 +1,14 @@
-"""The report's "Where the encoders win and lose" section: each retriever's per-query
-difference against the baseline (BM25, the report's baseline), by the query's field, by
-its year and by its number of positives, as plots, and the largest wins and losses with
-the queries' titles.
+"""The "Where the encoders win and lose" section of the pools report and of
+benchmark-score's report: each retriever's per-query difference against the baseline (the
+report's ``baseline``, BM25 by default), by the query's field, by its year and by its
+number of positives, as plots, and the largest wins and losses with the queries' titles.
 
-A unit is a query of a setup (a dataset-level pool size, or a field): its value is the
-mean over the repetitions it was scored in, as the significance tests pair them
-(:func:`mdcr.scoring.aggregate.query_means`); the difference is the retriever's value minus
-the baseline's on the same unit, for the report's first measure (MAP). The facts come
-from :mod:`mdcr.scoring.per_query`.
+On pools a unit is a query of a setup (a dataset-level pool size, or a field): its value
+is the mean over the repetitions it was scored in, as the significance tests pair them
+(:func:`mdcr.scoring.aggregate.query_means`). On a benchmark a unit is a query of a split
+(its field's, on its whole candidate list). The difference is the retriever's value minus
+the baseline's on the same unit, for the first measure (MAP). The facts come from
+:mod:`mdcr.scoring.per_query`.
 """
 
 from __future__ import annotations
@@ -138,7 +139,10 @@ def _cell(text: object) -> str:
 
 def _unit_label(r: pd.Series) -> str:
     from mdcr.contracts.paper import field_abbreviation, size_label
+    from mdcr.scoring.per_query import MDCR_SETUP
 
+    if r["setup"] == MDCR_SETUP:
+        return f"MDCR {field_abbreviation(str(r['field']))}" if r["field"] else "MDCR"
     if r["setup"] == "field":
         return f"field {field_abbreviation(str(r['field']))}"
     if pd.notna(r["pool_size"]):
@@ -184,31 +188,45 @@ def _count_lines(diffs: pd.DataFrame, retrievers: Sequence[str], baseline: str) 
     return out
 
 
+POOLS_UNITS = (
+    "a query of a dataset-level pool size or of a field, averaged over its repetitions, as "
+    "the significance tests pair them"
+)
+BENCHMARK_UNITS = "a query of the benchmark, ranked among its whole candidate list"
+
+
 def wins_losses_section(
-    c: Context, rows: pd.DataFrame, splits: Sequence[str], baseline: str = BASELINE
+    c: Context, rows: pd.DataFrame, splits: Sequence[str], *, on_benchmark: bool = False
 ) -> Section | None:
-    """The section for the reported ``splits`` (None when the baseline is not reported or
-    no other retriever is); ``rows``: :func:`mdcr.scoring.per_query.pools_rows` of the
-    report's per-query values."""
+    """The section for the reported ``splits``, against ``c.cfg.baseline`` (None when the
+    baseline is not reported or no other retriever is); ``rows``: per-query rows with
+    their facts (:func:`mdcr.scoring.per_query.pools_rows` or, ``on_benchmark``,
+    :func:`mdcr.scoring.per_query.benchmark_values_rows`)."""
     from mdcr.measures.registry import label as metric_label
     from mdcr.scoring.document import Section
 
+    baseline = c.cfg.baseline
     others = [r for r in c.retrievers if r != baseline]
     if baseline not in c.retrievers or not others or not c.metrics:
         return None
     metric = c.metrics[0]
     name = metric_label(metric)
+    field_note = (
+        "the query's field"
+        if on_benchmark
+        else "the pool's, on dataset-level pools the query paper's first field"
+    )
     s = Section(
         "Where the encoders win and lose",
         intro=[
             f"Per-query {name} of each retriever minus `{baseline}`'s on the same query "
-            "(a query of a dataset-level pool size or of a field, averaged over its "
-            "repetitions, as the significance tests pair them), by the query's field, year "
-            "and number of positives (the mean difference x100 per group; field: the "
-            "pool's, on dataset-level pools the query paper's first field). Every query's "
-            "values and facts: `mdcr export --per-query`."
+            f"({BENCHMARK_UNITS if on_benchmark else POOLS_UNITS}), by the query's field, "
+            "year and number of positives (the mean difference x100 per group; field: "
+            f"{field_note}; `?`: a fact the inputs do not hold). Every query's values and "
+            "facts: `mdcr export --per-query`."
         ],
     )
+    where = "MDCR " if on_benchmark else ""
     for split in splits:
         diffs = differences(rows[rows["split"] == split], metric, baseline)
         if diffs.empty:
@@ -224,7 +242,7 @@ def wins_losses_section(
                 baseline,
                 c.out / "plots",
                 f"wins_losses_{split}",
-                f"{name} against {baseline} per query, {split} split",
+                f"{name} against {baseline} per query, {where}{split} split",
             )
         )
         sub.body = [

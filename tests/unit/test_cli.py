@@ -36,6 +36,19 @@ def test_stage_help_shows_defaults(capsys) -> None:
     assert "--n N" in out and "default: 5" in out and "--label" in out
 
 
+@pytest.mark.parametrize("name", sorted(n for n in stages() if not n.startswith("toy")))
+def test_every_stage_help_prints_its_keys(name: str, capsys) -> None:
+    """A help text with '%' (a "95% interval") once broke argparse's help."""
+    spec = stages()[name]
+    with pytest.raises(SystemExit) as done:
+        main([*spec.words, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "--config FILE" in out and "default:" in out
+    if name in ("report", "benchmark-score"):
+        assert "resamples of each 95% interval" in " ".join(out.split())
+
+
 def test_stage_runs_and_reruns_up_to_date(tmp_path: Path, capsys) -> None:
     assert main(["toy-source", "--n", "3", "--home", str(tmp_path)]) == 0
     first = capsys.readouterr()

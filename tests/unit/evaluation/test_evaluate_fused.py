@@ -76,3 +76,34 @@ def test_an_unknown_retriever_in_a_fuse_spec_is_one_line(tmp_path: Path) -> None
     req = EvaluateRequest(encoders=("fuse:bm25+nothing",), pools=pools)
     with pytest.raises(ConfigError, match="no retriever 'bm25' in this evaluation"):
         run_request(req, Store(home), quiet=True)
+
+
+def test_fused_retriever_on_a_benchmark_fuses_earlier_ranks(tmp_path: Path) -> None:
+    """The retrievers of a fuse spec ranked by an earlier command on the same benchmark
+    are found again (their newest rank outputs) and fused, nothing ranked anew."""
+    from mdcr.cli import main
+    from tests.unit.ecosystem.helpers import FIXTURE
+
+    home = tmp_path / "home"
+    args = ["evaluate", "--benchmark", str(FIXTURE), "--home", str(home), "-q"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        first = ["--encoder", "random", "--encoder", "rnd1=random", "--encode-set", "rnd1.seed=1"]
+        assert main([*args, *first]) == 0
+    ranks = {p.name for p in (home / "benchmark-rank").iterdir()}
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main([*args, "--encoder", "fuse:random+rnd1"]) == 0
+    assert {p.name for p in (home / "benchmark-rank").iterdir()} == ranks  # none ranked anew
+    (fused,) = [p for p in (home / "benchmark-fuse").iterdir() if (p / "manifest.json").exists()]
+    info = read_manifest(fused)["info"]  # type: ignore[index]
+    assert info["retriever"] == "random+rnd1"
+    assert {Path(r["path"]).name for r in info["fused"]} <= ranks
+    header = next(x for x in buf.getvalue().splitlines() if x.startswith("MAP × 100, test"))
+    assert header.split()[-3:] == ["random+rnd1", "rnd1", "random"]  # its parts beside it
+    score = read_manifest(home / "benchmark-score" / _last(buf.getvalue()))
+    assert score["info"]["retrievers"] == ["random+rnd1", "random", "rnd1"]  # type: ignore[index]
+
+
+def _last(printed: str) -> str:
+    """The benchmark-score fingerprint of the report path printed last."""
+    return Path(printed.strip().splitlines()[-1].removeprefix("report: ")).parent.name
