@@ -117,3 +117,50 @@ def test_mteb_results_export_of_the_fused_retriever(fused: dict[str, Any], tmp_p
     for metric, key in {"map@500": "map_at_500", "ndcg@500": "ndcg_at_500"}.items():
         assert abs(stored[key] - mine[metric]) <= 1e-6  # files keep 6 decimals
     assert json.loads((folder / "model_meta.json").read_text())["name"] == "bm25+random"
+
+
+def test_the_report_on_beir_has_scipy_intervals_tied_groups_and_the_wins(
+    fused: dict[str, Any],
+) -> None:
+    """On an imported BEIR dataset (one pool, one repetition) each mean's interval is
+    scipy's BCa bootstrap of its per-query values, each difference from bm25 scipy's on
+    the paired differences; the report marks the tied group and counts wins and losses."""
+    import numpy as np
+    import scipy.stats as st
+
+    from mdcr.contracts.artifacts import INTERVALS
+
+    (report,) = _finished(fused["home"], "report")
+    rows = INTERVALS.read_pandas(report)
+    pq = fused["per_query"][fused["per_query"]["metric"] == "map@500"]
+    values = {r: g.set_index("query_id")["value"].sort_index() for r, g in pq.groupby("retriever")}
+
+    def scipy_ci(v: np.ndarray) -> tuple[float, float]:
+        ci = st.bootstrap(
+            (v,), np.mean, n_resamples=2000, method="BCa", rng=np.random.default_rng(42)
+        ).confidence_interval
+        return float(ci.low), float(ci.high)
+
+    table = rows[(rows["metric"] == "map@500") & (rows["setup"] == "dataset")]
+    checked = 0
+    for r in table.to_dict("records"):
+        v = values[r["retriever"]]
+        if r["kind"] == "minus bm25":
+            v = v - values["bm25"]
+        else:
+            assert r["kind"] == "mean"
+        low, high = scipy_ci(v.to_numpy())
+        assert (r["estimate"], r["ci_low"], r["ci_high"]) == pytest.approx(
+            (v.mean(), low, high), rel=1e-12, abs=1e-15
+        )
+        checked += 1
+    assert checked == 3 + 2  # three means, two differences from bm25
+    means = table[table["kind"] == "mean"].set_index("retriever")
+    assert bool(means.loc[means["estimate"].idxmax(), "tied"])
+    text = (report / "report.md").read_text()
+    assert "## Where the encoders win and lose" in text
+    d = values["bm25+random"] - values["bm25"]
+    assert (
+        f"- `bm25+random` against `bm25`: better on {(d > 0).sum()}, equal on "
+        f"{(d == 0).sum()}, worse on {(d < 0).sum()} of {len(d)} queries."
+    ) in text
