@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from mdcr.contracts.facts import BenchmarkOrigin, RankInfo
     from mdcr.scoring.document import Section
-    from mdcr.scoring.report_sections import Context
+    from mdcr.scoring.report_context import Context
 
 OFFICIAL_JSON = "official.json"
 SIGNIFICANCE = "significance.parquet"
@@ -260,19 +260,12 @@ def _interval_context(cfg: BenchScoreConfig, ranks: list[Ranked], ctx: StageCont
     from mdcr.measures import registry as measures
     from mdcr.scoring.intervals import IntervalOptions
     from mdcr.scoring.published import order_retrievers
-    from mdcr.scoring.report_sections import Context, SectionOptions
+    from mdcr.scoring.report_context import Context, SectionOptions
 
-    options = SectionOptions(
-        cfg.stat_tests,
-        cfg.correction,
-        cfg.alpha,
-        cfg.permutations,
-        cfg.seed,
-        chance_rows=False,
-        baseline=cfg.baseline,
-    )
     names = order_retrievers(sorted(r.name for r in ranks))
-    c = Context(options, names, {}, [measures.MAP.name(None)], ctx.out)
+    c = Context(
+        SectionOptions.of(cfg, chance_rows=False), names, {}, [measures.MAP.name(None)], ctx.out
+    )
     c.interval_options = IntervalOptions(cfg.resamples, cfg.seed, cfg.interval_method)
     return c
 

@@ -120,7 +120,7 @@ def benchmark_cells(
 
 def annotate_benchmark(c: Any, section: Section, scored: Path) -> None:
     """Add intervals to the MDCR section of the pools report (``c``: its
-    :class:`~mdcr.scoring.report_sections.Context`) made from a benchmark-score output
+    :class:`~mdcr.scoring.report_context.Context`) made from a benchmark-score output
     that has none of its own (written before benchmark-score drew them): each split's
     subsection as :func:`annotate_split` does, with the report's paired tests."""
     from mdcr.contracts.artifacts import BENCHMARK_METRICS
@@ -137,7 +137,7 @@ def annotate_split(
     c: Any, section: Section, split: str, per_query: pd.DataFrame, identities: dict[str, Any]
 ) -> None:
     """Add intervals to one split's MDCR tables (``c``: a
-    :class:`~mdcr.scoring.report_sections.Context` whose ``cfg`` holds the paired tests and
+    :class:`~mdcr.scoring.report_context.Context` whose ``cfg`` holds the paired tests and
     the baseline): for each measure of the split's Table 3 and nDCG tables, tied groups
     (bold and a dagger) and the MDE under the table, and a ``mdcr_<split>_<measure>_ci``
     companion after it (each field's and AVG's mean with its interval, then each

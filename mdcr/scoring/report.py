@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from mdcr.scoring.document import Report, Section
-    from mdcr.scoring.report_sections import Context
+    from mdcr.scoring.report_context import Context
 
 SPLITS = ("val", "test")
 
@@ -382,13 +382,13 @@ def include_benchmark(c: Context, section: Section, folder: Path, number: int) -
 
 def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     from mdcr.measures.registry import sort_key as metric_sort_key
-    from mdcr.scoring.aggregate import over_reps, query_means
+    from mdcr.scoring.aggregate import CHANCE_ROW, over_reps, query_means
     from mdcr.scoring.document import Report, Section, write_report
     from mdcr.scoring.intervals import IntervalOptions
     from mdcr.scoring.per_query import pools_of, pools_rows
     from mdcr.scoring.published import order_retrievers
+    from mdcr.scoring.report_context import Context, SectionOptions, letters_for
     from mdcr.scoring.report_intervals import pool_values, write_intervals
-    from mdcr.scoring.report_sections import CHANCE_ROW, Context, SectionOptions, letters_for
     from mdcr.scoring.wins_losses import wins_losses_section
 
     folders = ctx.inputs.get("scores") or []
@@ -400,16 +400,13 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     per_query = scores.per_query[scores.per_query["pool_id"].isin(pools)]
     retrievers = order_retrievers(sorted(per_pool["retriever"].unique()))
     metrics = sorted(per_pool["metric"].unique(), key=metric_sort_key)
-    options = SectionOptions(
-        cfg.stat_tests,
-        cfg.correction,
-        cfg.alpha,
-        cfg.permutations,
-        cfg.seed,
-        cfg.chance_rows,
-        cfg.baseline,
+    c = Context(
+        SectionOptions.of(cfg, chance_rows=cfg.chance_rows),
+        retrievers,
+        letters_for(retrievers),
+        metrics,
+        ctx.out,
     )
-    c = Context(options, retrievers, letters_for(retrievers), metrics, ctx.out)
     c.identities = retriever_identities(scores)
     c.values = pool_values(per_query, scores.pool_meta)
     c.interval_options = IntervalOptions(cfg.resamples, cfg.seed, cfg.interval_method)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from mdcr.scoring.tables import Table
 
 Column = Callable[[tuple[Any, ...]], tuple[str, str]]
-Context = Any  # mdcr.scoring.report_sections.Context (which calls this module)
+Context = Any  # mdcr.scoring.report_context.Context (report_sections calls this module)
 
 
 def pool_values(per_query: pd.DataFrame, pool_meta: pd.DataFrame) -> pd.DataFrame:

@@ -8,15 +8,14 @@ folded table of the section.
 
 from __future__ import annotations
 
-import string
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mdcr.contracts.paper import field_abbreviation, size_label
 from mdcr.scoring.aggregate import CHANCE_ROW
 from mdcr.scoring.document import Section
 from mdcr.scoring.published import field_order, paper_retrievers
+from mdcr.scoring.report_context import Context
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -25,49 +24,6 @@ if TYPE_CHECKING:
 
 RANDOM = "random"
 DETAIL_LIMIT = 80  # comparisons listed in report.md per table; all are in the CSV
-
-
-def letters_for(retrievers: list[str]) -> dict[str, str]:
-    abc = string.ascii_lowercase
-    return {r: abc[i] if i < len(abc) else f"r{i + 1}" for i, r in enumerate(retrievers)}
-
-
-@dataclass(frozen=True)
-class SectionOptions:
-    """The report options the sections follow (from the report stage's config)."""
-
-    stat_tests: tuple[str, ...] = ("fisher", "student")
-    correction: str = "holm"
-    alpha: float = 0.05
-    permutations: int = 10000
-    seed: int = 42
-    chance_rows: bool = True
-    baseline: str = "bm25"
-
-
-@dataclass
-class Context:
-    """What every section builder needs: the options, retrievers, metrics and the output."""
-
-    cfg: SectionOptions
-    retrievers: list[str]
-    letters: dict[str, str]
-    metrics: list[str]
-    out: Path
-    # Every section's pairwise comparisons, for significance.parquet and the CSV.
-    significance: list[pd.DataFrame] = field(default_factory=list)
-    # Tables only written under tables/ (full versions of tables shown in part).
-    file_tables: list[Table] = field(default_factory=list)
-    # Each retriever's registry identity (mdcr.retrievers.identity); None: not a built-in entry.
-    identities: dict[str, Any] = field(default_factory=dict)
-    # Per-query values with their pools' keys (intervals), how intervals are drawn, and
-    # every table's intervals (mdcr.scoring.report_intervals), for intervals.parquet.
-    values: pd.DataFrame | None = None
-    interval_options: Any = None
-    intervals: list[pd.DataFrame] = field(default_factory=list)
-
-    def rel(self, paths: list[Path]) -> list[str]:
-        return [p.relative_to(self.out).as_posix() for p in paths]
 
 
 def _significance(

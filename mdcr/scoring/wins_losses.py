@@ -22,7 +22,7 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from mdcr.scoring.document import Section
-    from mdcr.scoring.report_sections import Context
+    from mdcr.scoring.report_context import Context
 
 BASELINE = "bm25"
 # Bins of the number of positives: (low, high), high None for no upper bound.

@@ -248,7 +248,7 @@ def test_the_pools_report_takes_the_mdcr_sections_as_benchmark_score_drew_them(
     """Two benchmark-score outputs in one report: their tables get distinct file names,
     their plots are copied beside the report, their intervals join the report's."""
     from mdcr.scoring.report import benchmark_section, include_benchmark
-    from mdcr.scoring.report_sections import Context, SectionOptions
+    from mdcr.scoring.report_context import Context, SectionOptions
 
     other = _rescored(scored["folder"], tmp_path / "home", baseline="random")
     c = Context(SectionOptions(), ["bm25"], {}, [], tmp_path / "out")
@@ -278,7 +278,7 @@ def test_an_mdcr_section_without_intervals_gets_the_same_ones_in_the_report(
     from mdcr.scoring.benchmark_intervals import annotate_benchmark
     from mdcr.scoring.intervals import IntervalOptions
     from mdcr.scoring.report import benchmark_section
-    from mdcr.scoring.report_sections import Context, SectionOptions
+    from mdcr.scoring.report_context import Context, SectionOptions
 
     c = Context(SectionOptions(), ["bm25"], {}, [], tmp_path)
     c.interval_options = IntervalOptions(2000, 42, "bca")

@@ -14,7 +14,7 @@ import pytest
 
 from mdcr.core.config import from_mapping
 from mdcr.core.errors import InputDataError
-from mdcr.scoring.report_sections import CHANCE_ROW
+from mdcr.scoring.aggregate import CHANCE_ROW
 from tests.unit.scoring.conftest import Built, make_runs, run_report, run_score
 from tests.unit.scoring.fakes import POOLS, FakePoolsConfig
 
@@ -237,7 +237,8 @@ def test_report_is_byte_identical_when_rebuilt(built: Built, report: Path, tmp_p
 def test_paper_section_field_level(tmp_path: Path) -> None:
     from mdcr.contracts.paper import FIELD_ABBREVIATIONS
     from mdcr.scoring.published import paper_values
-    from mdcr.scoring.report_sections import Context, SectionOptions, paper_section
+    from mdcr.scoring.report_context import Context, SectionOptions
+    from mdcr.scoring.report_sections import paper_section
 
     paper = paper_values()
     t2 = paper[(paper["table"] == "table2") & (paper["column"] != "AVG")]
