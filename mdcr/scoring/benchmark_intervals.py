@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,33 +24,24 @@ if TYPE_CHECKING:
 
     from mdcr.scoring.document import Section
     from mdcr.scoring.intervals import IntervalOptions
+    from mdcr.scoring.report_context import SectionOptions
     from mdcr.scoring.tables import Table
 
 AVG = "AVG"
 ALL = "all"  # benchmark-score's subset of the full candidate lists (mdcr.benchmark.scoring)
 
 
-@dataclass(frozen=True)
-class PairedTests:
-    """How the paired tests behind the tied groups run (a report's or benchmark-score's)."""
-
-    stat_tests: tuple[str, ...] = ("fisher", "student")
-    correction: str = "holm"
-    alpha: float = 0.05
-    permutations: int = 10000
-    seed: int = 42
-
-
-def scored_tests(scored: Path) -> PairedTests:
-    """The paired-test parameters a benchmark-score output was made with."""
+def scored_tests(scored: Path) -> SectionOptions:
+    """The paired-test parameters (and baseline) a benchmark-score output was made with."""
     from mdcr.core.manifests import read_manifest
+    from mdcr.scoring.report_context import SectionOptions
 
     params = (read_manifest(scored) or {}).get("params", {})
-    names = [f.name for f in dataclasses.fields(PairedTests)]
+    names = [f.name for f in dataclasses.fields(SectionOptions) if f.name != "chance_rows"]
     given = {k: params[k] for k in names if k in params}
     if "stat_tests" in given:
         given["stat_tests"] = tuple(given["stat_tests"])
-    return PairedTests(**given)
+    return SectionOptions(**given, chance_rows=False)
 
 
 def measure_units(per_query: pd.DataFrame, split: str, metric: str) -> pd.DataFrame:
@@ -66,7 +56,7 @@ def measure_units(per_query: pd.DataFrame, split: str, metric: str) -> pd.DataFr
 
 
 def field_comparisons(
-    units: pd.DataFrame, retrievers: Sequence[str], tests: PairedTests, table: str
+    units: pd.DataFrame, retrievers: Sequence[str], tests: SectionOptions, table: str
 ) -> pd.DataFrame:
     """Corrected pairwise comparisons per field and, as field ``AVG``, over all fields'
     queries pooled; ``attrs["units"]`` holds the units they paired."""
@@ -88,7 +78,7 @@ def field_comparisons(
 
 
 def benchmark_cells(
-    per_query: pd.DataFrame, tests: PairedTests, options: IntervalOptions
+    per_query: pd.DataFrame, tests: SectionOptions, options: IntervalOptions
 ) -> pd.DataFrame:
     """Every retriever's interval per split, measure and field (and AVG), with ``tied``:
     not significantly worse than the best of its field (or AVG) after correction."""
@@ -147,9 +137,7 @@ def annotate_split(
     from mdcr.measures import registry as measures
     from mdcr.scoring.published import label_for, order_retrievers
 
-    tests = PairedTests(
-        tuple(c.cfg.stat_tests), c.cfg.correction, c.cfg.alpha, c.cfg.permutations, c.cfg.seed
-    )
+    tests = c.cfg
     names = sorted(per_query.loc[per_query["split"] == split, "retriever"].unique())
     if not names:
         return
@@ -181,7 +169,7 @@ def _measure(
     per_query: pd.DataFrame,
     split: str,
     metric: str,
-    tests: PairedTests,
+    tests: SectionOptions,
     labels: dict[str, str],
 ) -> Table:
     """One measure of an MDCR table: its tied flags and MDE note on ``table``; returns its

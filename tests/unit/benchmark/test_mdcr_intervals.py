@@ -99,10 +99,11 @@ def test_the_printout_shows_intervals_and_tied_groups(scored: dict) -> None:
 
 _SCRIPT = (
     "import sys, pandas as pd;"
-    "from mdcr.scoring.benchmark_intervals import PairedTests, benchmark_cells;"
+    "from mdcr.scoring.benchmark_intervals import benchmark_cells;"
+    "from mdcr.scoring.report_context import SectionOptions;"
     "from mdcr.scoring.intervals import IntervalOptions;"
     "pq = pd.read_parquet(sys.argv[1]);"
-    "out = benchmark_cells(pq, PairedTests(permutations=500), IntervalOptions(3000, 7));"
+    "out = benchmark_cells(pq, SectionOptions(permutations=500), IntervalOptions(3000, 7));"
     "print(out.to_csv(float_format=repr))"
 )
 
