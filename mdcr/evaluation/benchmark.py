@@ -108,7 +108,8 @@ def benchmark_pipeline(
         steps.append(step("rank_scores", "benchmark-rank", values))
         ranks.append((req.name or req.scores.stem, "rank_scores"))
     if any(is_fused(spec) for _, spec in req.named()):
-        known = path if made else _built(steps[0], store)  # the import this run uses
+        imports = [s for s in steps if s.id == "import"]
+        known = path if made else _built(imports[0], store)  # the import this run uses
         earlier = earlier_ranks(store, known) if store is not None and known else {}
         named = [*req.named(), *([(ranks[-1][0], "scores")] if req.scores is not None else [])]
         fused = fused_steps(named, dict(ranks), earlier, f"benchmark '{path}'", "benchmark-fuse")
