@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from mdcr.scoring.document import Section
     from mdcr.scoring.intervals import IntervalOptions
-    from mdcr.scoring.report_context import SectionOptions
+    from mdcr.scoring.report_context import Context, SectionOptions
     from mdcr.scoring.tables import Table
 
 AVG = "AVG"
@@ -108,7 +108,7 @@ def benchmark_cells(
 # ------------------------------------------------------------------ the report's MDCR section
 
 
-def annotate_benchmark(c: Any, section: Section, scored: Path) -> None:
+def annotate_benchmark(c: Context, section: Section, scored: Path) -> None:
     """Add intervals to the MDCR section of the pools report (``c``: its
     :class:`~mdcr.scoring.report_context.Context`) made from a benchmark-score output
     that has none of its own (written before benchmark-score drew them): each split's
@@ -124,7 +124,7 @@ def annotate_benchmark(c: Any, section: Section, scored: Path) -> None:
 
 
 def annotate_split(
-    c: Any, section: Section, split: str, per_query: pd.DataFrame, identities: dict[str, Any]
+    c: Context, section: Section, split: str, per_query: pd.DataFrame, identities: dict[str, Any]
 ) -> None:
     """Add intervals to one split's MDCR tables (``c``: a
     :class:`~mdcr.scoring.report_context.Context` whose ``cfg`` holds the paired tests and
@@ -164,7 +164,7 @@ def annotate_split(
 
 
 def _measure(
-    c: Any,
+    c: Context,
     table: Table,
     per_query: pd.DataFrame,
     split: str,

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
+    from mdcr.scoring.report_context import Context
     from mdcr.scoring.tables import Table
 
 Column = Callable[[tuple[Any, ...]], tuple[str, str]]
-Context = Any  # mdcr.scoring.report_context.Context (report_sections calls this module)
 
 
 def pool_values(per_query: pd.DataFrame, pool_meta: pd.DataFrame) -> pd.DataFrame:
