@@ -90,6 +90,17 @@ def make_pools(home: Path, corpus: Path, **params: Any) -> Path:
     return Store(home).execute(POOLS_SPEC, cfg, resolve_inputs(cfg), quiet=True).path
 
 
+# Dataset- and field-level pools like the demo's, small: two repetitions of each.
+DEMO_LIKE_POOLS: dict[str, Any] = {
+    "setups": ("dataset", "field"),
+    "n_queries_dataset": 6,
+    "dataset_sizes": (800,),
+    "field_queries": 4,
+    "field_pool_size": 300,
+    "repetitions": 2,
+}
+
+
 def make_run(
     home: Path, pools: Path, name: str, k: int = 60, same_as: str = "", builtin: bool = False
 ) -> Path:

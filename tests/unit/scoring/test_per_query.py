@@ -17,7 +17,7 @@ import pytest
 from mdcr.cli import main
 from mdcr.scoring.per_query import PER_QUERY_COLUMNS
 from mdcr.scoring.wins_losses import positives_bin
-from tests.unit.benchmark.helpers import make_corpus, make_pools, make_run
+from tests.unit.benchmark.helpers import DEMO_LIKE_POOLS, make_corpus, make_pools, make_run
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -66,16 +66,7 @@ def test_per_query_rows_on_demo_like_pools_agree_with_pytrec_eval_and_the_corpus
 
     home = tmp_path / "home"
     corpus = make_corpus(tmp_path / "corpus")
-    pools = make_pools(
-        home,
-        corpus,
-        setups=("dataset", "field"),
-        n_queries_dataset=6,
-        dataset_sizes=(800,),
-        field_queries=4,
-        field_pool_size=300,
-        repetitions=2,
-    )
+    pools = make_pools(home, corpus, **DEMO_LIKE_POOLS)
     bm25 = make_run(home, pools, "bm25", k=100, builtin=True)
     from mdcr.core.inputs import resolve_inputs
     from mdcr.core.store import Store

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from mdcr.cli import main
-from tests.unit.benchmark.helpers import make_corpus, make_pools
+from tests.unit.benchmark.helpers import DEMO_LIKE_POOLS, make_corpus, make_pools
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -55,16 +55,7 @@ def _export_and_check(run: Path, pools: Path, out: Path, per_query: pd.DataFrame
 def test_search_and_bm25_runs_on_many_pools_read_back_in_pytrec_eval(tmp_path: Path) -> None:
     home = tmp_path / "home"
     corpus = make_corpus(tmp_path / "corpus")
-    pools = make_pools(
-        home,
-        corpus,
-        setups=("dataset", "field"),
-        n_queries_dataset=6,
-        dataset_sizes=(800,),
-        field_queries=4,
-        field_pool_size=300,
-        repetitions=2,
-    )
+    pools = make_pools(home, corpus, **DEMO_LIKE_POOLS)
     meta = pd.read_parquet(pools / "pool_meta.parquet")
     assert len(meta) >= 8 and meta["pool_id"].astype(str).str.contains(" ").any()
     args = ("--pools", str(pools), "--encoder", "random", "--encoder", "bm25")
