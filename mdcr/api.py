@@ -18,6 +18,7 @@ catalog, as ``mdcr ls``, ``mdcr show``, ``mdcr gc`` and ``mdcr verify`` print it
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,14 +73,23 @@ def evaluate(
     else a local Ray instance with ``ray_workers`` CPUs); results are the same.
     """
     from mdcr.core.errors import ConfigError
+    from mdcr.core.hints import typed_in
     from mdcr.core.home import find_home
     from mdcr.core.stage import progress_bars
     from mdcr.core.store import Store
     from mdcr.encoders.models.in_memory import register_model
     from mdcr.engine import engine_values
-    from mdcr.evaluation.request import EvaluateRequest
+    from mdcr.evaluation.request import EvaluateRequest, typed_arguments
     from mdcr.evaluation.run import run_request
 
+    for label, value in (("benchmark", benchmark), ("pools", pools), ("home", home)):
+        if value is not None and not isinstance(value, str | os.PathLike):
+            raise ConfigError(
+                f"{label}={value!r}: give a folder as a str or a pathlib.Path, "
+                f"e.g. {label}='data/mdcr'"
+            )
+    if isinstance(splits, str):  # splits="test" means that one split
+        splits = (splits,)
     if isinstance(model, str) and cache_key is not None:
         raise ConfigError(
             f"cache_key applies to a model object, not to the encoder spec '{model}' "
@@ -97,10 +107,13 @@ def evaluate(
         name=name or "",
         engine=engine_values(engine, ray_address, ray_workers),
     )
-    found = find_home(home, holding=pools or benchmark)  # the store of the pools scored on
-    store = Store(found.path, source=found.source)
-    with progress_bars(progress):  # bars even when quiet, as the CLI shows them
-        return run_request(req, store, quiet=quiet)
+    with typed_in(
+        "python", "evaluate", {"encode": "encode_options"}, **typed_arguments(req, "python")
+    ):
+        found = find_home(home, holding=pools or benchmark)  # the store of the scored pools
+        store = Store(found.path, source=found.source)
+        with progress_bars(progress):  # bars even when quiet, as the CLI shows them
+            return run_request(req, store, quiet=quiet)
 
 
 def load_run(folder: str | Path, pool_id: str | None = None) -> Any:

@@ -13,6 +13,7 @@ every file's sha256 are hashed into its identity, so a relabel is a new output.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from mdcr.contracts.artifacts import BENCHMARK, PAPERS
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.hints import key
 from mdcr.core.stage import StageContext, StageSpec, register
 
 if TYPE_CHECKING:
@@ -59,8 +61,8 @@ def files_to_read(source: Path, cfg: ImportConfig) -> dict[str, tuple[Path, Path
     wanted = {s: f for s, f in found.items() if not cfg.splits or s in cfg.splits}
     if not wanted:
         raise ConfigError(
-            f"benchmark-import.splits: '{source}' has no {' or '.join(cfg.splits)} split; it "
-            f"has: {', '.join(sorted(found))}"
+            f"{key('benchmark-import', 'splits')}: '{source}' has no "
+            f"{' or '.join(cfg.splits)} split; it has: {', '.join(sorted(found))}"
         )
     out: dict[str, tuple[Path, Path | None]] = {}
     for split, (js, data) in sorted(wanted.items()):
@@ -75,7 +77,9 @@ def files_to_read(source: Path, cfg: ImportConfig) -> dict[str, tuple[Path, Path
     return out
 
 
-def identify_benchmark_import(cfg: ImportConfig) -> dict[str, Any]:
+def identify_benchmark_import(
+    cfg: ImportConfig, inputs: Mapping[str, list[Path]]
+) -> dict[str, Any]:
     """The sha256 of every file the import reads and their origin (official or not)."""
     from mdcr.benchmark.release import origin_of
     from mdcr.contracts.facts import MDCR_FORMAT, BenchmarkOrigin
@@ -106,7 +110,7 @@ def run_benchmark_import(cfg: ImportConfig, ctx: StageContext) -> None:
     from mdcr.contracts.artifacts import BENCHMARK, PAPERS
 
     source = ctx.input("source")
-    identity = ctx.identity or identify_benchmark_import(cfg)
+    identity = ctx.identity or identify_benchmark_import(cfg, ctx.inputs)
     papers: pd.DataFrame | None
     if _is_hf(source):
         bench, papers = load_hf(source)

@@ -89,14 +89,12 @@ def _all_pairs(q: np.ndarray, c: np.ndarray, metric: str) -> np.ndarray:
     return (q[:, None, :] * c[None, :, :]).sum(axis=2)  # type: ignore[no-any-return]
 
 
-def _table(store: Any, ids: list[str], multi: bool, metric: str) -> tuple[Any, Any]:
-    """float64 vectors (and offsets) of ``ids`` from a store, unit-length for cosine."""
-    from mdcr.encoders.store import unit_vectors16
-
+def _table(store: Any, ids: list[str], multi: bool) -> tuple[Any, Any]:
+    """float64 vectors (and offsets) of ``ids`` from a store, as stored (a cosine
+    encoder's are stored unit length: :func:`mdcr.encoders.store.cosine_form`), so the
+    benchmark scores a pair as the search stage does."""
     rows = store.require_rows(ids, "benchmark papers")
     vec, off = store.doc_vectors(rows) if multi else (store.vectors(rows), None)
-    if metric == "cos":
-        vec = unit_vectors16(vec)
     return np.asarray(vec, dtype=np.float64), off
 
 
@@ -105,7 +103,7 @@ def dense_scores(
 ) -> np.ndarray:
     """Scores of (query_id, paper_id) pairs from an embedding store, in float64.
 
-    Single vector: inner product (cosine: on unit vectors, as the search stage stores them)
+    Single vector: inner product (cosine: of the unit vectors the encode stage stores)
     or minus the squared L2 distance. Multi-vector (Aspire): the best pair of a query
     sentence and a candidate sentence, as the search stage scores it. ``query_store``: the
     store in the query role (an asymmetric encoder's query vectors).
@@ -120,8 +118,8 @@ def dense_scores(
     sim = "ip" if metric in ("ip", "cos") else "l2"
     out = np.empty(len(pairs), dtype=np.float64)
     multi = bool(store.multi_vector)
-    qv, q_off = _table(queries, q_ids, multi, metric)
-    cv, c_off = _table(store, c_ids, multi, metric)
+    qv, q_off = _table(queries, q_ids, multi)
+    cv, c_off = _table(store, c_ids, multi)
     if not multi:
         step = 65_536
         for s in range(0, len(pairs), step):
@@ -346,7 +344,7 @@ def plan_benchmark_rank(
 SPEC = register(
     StageSpec(
         name="benchmark-rank",
-        version="2",
+        version="3",
         config=RankConfig,
         run=run_benchmark_rank,
         help="score every (query, candidate) pair of a benchmark with one retriever",

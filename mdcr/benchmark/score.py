@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from mdcr.contracts.artifacts import BENCHMARK_METRICS, INTERVALS
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, ManifestMismatchError
+from mdcr.core.hints import key
 from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 from mdcr.scoring.comparison_params import IntervalParams, PairedTestParams
 
@@ -106,7 +107,8 @@ def _scored_splits(cfg: BenchScoreConfig, ranks: list[Ranked]) -> list[str]:
     splits = [s for s in ("val", "test") if s in covered and (not cfg.splits or s in cfg.splits)]
     if not splits:
         raise ConfigError(
-            f"benchmark-score.splits: the ranks cover {', '.join(covered) or 'no split'} together"
+            f"{key('benchmark-score', 'splits')}: the ranks cover "
+            f"{', '.join(covered) or 'no split'} together"
         )
     return splits
 

@@ -9,10 +9,12 @@ them. An entry is one folder of ``<home>/<stage>/``, named by a fingerprint:
 - ``running``: a work folder (``.<fp>.partial/``, an index's ``.<fp>.tmp-<pid>/``) whose
   lock a live process holds;
 - ``unfinished``: a work folder nobody works on (an interrupted run; a resumable stage
-  resumes from it), or an output folder without a complete manifest;
+  resumes from it);
 - ``damaged``: a finished output whose folder is not what its manifest records (a file
-  missing or of another size; :mod:`mdcr.core.integrity`). No stage reads it; the next run
-  that needs it builds it again. ``verify`` also compares every file's sha256.
+  missing or of another size; :mod:`mdcr.core.integrity`), or an output folder whose
+  manifest is missing or cannot be read (the store renames a folder into place only after
+  its manifest is written). No stage reads it; the next run that needs it builds it again.
+  ``verify`` also compares every file's sha256.
 
 What ``gc`` lists (the rule, in one place): results are the outputs of
 :data:`RESULT_STAGES`; an output is kept when a result uses it, directly or through other
@@ -26,6 +28,7 @@ lists, each under its lock (one being built meanwhile is skipped).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -39,7 +42,7 @@ from mdcr.contracts.facts import ScoreInfo
 from mdcr.core.errors import ConfigError
 from mdcr.core.integrity import Damage, damage
 from mdcr.core.locks import LockBusyError, busy_holder, exclusive
-from mdcr.core.manifests import read_manifest
+from mdcr.core.manifests import MANIFEST, read_manifest
 from mdcr.index.lucene.indexes import INDEX_STAGE, read_index_meta
 
 COMPLETE, RUNNING, UNFINISHED, DAMAGED = "complete", "running", "unfinished", "damaged"
@@ -181,7 +184,9 @@ def entry_at(folder: Path, *, size: bool = True) -> Entry | None:
             broken = None if stage == INDEX_STAGE else damage(folder, manifest, hashes="none")
             state = COMPLETE if broken is None else DAMAGED
             return Entry(stage, folder.name, folder, state, manifest, nbytes, damage=broken)
-        return Entry(stage, folder.name, folder, UNFINISHED, {}, nbytes)
+        # The store renames a folder into place only after its manifest is written: one
+        # without a readable manifest naming it was damaged since.
+        return Entry(stage, folder.name, folder, DAMAGED, {}, nbytes, damage=_no_manifest(folder))
     assert work is not None
     fp = work.group(1)
     holder = busy_holder(folder.parent / f".{fp}.lock")
@@ -192,6 +197,21 @@ def entry_at(folder: Path, *, size: bool = True) -> Entry | None:
     if holder is not None:
         return Entry(stage, fp, folder, RUNNING, {}, nbytes, holder.describe())
     return Entry(stage, fp, folder, UNFINISHED, {}, nbytes)
+
+
+def _no_manifest(folder: Path) -> Damage:
+    """What is wrong with the manifest of an output folder that has no valid one."""
+    name = "mdcr-index.json" if folder.parent.name == INDEX_STAGE else MANIFEST
+    path = folder / name
+    if not path.is_file():
+        return Damage(name, "is missing")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return Damage(name, "cannot be read (truncated, or not JSON)")
+    if not isinstance(data, dict) or data.get("complete") is not True:
+        return Damage(name, "is not marked complete")
+    return Damage(name, "names another stage or fingerprint than its folder")
 
 
 def _alive(pid: int) -> bool:
@@ -388,7 +408,7 @@ def verify(entries: Iterable[Entry]) -> list[Verified]:
     """Every finished output of ``entries`` (Lucene indexes record no file hashes and are
     left out), each file's size and full sha256 compared with its manifest."""
     return [
-        Verified(e, damage(e.path, e.manifest, hashes="all"))
+        Verified(e, damage(e.path, e.manifest, hashes="all") if e.manifest else e.damage)
         for e in entries
-        if e.state in MADE and not e.is_index
+        if e.state in MADE and (not e.is_index or not e.manifest)
     ]

@@ -23,6 +23,7 @@ from mdcr.catalog.entries import (
 from mdcr.core.errors import InputDataError
 from mdcr.core.fingerprints import canonical_json
 from mdcr.core.home import Home
+from mdcr.core.stage import REUSE_WARNINGS, UNREPRODUCIBLE
 from mdcr.measures.registry import percent, shown_name, sort_key
 
 _PARAMS_WIDTH = 48
@@ -202,6 +203,11 @@ def show_lines(entry: Entry) -> list[str]:
         return lines
     if entry.names():
         lines.append(f"  {'name:':<11}{', '.join(entry.names())}")
+    warnings = [str(w) for w in entry.info.get(REUSE_WARNINGS) or []]
+    for reason in entry.info.get(UNREPRODUCIBLE) or []:
+        if not any(str(reason) in w for w in warnings):  # said below in full otherwise
+            lines.append(f"  {'caution:':<11}not reproducible: {reason}")
+    lines += [f"  {'warning:':<11}{w}" for w in warnings]
     lines += _inputs(entry, everything)
     if used_by:
         lines += _wrap("used by", used_by)

@@ -110,8 +110,10 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         engine=engine_values(args),
     )
     from mdcr.core.hints import typed_in
+    from mdcr.evaluation.request import typed_arguments
 
-    with typed_in("cli", "evaluate", set_flags={"encode": "--encode-set"}):
+    typed = typed_arguments(req, "cli")
+    with typed_in("cli", "evaluate", set_flags={"encode": "--encode-set"}, **typed):
         store = open_store(args, holding=req.pools or req.benchmark)
         result = run_request(req, store, quiet=args.quiet)
     if args.scores_out is not None:

@@ -101,6 +101,8 @@ class StagePlan:
 # plan(cfg, inputs, upstream): upstream maps each planned (maybe unbuilt) input folder to
 # the facts its stage's plan returned.
 PlanFn = Callable[[Any, dict[str, list[Path]], Mapping[Path, PlanFacts]], StagePlan]
+# identity(cfg, inputs): what the stage runs beyond mdcr's code, hashed (StageSpec).
+IdentityFn = Callable[[Any, Mapping[str, list[Path]]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -108,11 +110,13 @@ class StageSpec:
     """A stage: its name, version (bump it when outputs change), config type and function.
 
     Each stage module defines ``run_<stage>(cfg, ctx)`` and, where it has them,
-    ``plan_<stage>(cfg, inputs, upstream)`` and ``identify_<stage>(cfg)`` (``<stage>`` in
+    ``plan_<stage>(cfg, inputs, upstream)`` and ``identify_<stage>(cfg, inputs)`` (``<stage>`` in
     snake case), and registers them here as ``run``, ``plan`` and ``identity``.
 
-    ``identity(cfg)`` returns what the stage runs beyond mdcr's own code: the source or
-    weights of an encoder, a resolved precision. It is hashed into the fingerprint.
+    ``identity(cfg, inputs)`` returns what the stage runs beyond mdcr's own code: the
+    source or weights of an encoder, a resolved precision, what an encoder identified by
+    its vectors computes for papers of its (resolved) ``inputs``. It is hashed into the
+    fingerprint.
 
     ``resumable``: a failed run keeps its work folder for the next run to resume from.
     ``finished_units(work)`` counts the units (encode shards, BM25 pools) such a folder
@@ -128,7 +132,7 @@ class StageSpec:
     resumable: bool = False
     # Optional: what the stage would do, for `mdcr run --dry-run`.
     plan: PlanFn | None = None
-    identity: Callable[[Any], dict[str, Any]] | None = None
+    identity: IdentityFn | None = None
     # The file a user wants first (e.g. "report.md"); `mdcr run` names it before the folder.
     main_output: str | None = None
     # The command-line words, when not the stage name (e.g. "benchmark build").
@@ -183,6 +187,11 @@ def progress_bars(show: bool | None) -> Iterator[None]:
 # The manifest key (in ``info``) of the warnings a stage run gave, said again whenever its
 # output is reused.
 REUSE_WARNINGS = "warnings"
+# The manifest key (in ``info``) of why an output is not reproducible (it was made from
+# something that gives other results when run again, such as an encoder that is not
+# deterministic): a stage says it of its own output, and the store carries it to every
+# output made from that one.
+UNREPRODUCIBLE = "unreproducible"
 
 
 @dataclass
@@ -229,6 +238,13 @@ class StageContext:
         output up to date (recorded in the manifest's ``info.warnings``)."""
         self.info.setdefault(REUSE_WARNINGS, []).append(msg)
         print(f"warning: {msg}", file=sys.stderr, flush=True)
+
+    def unreproducible(self, reason: str) -> None:
+        """Record that this output is not reproducible, and why (one phrase); every output
+        made from it carries the reason too (``info.unreproducible``)."""
+        reasons = self.info.setdefault(UNREPRODUCIBLE, [])
+        if reason not in reasons:
+            reasons.append(reason)
 
     def log(self, msg: str) -> None:
         if not self.quiet:

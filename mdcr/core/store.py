@@ -49,8 +49,16 @@ from typing import Any, Protocol
 
 from mdcr.core.config import params_of, settings_of
 from mdcr.core.errors import ConfigError, ManifestMismatchError, StorageError, storage_error
-from mdcr.core.fingerprints import artifact_fingerprint, fingerprint, sha256_file
-from mdcr.core.integrity import Damage, check_input, damage, describe, remember
+from mdcr.core.fingerprints import artifact_fingerprint, fingerprint
+from mdcr.core.integrity import (
+    HASHES,
+    Damage,
+    check_input,
+    damage,
+    describe,
+    file_hashes,
+    remember,
+)
 from mdcr.core.locks import exclusive
 from mdcr.core.manifests import (
     Output,
@@ -60,7 +68,7 @@ from mdcr.core.manifests import (
     read_manifest,
     write_manifest,
 )
-from mdcr.core.stage import REUSE_WARNINGS, StageContext, StageSpec
+from mdcr.core.stage import REUSE_WARNINGS, UNREPRODUCIBLE, StageContext, StageSpec
 
 
 def default_home() -> Path:
@@ -152,7 +160,7 @@ class Store:
             name: [known.get(p) or artifact_fingerprint(p) for p in paths]
             for name, paths in inputs.items()
         }
-        identity = spec.identity(cfg) if spec.identity is not None else {}
+        identity = spec.identity(cfg, inputs) if spec.identity is not None else {}
         fp = fingerprint(spec.name, spec.version, params_of(cfg, hashed=True), input_fps, identity)
         return Planned(spec, cfg, inputs, identity, fp, self.folder(spec.name, fp))
 
@@ -203,7 +211,7 @@ class Store:
             if out is None or out.stage != stage:
                 continue
             if all(out.info(k, _ABSENT) == v for k, v in wanted.items()):
-                broken = damage(folder, out.manifest)
+                broken = damage(folder, out.manifest, hashes="read")
                 if broken is not None:  # never read; a run that needs it rebuilds it
                     _warn_once(f"skipping {describe(folder, out.manifest, broken)}")
                     continue
@@ -328,10 +336,18 @@ class Store:
                     f"stage '{spec.name}' declared output '{name}' but did not write it"
                 )
             outputs[name] = {
-                "sha256": sha256_file(path),
+                **file_hashes(path),
                 "bytes": path.stat().st_size,
                 "rows": rows if rows is not None else count_rows(path),
             }
+        inherited = [
+            reason
+            for paths in planned.inputs.values()
+            for path in paths
+            for reason in _unreproducible(path)
+        ]
+        for reason in inherited:
+            ctx.unreproducible(reason)
         manifest = {
             "stage": spec.name,
             "version": spec.version,
@@ -354,7 +370,7 @@ class Store:
             shutil.rmtree(final)
         os.replace(work, final)
         for name, record in outputs.items():  # hashed above: not again in this process
-            remember(final / name, str(record["sha256"]))
+            remember(final / name, {k: str(record[k]) for k in HASHES})
 
 
 _ABSENT = object()
@@ -365,6 +381,13 @@ def _warn_once(message: str) -> None:
     if message not in _WARNED:
         _WARNED.add(message)
         print(f"mdcr: {message}", file=sys.stderr, flush=True)
+
+
+def _unreproducible(folder: Path) -> list[str]:
+    """Why the output at ``folder`` is not reproducible (empty: it is, or it is no output)."""
+    made = open_output(folder)
+    reasons = (made.manifest.get("info") or {}).get(UNREPRODUCIBLE, []) if made else []
+    return [str(r) for r in reasons] if isinstance(reasons, list) else []
 
 
 def resumes_from(spec: StageSpec, work: Path) -> bool:

@@ -286,5 +286,10 @@ class MemFamily(EncoderFamily):
 
         return dict(registered(arg)[1])
 
+    def probed(self, record: EncoderRecord, arg: str, o: EncoderOptions) -> AnyEncoder:
+        from mdcr.encoders.models.in_memory import registered
+
+        return registered(arg)[0]  # type: ignore[no-any-return]
+
 
 register_family(MemFamily())

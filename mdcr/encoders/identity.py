@@ -44,6 +44,7 @@ import importlib
 import importlib.util
 import os
 import re
+import sys
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,8 +189,14 @@ def _library_dirs() -> tuple[Path, ...]:
 
 
 def _is_user_file(path: Path, libraries: tuple[Path, ...]) -> bool:
+    """Whether ``path`` is a source file of the user's: an absolute path to an existing
+    ``.py`` file outside the standard library, installed packages and mdcr. A module whose
+    ``__file__`` is relative (``torch.classes``: ``_classes.py``) or names no file is never
+    the user's, whatever the working folder holds."""
+    if not path.is_absolute() or path.suffix != ".py":
+        return False
     resolved = path.resolve()
-    return resolved.suffix == ".py" and not any(resolved.is_relative_to(d) for d in libraries)
+    return resolved.is_file() and not any(resolved.is_relative_to(d) for d in libraries)
 
 
 def _imported_names(tree: ast.AST, package: str | None) -> list[str]:
@@ -284,7 +291,6 @@ def is_user_module(name: str) -> bool:
     """Whether module ``name`` is the user's code (not the standard library, an installed
     package or mdcr): a file outside those, ``__main__`` (a notebook), or code that was
     loaded from a path without a module registered for it."""
-    import sys
 
     if name == "__main__":
         return True
@@ -317,7 +323,6 @@ def _files_identity(files: dict[str, Path]) -> dict[str, Any]:
 def _code_places(value: Any) -> tuple[str, Path, dict[str, Any]] | None:
     """``(module name, file, namespace)`` of a user module, function or class that a
     module's global points to (however it was loaded), else None."""
-    import sys
     import types
 
     if isinstance(value, types.ModuleType):
@@ -338,7 +343,6 @@ def encoder_source_files(module_name: str, obj: Any = None) -> dict[str, Path]:
     module's docstring): its module and what that imports, the ``.py`` files of its
     folder, and the user modules, functions and classes its globals point to, followed
     through their own imports and globals."""
-    import sys
 
     libraries = _library_dirs()
     names = [module_name]
@@ -394,6 +398,11 @@ def python_identity(module_name: str, obj: Any) -> dict[str, Any]:
 # sha256 of each user source file when mdcr last (re)loaded code from it, so that an edited
 # module is reloaded before its encoder runs again in the same process (a notebook).
 _LOADED: dict[Path, str] = {}
+# Files of the modules the user imported before mdcr first imported their encoder: scored
+# as the user holds them, never reloaded (:func:`_import_fresh`).
+_HELD: set[Path] = set()
+# Encoder modules mdcr has imported in this process.
+_SEEN: set[str] = set()
 # module name -> the user files its encoder loaded or ran in this process: on its first
 # import, and while it was imported, built and probed (kept, so that every later plan in
 # the process hashes the same files)
@@ -404,7 +413,6 @@ def _module_of(path: Path) -> str:
     """A name for the user file ``path`` that does not depend on where the project lies:
     the loaded module whose file it is, else its dotted name under the first entry of
     ``sys.path`` that holds it (a file loaded by path), else its stem."""
-    import sys
 
     resolved = path.resolve()
     for name, module in list(sys.modules.items()):
@@ -423,7 +431,6 @@ def _module_of(path: Path) -> str:
 def _files_of_imports(calls: set[tuple[Any, Any]]) -> set[str]:
     """The files of the modules that ``importlib.import_module(name, package)`` calls
     returned."""
-    import sys
 
     out = set()
     for name, package in calls:
@@ -449,7 +456,6 @@ def watch_code(module_name: str, *, hash_them: bool = True) -> Iterator[set[Path
     computed name, keeps in a dict, a closure or an attribute, or imports inside
     ``encode`` is hashed with it (:func:`encoder_source_files`), and reloaded when edited.
     """
-    import sys
     import threading
 
     ran: set[str] = set()
@@ -483,12 +489,11 @@ def watch_code(module_name: str, *, hash_them: bool = True) -> Iterator[set[Path
         user.update(f for f in files if _is_user_file(f, libraries))
         if hash_them:
             _LOADED_BY.setdefault(module_name, set()).update(user)
-            for path in user:  # what ran is what is on disk now; an edit later is reloaded
+            for path in user - _HELD:  # what ran is on disk now; an edit is reloaded
                 _LOADED.setdefault(path, file_sha256(path))
 
 
 def _user_files_loaded(names: set[str]) -> set[Path]:
-    import sys
 
     libraries = _library_dirs()
     out = set()
@@ -500,40 +505,48 @@ def _user_files_loaded(names: set[str]) -> set[Path]:
 
 
 def _import_fresh(module_name: str) -> Any:
-    """Import ``module_name``, and reload the user modules of the code it runs
-    (:func:`encoder_source_files`) whose files changed on disk since mdcr loaded them (or
-    that it imports and were loaded before mdcr saw them), with the modules it imports and
-    itself last, so that the code that runs is the code the fingerprint hashes."""
-    import sys
+    """Import ``module_name`` as the code the fingerprint hashes.
+
+    A module the user imported before mdcr first imported this encoder (``import m`` in a
+    notebook, then ``mdcr.evaluate("py:m:Enc")``) is the user's: it is scored as the user
+    holds it, its attributes as set (``m.SCALE = 3``), on every call, and never reloaded
+    (its state and code are hashed as they are in memory: :func:`python_identity` and the
+    built object's state digest). A module mdcr imported itself is reloaded, with the user
+    modules of the code it runs, when a file of it changed on disk since mdcr loaded it
+    (the edit-and-rescore loop of a running process); the modules it imports go first and
+    itself last.
+    """
 
     before = set(sys.modules)
     module = importlib.import_module(module_name)
+    first_sight = module_name not in _SEEN
+    _SEEN.add(module_name)
     if module_name not in before:
         _LOADED_BY.setdefault(module_name, set()).update(
             _user_files_loaded(set(sys.modules) - before)
         )
     files = encoder_source_files(module_name)
     digests = {path.resolve(): file_sha256(path) for path in files.values()}
-    imported = {p.resolve(): n for n, p in user_source_files(module_name).items()}
-    by_file = {
-        Path(f).resolve(): name
-        for name, m in list(sys.modules.items())
-        if isinstance(f := getattr(m, "__file__", None), str)
-    }
-    stale = {
-        p
-        for p, digest in digests.items()
-        if (_LOADED[p] != digest if p in _LOADED else p in imported and by_file.get(p) in before)
-    }
+    if first_sight and module_name in before:  # the user's own import: theirs as it is
+        _HELD.update(digests)
+    stale = {p for p, digest in digests.items() if p in _LOADED and _LOADED[p] != digest}
+    stale -= _HELD
     if stale:
-        names = {by_file[p] for p in stale if p in by_file} | set(imported.values())
+        imported = {p.resolve(): n for n, p in user_source_files(module_name).items()}
+        by_file = {
+            Path(f).resolve(): name
+            for name, m in list(sys.modules.items())
+            if isinstance(f := getattr(m, "__file__", None), str)
+        }
+        names = {by_file[p] for p in stale if p in by_file}
+        names |= {n for p, n in imported.items() if p not in _HELD}
         for name in sorted(names, key=lambda n: (n == module_name, -n.count("."), n)):
             if name in sys.modules:
                 importlib.reload(sys.modules[name])
         module = sys.modules[module_name]
         files = encoder_source_files(module_name)
         digests = {path.resolve(): file_sha256(path) for path in files.values()}
-    _LOADED.update(digests)
+    _LOADED.update({p: d for p, d in digests.items() if p not in _HELD})
     return module
 
 
@@ -542,7 +555,6 @@ def unhashed_user_files(arg: str, since: set[str], ran: set[Path]) -> list[str]:
     names loaded since ``since``) or whose code ran then (``ran``, from
     :func:`watch_code`), and that its fingerprint does not hash: code on a path the probe
     papers did not take."""
-    import sys
 
     module_name, attr = arg.split(":")
     obj = getattr(sys.modules.get(module_name), attr, None)

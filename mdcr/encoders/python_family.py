@@ -63,14 +63,14 @@ class PythonFamily(EncoderFamily):
         the probe papers (:mod:`mdcr.encoders.probe`)."""
         from mdcr.encoders.identity import import_attr, python_identity, watch_code
         from mdcr.encoders.models.in_memory import model_identity
-        from mdcr.encoders.probe import probe_digest
+        from mdcr.encoders.probe import probe
 
         spec = f"{PY_PREFIX}{arg}"
         module_name = arg.split(":")[0]
         with watch_code(module_name):
             _, obj = import_attr(spec, arg)
             encoder = _build_py(arg, o, obj)
-            probe = probe_digest(spec, encoder)
+            probed = probe(spec, encoder)
         cache_key = getattr(encoder, "cache_key", None)
         state = model_identity(
             encoder,
@@ -79,7 +79,10 @@ class PythonFamily(EncoderFamily):
             "(and change it whenever what it loads changes)",
         )
         BUILT[(arg, repr(o))] = encoder
-        return {**python_identity(module_name, obj), "state": state, "probe": probe}
+        return {**python_identity(module_name, obj), "state": state, "probe": probed.identity}
+
+    def probed(self, record: EncoderRecord, arg: str, o: EncoderOptions) -> AnyEncoder | None:
+        return BUILT.get((arg, repr(o)))
 
 
 register_family(PythonFamily())

@@ -67,6 +67,12 @@ class EncoderFamily:
     def identify(self, record: EncoderRecord, arg: str, options: EncoderOptions) -> dict[str, Any]:
         return {}
 
+    def probed(self, record: EncoderRecord, arg: str, options: EncoderOptions) -> Any:
+        """The encoder built to be identified, when this family identifies its encoders
+        by their vectors for probe papers (``py:``, ``mem:``; :mod:`mdcr.encoders.probe`);
+        None for one identified by its code and weights alone."""
+        return None
+
     def accepts(self, arg: str) -> bool:
         """Whether ``arg`` (the spec after the prefix) is well formed for this family."""
         return bool(arg)
@@ -175,6 +181,14 @@ def identify_encoder(spec: str, options: EncoderOptions | None = None) -> dict[s
     family = family_of(record)
     family.check_options(record, spec, arg, options)
     return family.identify(record, arg, options)
+
+
+def probed_encoder(spec: str, options: EncoderOptions | None = None) -> Any:
+    """The encoder :func:`identify_encoder` built, when its family identifies it by its
+    vectors for probe papers (else None); call it after :func:`identify_encoder`."""
+    options = options or EncoderOptions()
+    record, arg = lookup(spec)
+    return family_of(record).probed(record, arg, options)
 
 
 def option_defaults(spec: str, options: EncoderOptions | None = None) -> dict[str, Any]:

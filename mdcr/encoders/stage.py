@@ -38,6 +38,7 @@ from mdcr.core.config import canonical_json, input_path, param, params_of, setti
 from mdcr.core.errors import ConfigError, MdcrError
 from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 from mdcr.encoders.feed import FeedStats
+from mdcr.encoders.probe import NONDETERMINISTIC
 from mdcr.encoders.registry import valid_specs
 from mdcr.engine import EngineSettings, check_engine_settings
 from mdcr.retrievers.device import check_device_spec
@@ -50,6 +51,12 @@ from mdcr.retrievers.options import (
 )
 
 TEXTS = "_texts.parquet"
+# The input probe's papers (an encoder identified by its vectors), kept beside its vectors
+# so a later encode can check the encoder still computes them before copying any.
+PROBE_TEXTS = "probe_papers.parquet"
+# The identity's key of the input probe's digest (hashed into this output's fingerprint
+# only, never into the encoder key).
+INPUT_PROBE = "input_probe"
 QUERY_TEXTS = "_query_texts.parquet"
 _ROLE_PLURAL = {"document": "documents", "query": "queries"}
 
@@ -106,11 +113,13 @@ class EncodeConfig(EngineSettings, RuntimeOptions, ModelOptions):
         return self.label or str(encoder.name)
 
 
-def identify_encode(cfg: EncodeConfig) -> dict[str, Any]:
+def identify_encode(cfg: EncodeConfig, inputs: Mapping[str, list[Path]]) -> dict[str, Any]:
     """The encoder's code and weights identity, the defaults the registry fills in for the
-    model options left unset (``max_length = 0``: the encoder's default, e.g. 512) and the
-    precision it will compute in."""
-    from mdcr.encoders.registry import identify_encoder, lookup, option_defaults
+    model options left unset (``max_length = 0``: the encoder's default, e.g. 512), the
+    precision it will compute in, and, for an encoder identified by what it computes
+    (``py:``, a model object), its vectors for the input probe: the longest papers of
+    ``inputs`` and a seeded sample (:mod:`mdcr.encoders.probe`)."""
+    from mdcr.encoders.registry import identify_encoder, lookup, option_defaults, probed_encoder
     from mdcr.retrievers.device import resolve_device, resolve_precision
 
     entry, _ = lookup(cfg.encoder)
@@ -120,31 +129,114 @@ def identify_encode(cfg: EncodeConfig) -> dict[str, Any]:
         out["option_defaults"] = defaults
     if entry.torch_model:
         out["precision"] = resolve_precision(cfg.precision, resolve_device(cfg.device))
+    encoder = probed_encoder(cfg.encoder, cfg.options())
+    if encoder is not None and out["encoder"].get("probe") != NONDETERMINISTIC:
+        out[INPUT_PROBE] = _input_probe(cfg, inputs, encoder).identity
     return out
 
 
+def _input_probe_papers(cfg: EncodeConfig, inputs: Mapping[str, list[Path]]) -> list[Any]:
+    """The input probe's papers (:func:`mdcr.encoders.probe.input_probe_papers`); inputs
+    not built yet (a dry run) leave the fingerprint unknown."""
+    from mdcr.contracts.artifacts import PAPERS
+    from mdcr.core.errors import UnresolvedIdentityError
+    from mdcr.encoders.probe import input_probe_papers
+
+    paths = [*inputs.get("corpus", []), *inputs.get("targets", [])]
+    absent = [p for p in paths if not p.exists()]
+    if absent:
+        raise UnresolvedIdentityError(
+            f"encoder '{cfg.encoder}' is identified by its vectors for papers of its inputs, "
+            f"and '{absent[0]}' is not built yet"
+        )
+    corpus = PAPERS.require(inputs["corpus"][0])
+    return input_probe_papers(corpus, list(inputs.get("targets", [])), "all")
+
+
+def _input_probe(cfg: EncodeConfig, inputs: Mapping[str, list[Path]], encoder: Any) -> Any:
+    from mdcr.encoders.probe import probe
+
+    return probe(cfg.label or cfg.encoder, encoder, _input_probe_papers(cfg, inputs))
+
+
 def encoder_key(cfg: EncodeConfig, identity: dict[str, Any]) -> str:
-    """What determines one paper's vector: the encoder, its model options and identity.
+    """What determines one paper's vector: the encoder, its model options and identity
+    (without the input probe, which depends on the inputs: the key is the same for one
+    encoder on every dataset).
 
     Equal keys give equal vectors for the same text; :func:`run_encode` copies between
-    outputs of one key.
+    outputs of one key (for an encoder identified by its vectors, only from an output whose
+    input probe it still encodes to the same vectors: :func:`_reuse_sources`).
     """
     import hashlib
 
     params = params_of(cfg, hashed=True)
     params.pop("shard_size", None)
-    body = canonical_json({"encoder": cfg.encoder, "params": params, "identity": identity})
+    same_everywhere = {k: v for k, v in identity.items() if k != INPUT_PROBE}
+    body = canonical_json({"encoder": cfg.encoder, "params": params, "identity": same_everywhere})
     return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
-def _reuse_sources(cfg: EncodeConfig, ctx: StageContext, key: str) -> list[Any]:
-    """Embedding stores of finished encode outputs with the same encoder key."""
+def _reuse_sources(cfg: EncodeConfig, ctx: StageContext, key: str, encoder: Any) -> list[Any]:
+    """Embedding stores of finished encode outputs with the same encoder key; for an
+    encoder identified by its vectors, only those whose input probe it still encodes to
+    the vectors their fingerprint hashed (a change its fixed probe cannot see, on their
+    long papers, must not be copied over)."""
     from mdcr.contracts.outputs import encode_outputs
+    from mdcr.core.manifests import read_manifest
     from mdcr.encoders.store import EmbeddingStore
 
     if not cfg.reuse or ctx.store is None:
         return []
-    return [EmbeddingStore(path) for path in encode_outputs(ctx.store, key)]
+    found = [EmbeddingStore(path) for path in encode_outputs(ctx.store, key)]
+    if INPUT_PROBE not in ctx.identity:
+        return found
+    kept = []
+    for source in found:
+        recorded = (read_manifest(source.folder) or {}).get("identity", {}).get(INPUT_PROBE)
+        papers = source.folder / PROBE_TEXTS
+        if recorded is not None and papers.is_file():
+            again = _probe_texts(cfg, encoder, papers)
+            if again == recorded:
+                kept.append(source)
+                continue
+        ctx.log(
+            f"[encode] not copying vectors from {source.folder}: {cfg.shown(encoder)} computes "
+            "other vectors now for the papers it was probed on there"
+        )
+    return kept
+
+
+def _probe_texts(cfg: EncodeConfig, encoder: Any, papers: Path) -> str:
+    """The input-probe identity of ``encoder`` on the papers of a ``probe_papers.parquet``."""
+    import pyarrow.parquet as pq
+
+    from mdcr.encoders.base import PaperText
+    from mdcr.encoders.probe import probe
+
+    rows = pq.read_table(papers).to_pylist()
+    texts = [PaperText(r["paper_id"], r["title"], r["abstract"]) for r in rows]
+    return probe(cfg.label or cfg.encoder, encoder, texts).identity
+
+
+def _write_probe_texts(cfg: EncodeConfig, ctx: StageContext) -> None:
+    """Keep the input probe's papers beside the vectors (an encoder identified by its
+    vectors), for :func:`_reuse_sources` of later encodes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mdcr.core.atomic import atomic_path
+
+    papers = _input_probe_papers(cfg, ctx.inputs)
+    table = pa.table(
+        {
+            "paper_id": pa.array([p.paper_id for p in papers], pa.string()),
+            "title": pa.array([p.title for p in papers], pa.string()),
+            "abstract": pa.array([p.abstract for p in papers], pa.string()),
+        }
+    )
+    with atomic_path(ctx.output(PROBE_TEXTS, rows=len(papers))) as tmp:
+        pq.write_table(table, tmp)
 
 
 @dataclass(frozen=True)
@@ -259,7 +351,9 @@ def encode_shard(worker: ShardWorker, i: int) -> ShardResult:
         encode_s = time.perf_counter() - t0
         if before is not None:
             feed = encoder.runner.stats.since(before)
-        vecs, offs = checked_vectors(job.spec, result, papers, encoder.dim, job.multi, job.storage)
+        vecs, offs = checked_vectors(
+            job.spec, result, papers, encoder.dim, job.multi, job.storage, encoder.metric
+        )
         parts.append((new, vecs, offs))
     fault_point(f"encode-{'' if job.role in (None, 'document') else 'query-'}shard-{i}")
     vectors, offsets = assemble(len(ids), parts, encoder.dim, job.storage)
@@ -389,7 +483,12 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     encoder, options = _load_encoder(cfg, ctx)
     identity = encoder_identity(encoder)
     key = encoder_key(cfg, ctx.identity)
-    reuse = _reuse_sources(cfg, ctx, key)
+    if ctx.identity.get("encoder", {}).get("probe") == NONDETERMINISTIC:
+        from mdcr.encoders.probe import nondeterministic_line
+
+        ctx.warn(nondeterministic_line(cfg.label or cfg.encoder))
+        ctx.unreproducible(f"encoder '{cfg.label or cfg.encoder}' is not deterministic")
+    reuse = _reuse_sources(cfg, ctx, key, encoder)
     engine = open_engine(cfg, ctx, reads=[r.folder for r in reuse])
     if not engine.in_process:
         options = _worker_options(cfg, ctx, options, engine)
@@ -398,6 +497,8 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
         _encode_roles(cfg, ctx, corpus, engine, options, reuse, encoder, tally)
     ctx.log(encode_end_line(cfg.shown(encoder), tally.counts))
     _write_encoder_json(cfg, ctx, encoder, identity, tally)
+    if INPUT_PROBE in ctx.identity:
+        _write_probe_texts(cfg, ctx)
     _remove_work_files(ctx)
     if cfg.encoder.startswith("py:"):
         _name_unhashed_code(cfg.encoder, ctx, modules_before, ran)
@@ -656,7 +757,7 @@ def plan_encode(
 SPEC = register(
     StageSpec(
         name="encode",
-        version="2",
+        version="3",
         config=EncodeConfig,
         run=run_encode,
         help="encode every distinct paper of the targets once per encoder (float16 shards)",

@@ -89,12 +89,16 @@ def checked_vectors(
     dim: int,
     multi: bool,
     storage: str = "float16",
+    metric: str = "ip",
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """An encoder's output, checked before it is stored: (vectors, offsets or None).
+    """An encoder's output, checked and in the form the store keeps it: (vectors, offsets
+    or None).
 
     A dim below 1, wrong type, shape, dtype or row count, NaN or inf, and values float16
     storage cannot hold are one-line errors that name the encoder, the problem and the
-    fix. Zero and repeated vectors are counted later (:mod:`mdcr.encoders.degenerate`).
+    fix. For ``metric="cos"`` the vectors are made unit length first
+    (:func:`cosine_form`), so every path that reads them ranks by cosine. Zero and repeated
+    vectors are counted later (:mod:`mdcr.encoders.degenerate`).
     """
     from mdcr.encoders.degenerate import check_dim
 
@@ -154,6 +158,8 @@ def checked_vectors(
             f"{where} returned NaN or inf for {int((~finite).sum())} vector(s) (e.g. paper "
             f"'{papers[row].paper_id}'); fix the encoder (empty text? a division by zero?)"
         )
+    if metric == "cos":
+        vectors = cosine_form(vectors)
     peak = float(np.abs(vectors).max()) if vectors.size else 0.0
     if storage == "float16" and peak > FLOAT16_MAX:
         raise InputDataError(
@@ -162,6 +168,28 @@ def checked_vectors(
             "the vectors down by a constant: rankings by ip and l2 do not change)"
         )
     return vectors, offsets
+
+
+# A vector whose float32 norm is within this of 1 is unit length already (an encoder that
+# normalises its own output: MiniLM's are within 1.2e-7); it is stored as given.
+UNIT_TOLERANCE = 1e-6
+
+
+def cosine_form(vectors: np.ndarray) -> np.ndarray:
+    """Vectors of a ``metric="cos"`` encoder as the store keeps them: each divided by its
+    norm (in float32), so that the inner product of two stored vectors is their cosine on
+    every path (search, benchmark rank, fusion and exports read what is stored). Vectors
+    already of unit length (:data:`UNIT_TOLERANCE`) are kept bit for bit, and zero vectors
+    stay zero (they are counted as degenerate)."""
+    x32 = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(x32, axis=1)
+    off = np.abs(norms - 1.0) > UNIT_TOLERANCE
+    if not off.any():
+        return vectors
+    out = np.array(x32, copy=True)
+    scale = np.where(norms[off] > 0, norms[off], 1.0).astype(np.float32)
+    out[off] = x32[off] / scale[:, None]
+    return out
 
 
 def unit_vectors16(x: np.ndarray) -> np.ndarray:

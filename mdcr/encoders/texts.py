@@ -9,7 +9,7 @@ from typing import Any, cast
 from mdcr.core.errors import InputDataError
 
 
-def _sql_path(path: Path) -> str:
+def sql_path(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
@@ -24,10 +24,10 @@ def write_texts(
     """
     import duckdb
 
-    corpus_sql = f"read_parquet({_sql_path(corpus)})"
+    corpus_sql = f"read_parquet({sql_path(corpus)})"
     con = duckdb.connect()
     try:
-        n_targets = _collect_targets(con, corpus, corpus_sql, targets, which)
+        n_targets = collect_targets(con, corpus, corpus_sql, targets, which)
         reader = con.sql(
             "SELECT t.paper_id, coalesce(c.title, '') AS title, "
             "coalesce(c.abstract, '') AS abstract "
@@ -44,7 +44,7 @@ def write_texts(
     return rows
 
 
-def _collect_targets(
+def collect_targets(
     con: Any, corpus: Path, corpus_sql: str, targets: list[Path], which: str
 ) -> int:
     """Fill the temporary table ``targets`` with the distinct paper ids to encode (every
@@ -54,7 +54,7 @@ def _collect_targets(
 
     if targets:
         selects = [
-            f"SELECT CAST({col} AS VARCHAR) AS paper_id FROM read_parquet({_sql_path(f)})"
+            f"SELECT CAST({col} AS VARCHAR) AS paper_id FROM read_parquet({sql_path(f)})"
             for t in targets
             for f, col in target_sources(t)
             if which == "all" or (col == "query_id") == (which == "queries")

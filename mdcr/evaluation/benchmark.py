@@ -21,6 +21,7 @@ from mdcr.evaluation.request import (
     BM25,
     Evaluated,
     EvaluateRequest,
+    arg,
     bm25_values,
     encode_options,
     safe_id,
@@ -39,7 +40,7 @@ def _check_texts(folder: Path) -> None:
     out = open_output(folder)
     if out is not None and out.stage == "benchmark-import" and out.info("texts") is False:
         raise ConfigError(
-            f"--benchmark: '{folder}' holds the candidate lists of '{out.info('source')}' "
+            f"{arg('benchmark')} '{folder}' holds the candidate lists of '{out.info('source')}' "
             "without titles and abstracts (imported without its mdcr_<split>_data.jsonl "
             "files); give the folder of the files with their data files beside them"
         )
@@ -58,9 +59,9 @@ def benchmark_pipeline(
 
     path = req.benchmark
     if path is None:
-        raise ConfigError("evaluate: give --benchmark PATH (or --pools PATH)")
+        raise ConfigError(f"evaluate: give {arg('benchmark')} (or {arg('pools')})")
     if not path.exists():
-        raise ConfigError(f"--benchmark: '{path}' does not exist")
+        raise ConfigError(f"{arg('benchmark')} '{path}' does not exist")
     steps: list[Step] = []
     needs_texts = bool(req.encoders)
     made = path.is_dir() and writes(path, BENCHMARK)  # a benchmark output, not files to import
@@ -71,7 +72,7 @@ def benchmark_pipeline(
     else:
         if path.is_dir() and BENCHMARK.exists(path):
             raise ConfigError(
-                f"--benchmark: '{path}' has a benchmark.parquet but no manifest; give the "
+                f"{arg('benchmark')} '{path}' has a benchmark.parquet but no manifest; give the "
                 "MDCR benchmark files or a benchmark stage output"
             )
         values: dict[str, Any] = {"source": str(path)}

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdcr.core.errors import ConfigError
+from mdcr.evaluation.request import arg
 
 if TYPE_CHECKING:
     from mdcr.core.store import Store
@@ -37,14 +38,15 @@ def fused_parts(spec: str) -> tuple[str, list[str]]:
     if sep and "+" not in head:
         if head not in METHODS:
             raise ConfigError(
-                f"--encoder {spec}: unknown fusion method '{head}'; valid: {', '.join(METHODS)} "
-                "(a name with ':' in it goes after the method: fuse:rrf:NAME+...)"
+                f"{arg('encoder')} {spec}: unknown fusion method '{head}'; valid: "
+                f"{', '.join(METHODS)} (a name with ':' in it goes after the method: "
+                "fuse:rrf:NAME+...)"
             )
         method, body = head, rest
     names = [n for n in body.split("+") if n]
     if len(names) < 2 or len(set(names)) != len(names):
         raise ConfigError(
-            f"--encoder {spec}: name two or more different retrievers joined by '+', "
+            f"{arg('encoder')} {spec}: name two or more different retrievers joined by '+', "
             "e.g. fuse:bm25+minilm"
         )
     return method, names
@@ -70,8 +72,8 @@ def fused_inputs(
         else:
             have = sorted({*made, *earlier})
             raise ConfigError(
-                f"--encoder {spec}: no retriever '{name}' in this evaluation or scored earlier "
-                f"on {where}; known: {', '.join(have) or 'none'} (add --encoder {name})"
+                f"{arg('encoder')} {spec}: no retriever '{name}' in this evaluation or scored "
+                f"earlier on {where}; known: {', '.join(have) or 'none'}"
             )
     return method, refs
 

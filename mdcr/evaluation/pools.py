@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from mdcr.contracts.paper import DEPTH, RECALL_K
 from mdcr.core.errors import ConfigError
+from mdcr.core.hints import flag
 from mdcr.evaluation.fused import earlier_pool_runs, fused_steps, is_fused
 from mdcr.evaluation.request import (
     BM25,
     Evaluated,
     EvaluateRequest,
+    arg,
     bm25_values,
     encode_options,
     safe_id,
@@ -57,14 +59,17 @@ def pools_pipeline(req: EvaluateRequest, store: Store) -> tuple[Pipeline, list[t
 
     pools = req.pools
     if pools is None or not writes(pools, POOLS):
-        raise ConfigError(f"--pools: '{pools}' is not a pools (or beir-import) stage output")
+        raise ConfigError(f"{arg('pools')} '{pools}' is not a pools (or beir-import) stage output")
     corpus = req.corpus
     if corpus is None and writes(pools, PAPERS):
         corpus = pools  # it holds its papers (beir-import), the queries' texts among them
     if corpus is None:
         made_from = input_paths(pools, "corpus")
         if not made_from:
-            raise ConfigError("--pools: the pools' manifest names no corpus; give --corpus")
+            raise ConfigError(
+                f"{arg('pools')} '{pools}': its manifest names no corpus; give the prefilter "
+                "output with the command line's --corpus"
+            )
         corpus = made_from[0]
     if not corpus.exists():
         raise ConfigError(f"--corpus: '{corpus}' does not exist; give the prefilter output")
@@ -148,17 +153,17 @@ def check_names(store: Store, pools: Path, runs: list[tuple[str, Path]]) -> list
                 continue
             if _same_encoder(now["spec"], before["spec"]):
                 replaced[name] = (
-                    f"evaluate --pools: '{name}' ({now['spec']}) changed since it was scored "
+                    f"evaluate: '{name}' ({now['spec']}) changed since it was scored "
                     f"on these pools ({before['detail'] or 'defaults'}, now "
                     f"{now['detail'] or 'defaults'}); its new scores replace the older ones "
                     "in the report"
                 )
                 continue
             raise ConfigError(
-                f"evaluate --pools: '{name}' already names another retriever on these pools "
+                f"evaluate: '{name}' already names another retriever on these pools "
                 f"({before['spec']}: {before['detail'] or 'defaults'}, in '{folder}') than the "
                 f"one scored now ({now['spec']}: {now['detail'] or 'defaults'}); give this one "
-                f"another name with --encoder NAME=SPEC"
+                f"another name ({flag('--encoder NAME=SPEC', 'name=')})"
             )
     return list(replaced.values())
 
@@ -210,7 +215,7 @@ def evaluate_pools(req: EvaluateRequest, store: Store, *, quiet: bool = False) -
 
     req.check()
     if req.pools is None:
-        raise ConfigError("evaluate --pools: give --pools PATH")
+        raise ConfigError(f"evaluate: give {arg('pools')}")
     pipeline, runs = pools_pipeline(req, store)
     pipeline = set_engine(pipeline, req.engine)
     searched = dataclasses.replace(pipeline, steps=pipeline.steps[:-1])  # all but score

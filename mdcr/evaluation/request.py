@@ -16,12 +16,49 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdcr.core.errors import ConfigError
+from mdcr.core.hints import flag
 
 if TYPE_CHECKING:
     from mdcr.contracts.facts import BenchmarkOrigin
     from mdcr.core.pipeline import Step
 
 BM25 = "bm25"
+
+# mdcr evaluate's arguments: (the command line's flag, the Python API's argument).
+_ARGUMENTS = {
+    "benchmark": ("--benchmark", "benchmark="),
+    "pools": ("--pools", "pools="),
+    "encoder": ("--encoder", "model"),
+    "encode-set": ("--encode-set", "encode_options"),
+    "name": ("--name", "name="),
+    "split": ("--split", "splits="),
+}
+
+
+def arg(name: str, syntax: str | None = None) -> str:
+    """``mdcr evaluate``'s argument ``name`` as the user writes it: ``--pools`` on the
+    command line, ``pools=`` in Python (``syntax``; default: where the user is now,
+    :func:`mdcr.core.hints.flag`)."""
+    cli, python = _ARGUMENTS[name]
+    if syntax is not None:
+        return cli if syntax == "cli" else python
+    return flag(cli, python)
+
+
+def typed_arguments(req: EvaluateRequest, syntax: str) -> dict[str, Any]:
+    """What :func:`mdcr.core.hints.typed_in` needs to name ``mdcr evaluate``'s arguments
+    (as typed in ``syntax``) in errors raised while its pipeline runs: the stages' keys it
+    sets, the folders it was given."""
+    splits = arg("split", syntax)
+    arguments = {
+        f"{stage}.splits": splits
+        for stage in ("report", "benchmark-import", "benchmark-rank", "benchmark-score")
+    }
+    given = {"benchmark": req.benchmark, "pools": req.pools}
+    paths = {
+        path: f"{arg(name, syntax)} '{path}'" for name, path in given.items() if path is not None
+    }
+    return {"arguments": arguments, "paths": paths}
 
 
 @dataclass(frozen=True)
@@ -66,13 +103,14 @@ class EvaluateRequest:
         if self.pools is not None:
             if self.benchmark is not None or self.scores is not None:
                 raise ConfigError(
-                    "evaluate: --pools cannot be combined with --benchmark or --scores"
+                    f"evaluate: {arg('pools')} cannot be combined with "
+                    f"{flag('--benchmark or --scores', 'benchmark=')}"
                 )
             if not self.encoders:
-                raise ConfigError("evaluate --pools: give --encoder SPEC (repeatable)")
+                raise ConfigError(f"evaluate: give {arg('encoder')} SPEC with {arg('pools')}")
         else:
             if self.benchmark is None:
-                raise ConfigError("evaluate: give --benchmark PATH (or --pools PATH)")
+                raise ConfigError(f"evaluate: give {arg('benchmark')} (or {arg('pools')})")
             if not self.encoders and self.scores is None:
                 raise ConfigError("evaluate: give --encoder SPEC (repeatable) or --scores FILE")
         named = self.named()
@@ -98,17 +136,19 @@ class EvaluateRequest:
         for item in self.encode_set:
             if "=" not in item:
                 raise ConfigError(
-                    f"--encode-set '{item}': expected KEY=VALUE or NAME.KEY=VALUE, e.g. "
+                    f"{arg('encode-set')} '{item}': expected KEY=VALUE or NAME.KEY=VALUE, e.g. "
                     "max_length=128 (`mdcr encode --help` lists the keys)"
                 )
             name, _ = encode_set_target(item, [n for n, _ in named])
             if name and dict(named).get(name) == BM25:
-                raise ConfigError(f"--encode-set '{item}': '{name}' is bm25, which encodes nothing")
+                raise ConfigError(
+                    f"{arg('encode-set')} '{item}': '{name}' is bm25, which encodes nothing"
+                )
             if not any(spec != BM25 and not spec.startswith("fuse:") for _, spec in named):
                 what = "bm25 encodes" if named else "a --scores file encodes"
                 raise ConfigError(
-                    f"--encode-set '{item}': no --encoder here encodes papers ({what} "
-                    "nothing), so it would be ignored; leave it out"
+                    f"{arg('encode-set')} '{item}': no {arg('encoder')} here encodes papers "
+                    f"({what} nothing), so it would be ignored; leave it out"
                 )
         if self.bm25_params is not None and (self.k1 is not None or self.b is not None):
             raise ConfigError("evaluate: give either --bm25-params or --k1/--b, not both")
@@ -144,7 +184,7 @@ def encode_set_target(item: str, names: list[str]) -> tuple[str, str]:
     if not fits:
         if "." in head:
             raise ConfigError(
-                f"--encode-set '{item}': no retriever named '{head.rsplit('.', 1)[0]}'; "
+                f"{arg('encode-set')} '{item}': no retriever named '{head.rsplit('.', 1)[0]}'; "
                 f"names: {', '.join(names)}"
             )
         return "", item
@@ -172,8 +212,10 @@ def encode_options(req: EvaluateRequest, name: str = "") -> dict[str, Any]:
         text["device"] = req.device
     for reserved in ("corpus", "targets", "encoder"):
         if reserved in text:
-            raise ConfigError(f"--encode-set {reserved}: set by evaluate itself; leave it out")
-    return parse_values(EncodeConfig, text, "--encode-set")
+            raise ConfigError(
+                f"{arg('encode-set')} {reserved}: set by evaluate itself; leave it out"
+            )
+    return parse_values(EncodeConfig, text, arg("encode-set"))
 
 
 def bm25_values(req: EvaluateRequest) -> dict[str, Any]:

@@ -347,6 +347,7 @@ def pools_lines(done: Finished, names: list[str], summary: pd.DataFrame, report:
         TIED_LEGEND,
         "",
         *summary_lines(summary),
+        *unreproducible_lines(report.parent),
         f"report: {report}",
     ]
 
@@ -435,5 +436,17 @@ def benchmark_lines(done: Finished, summary: pd.DataFrame) -> list[str]:
     lines.append(f"fields and AVG × 100; {TIED_LEGEND}")  # the intervals and tied groups
     lines.append("")
     lines.extend(summary_lines(summary))
+    lines.extend(unreproducible_lines(done.result))
     lines.append(f"report: {done.result / 'report.md'}")
     return lines
+
+
+def unreproducible_lines(result: Path) -> list[str]:
+    """One line per reason the numbers of ``result`` are not reproducible (an encoder that
+    is not deterministic), as its manifest carries them; none when they are."""
+    from mdcr.core.manifests import open_output
+    from mdcr.core.stage import UNREPRODUCIBLE
+
+    made = open_output(result)
+    reasons = made.info(UNREPRODUCIBLE, []) if made else []
+    return [f"not reproducible: {reason}; these numbers are one draw" for reason in reasons]

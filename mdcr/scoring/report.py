@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from mdcr.contracts.artifacts import INTERVALS
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError, ManifestMismatchError
+from mdcr.core.hints import key
 from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
 from mdcr.scoring.comparison_params import IntervalParams, PairedTestParams
 
@@ -62,9 +63,11 @@ class ReportConfig(PairedTestParams, IntervalParams):
     def validate(self) -> None:
         for s in self.splits:
             if s not in SPLITS:
-                raise ConfigError(f"report.splits: {s!r} is not valid; valid: val, test")
+                raise ConfigError(
+                    f"{key('report', 'splits')}: {s!r} is not valid; valid: val, test"
+                )
         if not self.splits:
-            raise ConfigError("report.splits: empty; valid: val, test")
+            raise ConfigError(f"{key('report', 'splits')}: empty; valid: val, test")
         self.validate_paired_tests("report")
         self.validate_intervals("report")
 
@@ -453,7 +456,8 @@ def _scored_pools(cfg: ReportConfig, scores: Scores) -> pd.DataFrame:
     if per_pool.empty:
         have = ", ".join(sorted(scores.per_pool["split"].dropna().unique())) or "none"
         raise InputDataError(
-            f"report.splits: no scored pools in {', '.join(cfg.splits)}; scored splits: {have}"
+            f"{key('report', 'splits')}: no scored pools in {', '.join(cfg.splits)}; "
+            f"scored splits: {have}"
         )
     return per_pool
 

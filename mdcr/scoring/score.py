@@ -334,7 +334,7 @@ def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
     )
 
 
-def identify_score(cfg: ScoreConfig) -> dict[str, Any]:
+def identify_score(cfg: ScoreConfig, inputs: Mapping[str, list[Path]]) -> dict[str, Any]:
     """The definitions of measures registered at run time (none for the built-in ones, so
     their fingerprints are those of mdcr's code alone)."""
     return measures.identity(cfg.metrics)

@@ -29,6 +29,7 @@ the splits imported.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from typing import Any
 from mdcr.contracts.artifacts import PAPERS, POOL_META, POOLS, QRELS, QUERIES
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
+from mdcr.core.hints import key
 from mdcr.core.stage import StageContext, StageSpec, register
 
 QUERY_PREFIX = "q:"
@@ -66,14 +68,14 @@ def _splits(source: Path, cfg: BeirImportConfig) -> tuple[dict[str, str], list[s
     missing = [s for s in cfg.splits if s not in have]
     if missing:
         raise ConfigError(
-            f"beir-import.splits: '{source}' has no qrels/{missing[0]}.tsv; it has: "
+            f"{key('beir-import', 'splits')}: '{source}' has no qrels/{missing[0]}.tsv; it has: "
             f"{', '.join(have)}"
         )
     unknown = [s for s in cfg.splits if s not in SPLIT_MAP]
     if unknown:
         raise ConfigError(
-            f"beir-import.splits: '{unknown[0]}' is not a split mdcr scores (val, test); "
-            f"import one of: {mappable}"
+            f"{key('beir-import', 'splits')}: '{unknown[0]}' is not a split mdcr scores "
+            f"(val, test); import one of: {mappable}"
         )
     chosen = sorted(set(cfg.splits)) if cfg.splits else [s for s in have if s in SPLIT_MAP]
     if not chosen:
@@ -194,7 +196,7 @@ def run_beir_import(cfg: BeirImportConfig, ctx: StageContext) -> None:
     ctx.record("queries", len(used_queries))
 
 
-def identify_beir_import(cfg: BeirImportConfig) -> dict[str, Any]:
+def identify_beir_import(cfg: BeirImportConfig, inputs: Mapping[str, list[Path]]) -> dict[str, Any]:
     """What the import reads beyond the folder's bytes (hashed as the input): nothing."""
     return {"query_prefix": QUERY_PREFIX, "pool_prefix": POOL_PREFIX, "split_map": SPLIT_MAP}
 

@@ -233,11 +233,11 @@ def register_model(
             f"{type(model).__name__} has no encode method; pass a SentenceTransformer, an "
             "object with encode(list of str), or an mdcr Encoder"
         )
-    from mdcr.encoders.probe import probe_digest
+    from mdcr.encoders.probe import probe
 
     identity = model_identity(model, cache_key)
     identity["metric"] = encoder.metric
-    identity["probe"] = probe_digest(name or type(model).__name__, encoder)
+    identity["probe"] = probe(name or type(model).__name__, encoder).identity
     hexdigest = digest(identity)  # the store's one recipe, as the fingerprint hashes it
     if name:
         label = name

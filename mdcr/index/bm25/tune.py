@@ -298,7 +298,7 @@ def plan_bm25_tune(
     )
 
 
-def identify_bm25_tune(cfg: TuneConfig) -> dict[str, Any]:
+def identify_bm25_tune(cfg: TuneConfig, inputs: Mapping[str, list[Path]]) -> dict[str, Any]:
     """The definition of the maximised measure when it was registered at run time."""
     return measures.identity([measures.parse(metric_name(cfg.metric, cfg.depth))[0].kind])
 

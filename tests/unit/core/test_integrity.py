@@ -94,25 +94,22 @@ def test_a_file_of_the_same_size_is_found_by_its_hash(tmp_path: Path) -> None:
     assert manifest is not None
     assert damage(src.path, manifest, hashes="none") is None  # sizes agree
     assert "sha256" in str(damage(src.path, manifest, hashes="cheap"))
-    with pytest.raises(ManifestMismatchError, match="sha256"):
+    assert "xxh3_128" in str(damage(src.path, manifest, hashes="read"))
+    with pytest.raises(ManifestMismatchError, match="xxh3_128"):  # before a stage reads it
         store.execute(
             DOUBLE, DoubleConfig(source=str(src.path)), {"source": [src.path]}, quiet=True
         )
 
 
-def test_a_manifest_without_sizes_is_checked_for_what_it_records(tmp_path: Path) -> None:
+def test_a_manifest_without_sizes_or_hashes_is_damage(tmp_path: Path) -> None:
     store = Store(tmp_path)
     src = store.execute(SOURCE, SourceConfig(n=7), {}, quiet=True)
     path = src.path / "manifest.json"
-    manifest = json.loads(path.read_text())
-    del manifest["outputs"]["values.parquet"]["bytes"]  # as manifests once were
-    path.write_text(json.dumps(manifest))
-    assert damage(src.path, manifest, hashes="all") is None
-    _truncate(src.path / "values.parquet")
-    assert damage(src.path, manifest, hashes="none") is None  # no size to compare
-    assert "sha256" in str(damage(src.path, manifest, hashes="cheap"))
-    (src.path / "values.parquet").unlink()
-    assert "is missing" in str(damage(src.path, manifest, hashes="none"))
+    for key in ("bytes", "sha256", "xxh3_128"):
+        manifest = json.loads(path.read_text())
+        del manifest["outputs"]["values.parquet"][key]  # an edited manifest
+        found = damage(src.path, manifest, hashes="none")
+        assert found is not None and "no size and hashes" in str(found)
 
 
 PIPE = """

@@ -163,9 +163,9 @@ def test_an_encoders_own_defaults_are_what_it_builds_with_and_are_hashed(
     assert option_defaults("minilm") == lookup("minilm")[0].option_defaults()
     cfg = EncodeConfig(corpus="c", encoder="random")
     assert build_encoder("random").dim == 768
-    assert identify_encode(cfg)["option_defaults"] == {"dim": 768, "seed": 0}
+    assert identify_encode(cfg, {})["option_defaults"] == {"dim": 768, "seed": 0}
     # Given, an option is hashed as a parameter and its default is no longer filled in.
-    assert identify_encode(dataclasses.replace(cfg, dim=64))["option_defaults"] == {"seed": 0}
+    assert identify_encode(dataclasses.replace(cfg, dim=64), {})["option_defaults"] == {"seed": 0}
 
     store = Store(tmp_path)
     before = store.plan(SPEC, cfg, {}).fingerprint

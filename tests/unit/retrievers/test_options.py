@@ -63,7 +63,7 @@ def test_a_value_equal_to_the_hashed_form_of_unset_is_unset(tmp_path) -> None:
     unset = EncodeConfig(corpus="c", encoder="random")
     zero = EncodeConfig(corpus="c", encoder="random", seed=0)
     assert zero.options().given() == [] and zero.options().is_unset("seed")
-    assert identify_encode(zero) == identify_encode(unset)
+    assert identify_encode(zero, {}) == identify_encode(unset, {})
     store = Store(tmp_path)
     assert store.plan(SPEC, zero, {}).fingerprint == store.plan(SPEC, unset, {}).fingerprint
     seven = EncodeConfig(corpus="c", encoder="random", seed=7)
