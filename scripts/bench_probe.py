@@ -7,7 +7,11 @@ that very object, so the build is not paid twice. This script measures, in one p
 for a ``py:`` encoder that wraps a real model (:class:`mdcr.encoders.models.hf.HFEncoder`):
 
 - ``build``: building the encoder alone (what any run pays);
-- ``identify``: ``identify_encoder`` (import, build, state digest, probe), the plan's cost;
+- ``identify``: ``identify_encoder`` (import, build, state digest, the fixed probe encoded
+  twice), the plan's cost;
+- ``input probe``: choosing the input probe's papers (the longest and a seeded sample of
+  the encode's inputs, a DuckDB query over a corpus of ``--corpus`` papers) and encoding
+  them twice, what the encode step's fingerprint adds;
 - ``encode N``: the same encoder's ``encode`` over ``--docs`` real S2ORC titles and
   abstracts (``tests/data/s2orc_sample``, resampled), what the step's run then does.
 
@@ -78,16 +82,37 @@ def _papers(n: int) -> list:
     ]
 
 
+def _corpus(path: Path, n: int) -> Path:
+    """A papers.parquet of ``n`` papers: the sample's texts, resampled, under new ids."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    real = _papers(min(n, 1000))
+    pq.write_table(
+        pa.table(
+            {
+                "paper_id": [f"c{i:08d}" for i in range(n)],
+                "title": [real[i % len(real)].title for i in range(n)],
+                "abstract": [real[i % len(real)].abstract for i in range(n)],
+            }
+        ),
+        path,
+    )
+    return path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", choices=["minilm", "bert-base"], default="minilm")
     ap.add_argument("--docs", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--corpus", type=int, default=200_000, help="papers the input probe scans")
     args = ap.parse_args()
 
     import torch
 
     from mdcr.encoders import python_family, registry
+    from mdcr.encoders.probe import input_probe_papers, probe
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -96,7 +121,8 @@ def main() -> None:
         sys.path.insert(0, str(tmp))
         spec = "py:bench_probe_enc:Wrapped"
         papers = _papers(args.docs)
-        best = {"build": float("inf"), "identify": float("inf"), "encode": float("inf")}
+        corpus = _corpus(tmp / "papers.parquet", args.corpus)
+        best = dict.fromkeys(("build", "identify", "choose", "input", "encode"), float("inf"))
         for _ in range(args.rounds):
             t0 = time.perf_counter()
             encoder = registry.build_encoder(spec)
@@ -106,14 +132,22 @@ def main() -> None:
             best["identify"] = min(best["identify"], time.perf_counter() - t0)
             python_family.BUILT.clear()
             t0 = time.perf_counter()
+            chosen = input_probe_papers(corpus, [], "all")
+            best["choose"] = min(best["choose"], time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            probe(spec, encoder, chosen)
+            best["input"] = min(best["input"], time.perf_counter() - t0)
+            t0 = time.perf_counter()
             encoder.encode(papers)
             best["encode"] = min(best["encode"], time.perf_counter() - t0)
-        extra = best["identify"] - best["build"]
+        extra = best["identify"] - best["build"] + best["choose"] + best["input"]
         rate = args.docs / best["encode"]
         print(f"model {args.model}, {torch.get_num_threads()} threads, best of {args.rounds}")
-        print(f"build                {best['build']:8.2f} s")
-        print(f"identify (plan)      {best['identify']:8.2f} s")
-        print(f"encode {args.docs:>6} papers  {best['encode']:8.2f} s ({rate:,.0f} papers/s)")
+        print(f"build                    {best['build']:8.2f} s")
+        print(f"identify (plan)          {best['identify']:8.2f} s")
+        print(f"input probe: choose      {best['choose']:8.2f} s ({args.corpus:,} corpus papers)")
+        print(f"input probe: encode x2   {best['input']:8.2f} s ({len(chosen)} papers)")
+        print(f"encode {args.docs:>6} papers      {best['encode']:8.2f} s ({rate:,.0f} papers/s)")
         print(
             f"identity beyond the build: {extra:.2f} s = {extra / best['encode']:.1%} of "
             f"encoding {args.docs} papers = the time of {extra * rate:,.0f} papers"

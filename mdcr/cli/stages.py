@@ -129,9 +129,31 @@ def _run_pipeline(args: argparse.Namespace) -> int:
             quiet=args.quiet,
         )
     if not args.dry_run:
-        for line in summarize(pipeline, results, store):
+        notes = evaluate_hints([art.path for art in results.values()])
+        for line in summarize(pipeline, results, store, notes):
             print(line)
     return 0
+
+
+def evaluate_hints(folders: list[Path]) -> list[str]:
+    """The ``mdcr evaluate`` commands that score a user's encoder on the pools and
+    benchmarks among ``folders`` (a pipeline's outputs)."""
+    from mdcr.contracts.artifacts import BENCHMARK, POOLS
+    from mdcr.contracts.outputs import writes
+
+    commands = [
+        f"  mdcr evaluate --encoder py:MODULE:CLASS --{flag} {folder}"
+        for folder in folders
+        for flag, contract in (("pools", POOLS), ("benchmark", BENCHMARK))
+        if writes(folder, contract)
+    ]
+    if not commands:
+        return []
+    return [
+        "Score your own encoder on these (README, 'Scoring your encoder'; PYTHONPATH=. for a "
+        "module in this folder):",
+        *commands,
+    ]
 
 
 def add_parsers(sub: Any) -> None:

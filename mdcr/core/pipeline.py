@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -344,15 +344,19 @@ def _dry_run_step(
     return plan
 
 
-def summarize(pipeline: Pipeline, results: dict[str, Artifact], store: Store) -> list[str]:
-    """Lines saying where every step's outputs are: the last step's main file, and last of
-    all its output folder alone (what a next stage would take), as a stage command ends."""
+def summarize(
+    pipeline: Pipeline, results: dict[str, Artifact], store: Store, notes: Sequence[str] = ()
+) -> list[str]:
+    """Lines saying where every step's outputs are, then ``notes`` (what to do next), then
+    the last step's main file, and last of all its output folder alone (what a next stage
+    would take), as a stage command ends."""
     lines = [f"Outputs of pipeline '{pipeline.name}' (under {store.home}):"]
     for step in pipeline.steps:
         if step.id in results:
             art = results[step.id]
             state = "up to date" if art.up_to_date else "built"
             lines.append(f"  {step.id:<18} {state:<10} {art.path}")
+    lines.extend(notes)
     last = next((s for s in reversed(pipeline.steps) if s.id in results), None)
     if last is not None:
         folder = results[last.id].path
