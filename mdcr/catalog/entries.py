@@ -40,7 +40,7 @@ from typing import Any
 
 from mdcr.contracts.facts import ScoreInfo
 from mdcr.core.errors import ConfigError
-from mdcr.core.integrity import Damage, damage
+from mdcr.core.integrity import Damage, damage, damage_mark
 from mdcr.core.locks import LockBusyError, busy_holder, exclusive
 from mdcr.core.manifests import MANIFEST, read_manifest
 from mdcr.index.lucene.indexes import INDEX_STAGE, read_index_meta
@@ -381,6 +381,7 @@ def remove(items: Iterable[Garbage], echo: Callable[[str], None] = print) -> tup
                 if e.state in MADE and (now is None or now.state != e.state):
                     continue  # replaced (or rebuilt) meanwhile
                 shutil.rmtree(e.path)
+                damage_mark(e.path).unlink(missing_ok=True)
         except LockBusyError:
             echo(f"skipped {e.key}: a process works on it now")
             continue

@@ -63,7 +63,11 @@ def recorded_files(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def damage(folder: Path, manifest: dict[str, Any], *, hashes: Hashes = "cheap") -> Damage | None:
-    """The first way ``folder`` differs from ``manifest`` (module docstring), else None."""
+    """The first way ``folder`` differs from ``manifest`` (module docstring), else None;
+    a damage a reader found earlier (:func:`mark_damaged`) is found by every check."""
+    marked = _marked(folder)
+    if marked is not None:
+        return marked
     files = recorded_files(manifest)
     stats: dict[str, os.stat_result] = {}
     for name, record in sorted(files.items()):
@@ -139,6 +143,30 @@ def remember(path: Path, hashes: dict[str, str]) -> None:
         _HASHED[(str(path), kind)] = (st.st_size, st.st_mtime_ns, st.st_ino, value)
 
 
+def damage_mark(folder: Path) -> Path:
+    """Where a damage found by a reader is kept: ``<stage>/.<fp>.damaged`` beside the
+    output (the store removes it when the output is built again)."""
+    return folder.parent / f".{folder.name}.damaged"
+
+
+def mark_damaged(folder: Path, found: Damage) -> None:
+    """Remember that ``folder`` is damaged: a full check before a read found what the
+    cheap check before reuse cannot (a large file changed in place at the same size), so
+    the next run that plans its step builds it again rather than calling it up to date."""
+    from mdcr.core.atomic import atomic_write_text
+
+    atomic_write_text(damage_mark(folder), f"{found.file}\t{found.problem}\n")
+
+
+def _marked(folder: Path) -> Damage | None:
+    try:
+        text = damage_mark(folder).read_text()
+    except OSError:
+        return None
+    name, _, problem = text.strip().partition("\t")
+    return Damage(name, problem or "was found damaged when it was read")
+
+
 def describe(folder: Path, manifest: dict[str, Any], found: Damage) -> str:
     """``the <stage> output '<folder>' is damaged: <file> <problem>``."""
     stage = str(manifest.get("stage", "")) or folder.parent.name
@@ -153,6 +181,7 @@ def check_input(name: str, folder: Path, manifest: dict[str, Any]) -> None:
     found = damage(folder, manifest, hashes="read")
     if found is None:
         return
+    mark_damaged(folder, found)
     given = given_as(folder)  # named as the user gave it (--pools), else the stage's key
     raise ManifestMismatchError(
         f"{given or f'input {name!r}'}: {describe(folder, manifest, found)}; "

@@ -55,8 +55,10 @@ from mdcr.core.integrity import (
     Damage,
     check_input,
     damage,
+    damage_mark,
     describe,
     file_hashes,
+    mark_damaged,
     remember,
 )
 from mdcr.core.locks import exclusive
@@ -213,6 +215,7 @@ class Store:
             if all(out.info(k, _ABSENT) == v for k, v in wanted.items()):
                 broken = damage(folder, out.manifest, hashes="read")
                 if broken is not None:  # never read; a run that needs it rebuilds it
+                    mark_damaged(folder, broken)
                     _warn_once(f"skipping {describe(folder, out.manifest, broken)}")
                     continue
                 found.append(out)
@@ -369,6 +372,7 @@ class Store:
         if final.exists():  # a stale folder without a valid manifest
             shutil.rmtree(final)
         os.replace(work, final)
+        damage_mark(final).unlink(missing_ok=True)  # built again: whole
         for name, record in outputs.items():  # hashed above: not again in this process
             remember(final / name, {k: str(record[k]) for k in HASHES})
 

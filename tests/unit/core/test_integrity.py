@@ -284,3 +284,56 @@ def test_a_damaged_file_read_outside_a_stage_is_one_line(
     assert f"the search output '{f['search']}' is damaged: runs.parquet has" in err
     with pytest.raises(ManifestMismatchError, match="re-run the search step"):
         mdcr.load_run(f["search"])
+
+
+def test_a_large_output_changed_in_place_is_never_read_and_is_built_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Above the cheap-hash limit only sizes are checked before an output is called up to
+    date; every byte is hashed (XXH3) before it is read, and what that finds is kept
+    beside the output, so the next run builds it again rather than reusing it."""
+    from mdcr.core import integrity
+
+    monkeypatch.setattr(integrity, "CHEAP_HASH_BYTES", 0)  # every output is "large"
+    store = Store(tmp_path)
+    src = store.execute(SOURCE, SourceConfig(n=7, label="a"), {}, quiet=True)
+    other = store.execute(SOURCE, SourceConfig(n=7, label="b"), {}, quiet=True)
+    good = _sha(src.path / "values.parquet")
+    shutil.copyfile(other.path / "values.parquet", src.path / "values.parquet")  # same size
+    assert store.is_done(src.path, src.fingerprint)  # sizes agree: up to date unread
+    cfg = DoubleConfig(source=str(src.path))
+    with pytest.raises(ManifestMismatchError, match="xxh3_128 its manifest records"):
+        store.execute(DOUBLE, cfg, {"source": [src.path]}, quiet=True)
+    assert not store.is_done(src.path, src.fingerprint)  # remembered beside it
+    rc, out, _ = _mdcr("verify", "--home", str(tmp_path))
+    assert rc == 1 and "damaged: values.parquet does not have the xxh3_128" in out
+    again = store.execute(SOURCE, SourceConfig(n=7, label="a"), {}, quiet=True)
+    assert not again.up_to_date and _sha(again.path / "values.parquet") == good
+    assert not integrity.damage_mark(src.path).exists()
+    doubled = store.execute(DOUBLE, cfg, {"source": [src.path]}, quiet=True)
+    assert not doubled.up_to_date
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("how", ["truncated", "missing", "not complete"])
+def test_an_output_whose_manifest_cannot_be_read_is_damaged_for_verify(
+    tmp_path: Path, how: str
+) -> None:
+    store = Store(tmp_path)
+    src = store.execute(SOURCE, SourceConfig(n=7), {}, quiet=True)
+    store.execute(SOURCE, SourceConfig(n=8), {}, quiet=True)
+    path = src.path / "manifest.json"
+    if how == "truncated":
+        path.write_text(path.read_text()[:200])
+    elif how == "missing":
+        path.unlink()
+    else:
+        manifest = json.loads(path.read_text())
+        manifest["complete"] = False
+        path.write_text(json.dumps(manifest))
+    rc, out, _ = _mdcr("verify", "--home", str(tmp_path))
+    assert rc == 1, out
+    assert f"{src.path.parent.name}/{src.fingerprint}  damaged: manifest.json" in out
+    assert "checked 2 output(s)" in out and "1 damaged" in out
+    again = store.execute(SOURCE, SourceConfig(n=7), {}, quiet=True)
+    assert not again.up_to_date and read_manifest(again.path) is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -294,8 +295,27 @@ def test_evaluate_requests_that_cannot_work_name_the_option(
     request_args: dict, message: str
 ) -> None:
     from mdcr.core.errors import ConfigError
+    from mdcr.core.hints import typed_in
     from mdcr.evaluation.request import EvaluateRequest
 
     req = EvaluateRequest(benchmark=FIXTURE, **request_args)
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+    with typed_in("cli", "evaluate"), pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         req.check()
+
+
+def test_python_errors_speak_of_arguments_not_flags(tmp_path: Path) -> None:
+    import mdcr
+    from mdcr.core.errors import ConfigError
+
+    home = tmp_path / "home"
+    cases = [
+        ({"benchmark": 123}, "benchmark=123: give a folder as a str or a pathlib.Path"),
+        ({"pools": 4.5}, "pools=4.5: give a folder"),
+        ({"pools": tmp_path, "benchmark": FIXTURE}, "pools= cannot be combined with benchmark="),
+        ({"benchmark": FIXTURE, "encode_options": {"dim": "x"}}, "encode_options"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ConfigError, match=re.escape(message)) as info:
+            mdcr.evaluate("random", home=home, **kwargs)
+        text = str(info.value)
+        assert "\n" not in text and "--" not in text, text

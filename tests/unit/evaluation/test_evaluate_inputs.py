@@ -150,3 +150,18 @@ def test_an_unresolved_hub_model_names_the_flag_of_evaluate(
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     err = _one_line_error([*_evaluate(tmp_path / "home"), "--encoder", "scincl"], capsys)
     assert "`--encode-set revision=<40-hex commit>`" in err and "malteos/scincl" in err
+
+
+def test_a_damaged_input_is_named_by_the_flag_that_gave_it(tmp_path: Path, capsys) -> None:
+    home = tmp_path / "home"
+    assert main([*_evaluate(home), "--encoder", "random"]) == 0
+    (imported,) = [p for p in (home / "benchmark-import").iterdir() if not p.name.startswith(".")]
+    capsys.readouterr()
+    data = imported / "benchmark.parquet"
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # the same size, other bytes
+    data.write_bytes(bytes(raw))
+    argv = [*_evaluate(home, imported), "--encoder", "random", "--encode-set", "dim=8"]
+    err = _one_line_error(argv, capsys)
+    assert err.startswith(f"mdcr: error: --benchmark '{imported}': the benchmark-import output")
+    assert "input '" not in err
