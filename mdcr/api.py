@@ -88,6 +88,11 @@ def evaluate(
                 f"{label}={value!r}: give a folder as a str or a pathlib.Path, "
                 f"e.g. {label}='data/mdcr'"
             )
+    if name is not None:
+        from mdcr.encoders.naming import NAME, name_rule
+
+        if not isinstance(name, str) or ":" in name or not NAME.match(name):
+            raise ConfigError(f"name={name!r}: {name_rule(str(name))}")
     if isinstance(splits, str):  # splits="test" means that one split
         splits = (splits,)
     if isinstance(model, str) and cache_key is not None:

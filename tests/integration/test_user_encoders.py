@@ -75,7 +75,7 @@ class TorchEnc(torch.nn.Module):
         super().__init__()
         self.proj = torch.nn.Linear(32, self.dim)
         weights = pathlib.Path(__file__).with_name("torch_weights.pt")
-        self.load_state_dict(torch.load(weights))
+        self.proj.load_state_dict(torch.load(weights))
         self.eval()
 
     @torch.no_grad()
@@ -93,7 +93,7 @@ class StEnc:
 
     def __init__(self):
         self.model = SentenceTransformer(os.environ["U_ST_FOLDER"], device="cpu")
-        self.dim = self.model.get_sentence_embedding_dimension()
+        self.dim = self.model.get_embedding_dimension()
 
     def encode(self, papers):
         texts = [f"{p.title} {p.abstract}" for p in papers]
@@ -193,6 +193,9 @@ import numpy as np
 from u_features import grams
 
 
+W = np.random.default_rng(0).normal(size=(12, 12))  # real-valued scores: no ties
+
+
 class MultiEnc:
     name, dim, metric = "multi-enc", 12, "ip"
     multi_vector = True
@@ -201,7 +204,7 @@ class MultiEnc:
         vectors, offsets = [], [0]
         for p in papers:
             pieces = [s for s in p.abstract.split(". ") if s.strip()] or [p.title or "-"]
-            rows = [grams([type(p)(p.paper_id, p.title, s)], 12)[0] for s in pieces]
+            rows = [grams([type(p)(p.paper_id, p.title, s)], 12)[0] @ W for s in pieces]
             vectors.extend(rows)
             offsets.append(offsets[-1] + len(rows))
         return np.stack(vectors), np.array(offsets, dtype=np.int64)
@@ -247,10 +250,11 @@ def _write_user_code(folder: Path, models: Path) -> None:
 
 
 def _save_tiny_st(bert: Path, out: Path) -> None:
-    from sentence_transformers import SentenceTransformer, models
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
-    word = models.Transformer(str(bert), max_seq_length=64)
-    pooling = models.Pooling(word.get_word_embedding_dimension(), pooling_mode="mean")
+    word = Transformer(str(bert), max_seq_length=64)
+    pooling = Pooling(word.get_embedding_dimension(), pooling_mode="mean")
     SentenceTransformer(modules=[word, pooling], device="cpu").save(str(out))
 
 
@@ -407,17 +411,14 @@ def _bench_values(folder: Path) -> pd.DataFrame:
 
 
 def _api_values(result: Any, measure: str = "MAP") -> pd.Series:
+    """(retriever, query_id) -> value on a benchmark's test split; (retriever, pool_id,
+    query_id) -> value on pools (every pool, both splits)."""
     rows = result.per_query
-    rows = rows[(rows["measure"] == measure) & (rows["split"] == "test")]
-    keys = (
-        ["retriever", "pool_id", "query_id"]
-        if rows["setup"].iloc[0] != "mdcr"
-        else [
-            "retriever",
-            "query_id",
-        ]
-    )
-    return rows.set_index(keys)["value"]
+    rows = rows[rows["measure"] == measure]
+    if (rows["setup"] == "mdcr").all():
+        rows = rows[rows["split"] == "test"]
+        return rows.set_index(["retriever", "query_id"])["value"]
+    return rows.set_index(["retriever", "pool_id", "query_id"])["value"]
 
 
 def test_every_encoder_scores_one_number_on_every_benchmark_path(user: dict[str, Any]) -> None:
@@ -458,8 +459,9 @@ def test_every_encoder_scores_one_number_on_every_pools_path(user: dict[str, Any
         import importlib
 
         obj = getattr(importlib.import_module(module), attr)()
-        obj_result = mdcr.evaluate(obj, pools=pools, name=f"{name}-object")
-        by_obj = _api_values(obj_result).xs(f"{name}-object", level="retriever").sort_index()
+        label = f"{module}-object"
+        obj_result = mdcr.evaluate(obj, pools=pools, name=label)
+        by_obj = _api_values(obj_result).xs(label, level="retriever").sort_index()
         by_obj = by_obj.reindex(reference.index)
         assert np.allclose(by_obj.to_numpy(), reference.to_numpy(), atol=1e-9), spec
 
@@ -468,7 +470,7 @@ def test_an_encoder_that_is_not_deterministic_is_named_so(user: dict[str, Any]) 
     home = user["root"] / "random-home"
     first = _cli(user, home, "--encoder", RANDOM, "--benchmark", str(BENCH))
     assert first.returncode == 0, first.stderr[-3000:]
-    notice = "encoder 'py:u_random:RandomEnc' is not deterministic"
+    notice = "encoder 'u_random:RandomEnc' is not deterministic"
     assert notice in first.stderr
     assert "not reproducible" in first.stdout
     again = _cli(user, home, "--encoder", RANDOM, "--benchmark", str(BENCH))
@@ -499,7 +501,9 @@ def test_an_encoder_that_is_not_deterministic_is_named_so(user: dict[str, Any]) 
 EDITS = {
     "code": (
         "u_ip.py",
-        lambda t: t.replace("return grams(papers, 24)", "return 2 * grams(papers, 24) + 1"),
+        lambda t: t.replace(
+            "return grams(papers, 24)", "return grams(papers, 24)[:, ::-1].cumsum(1)"
+        ),
     ),
     "helper": ("u_pkg/sub/helpers.py", lambda t: t.replace("WEIGHT = 1.0", "WEIGHT = 9.0")),
 }
