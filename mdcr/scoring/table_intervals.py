@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 Column = Callable[[tuple[Any, ...]], tuple[str, str]]
 AVG = "AVG"
 SCALE = 100.0
+# Below this many queries a 95% bootstrap interval covers visibly less (docs/scoring.md).
+FEW_QUERIES = 20
 TEST_NAMES = {"fisher": "Fisher randomization test", "student": "paired t-test"}
 
 
@@ -258,6 +260,13 @@ def _companion(
     rows = sorted(dict.fromkeys(rows), key=lambda n: order.get(n, len(order)))
     diff_rows = sorted(dict.fromkeys(diff_rows), key=lambda n: order.get(n.split(" − ")[0], 0))
     method = "BCa" if c.interval_options.method == "bca" else "percentile"
+    few = [int(n) for n in frame.get("n_queries", []) if n == n and n < FEW_QUERIES]
+    caveat = (
+        f" With fewer than {FEW_QUERIES} queries (here {min(few)}) an interval covers less "
+        'than 95% (docs/scoring.md, "Calibration").'
+        if few
+        else ""
+    )
     return Table(
         name=f"{table.name}_ci",
         title=f"{table.title}: 95% intervals",
@@ -270,7 +279,7 @@ def _companion(
             f"resamples, seed {c.interval_options.seed}): a query is resampled with its "
             "values in every repetition, averaged as the table is; rows `X − "
             f"{base}`: the paired difference, its interval and the {c.cfg.correction}-"
-            "adjusted p of its test."
+            "adjusted p of its test." + caveat
         ],
         rule_before={diff_rows[0]} if diff_rows else set(),
         std_in_text=False,
