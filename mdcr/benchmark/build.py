@@ -418,7 +418,7 @@ def summary_markdown(
     """A readable account of the benchmark: counts per split, field and type."""
     import pandas as pd
 
-    from mdcr.benchmark.formats import type_order
+    from mdcr.scoring.mdcr_tables import type_order
 
     present = set(bench["candidate_type"].unique())
     types = [t for t in type_order([*cfg.models, *FIXED_TYPES, POSITIVE]) if t in present]

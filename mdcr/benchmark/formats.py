@@ -25,34 +25,21 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from mdcr.contracts.paper import MDCR_FIXED_TYPES as FIXED_TYPES
 from mdcr.contracts.paper import MDCR_POSITIVE as POSITIVE
 from mdcr.core.atomic import atomic_path
 from mdcr.core.errors import InputDataError, require
-from mdcr.retrievers.builtin import MDCR_MODELS as PAPER_MODELS
+from mdcr.scoring.mdcr_tables import type_order
 
 BENCHMARK_COLUMNS = ["query_id", "field", "paper_id", "candidate_type", "split"]
 PAPER_COLUMNS = ["paper_id", "title", "abstract"]
 SPLITS = ("val", "test")
 _RELEASE_JSON = re.compile(r"^mdcr_(val|test)\.json$")
-
-
-def type_order(types: Iterable[str]) -> list[str]:
-    """Candidate types in the paper's order: the paper's model types (bm25, specter,
-    scincl), other model types as given, graph, most_cited, random, and ``true`` last (the
-    order the original scorer reads them in is irrelevant: a candidate's label is 1 iff it
-    is in ``true``)."""
-    seen = list(dict.fromkeys(types))
-    others = [t for t in seen if t not in (*FIXED_TYPES, POSITIVE)]
-    models = [m for m in PAPER_MODELS if m in others] + [t for t in others if t not in PAPER_MODELS]
-    fixed = [t for t in FIXED_TYPES if t in seen]
-    return models + fixed + ([POSITIVE] if POSITIVE in seen else [])
 
 
 def check_benchmark(df: pd.DataFrame, where: str) -> pd.DataFrame:

@@ -1,17 +1,13 @@
 """Stage ``benchmark-score`` (``mdcr benchmark score``): MAP, nDCG and R@5 on a benchmark.
 
 Per field and macro-averaged, with the original MDCR scorer's semantics
-(:mod:`mdcr.benchmark.scoring`), the candidate-type analysis, and the Table 3 / Table 4
-layouts, written through the one report model (:mod:`mdcr.scoring.document`): ``report.md``,
-``report.json`` and ``tables/``.
-
-Every mean of the MAP, R@5 and nDCG tables has a 95% bootstrap interval, and each
-retriever's difference from the baseline its interval and corrected p, in a ``_ci``
-companion table; the retrievers tied with each field's best are bold with a dagger, the
-minimum detectable effect is under each table (:mod:`mdcr.scoring.benchmark_intervals`),
-and every interval is in ``intervals.parquet``. A section "Where the encoders win and lose"
-plots each retriever's per-query difference from the baseline by field, year and
-positives (:mod:`mdcr.scoring.wins_losses`; ``plots/``).
+(:mod:`mdcr.benchmark.scoring`), and the candidate-type analysis. Its report
+(``report.md``, ``report.json`` and ``tables/``: the Table 3 / Table 4 layouts, every mean
+with its 95% bootstrap interval, each retriever's difference from the baseline, tied
+groups and the minimum detectable effect, the paired tests, where the encoders win and
+lose) is drawn by :mod:`mdcr.scoring.mdcr_report`, as the pools report draws its MDCR
+section; every interval is in ``intervals.parquet``, every paired test in
+``significance.parquet``.
 
 Each retriever's registry identity (:mod:`mdcr.retrievers.identity`) decides its label and
 whether it is set beside the paper's Tables 3 and 4 and published MDCR rows; its name
@@ -37,9 +33,7 @@ from mdcr.scoring.comparison_params import IntervalParams, PairedTestParams
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mdcr.contracts.facts import BenchmarkOrigin, RankInfo
-    from mdcr.scoring.document import Section
-    from mdcr.scoring.report_context import Context
+    from mdcr.contracts.facts import RankInfo
 
 OFFICIAL_JSON = "official.json"
 SIGNIFICANCE = "significance.parquet"
@@ -138,46 +132,18 @@ def _per_query(
     return per_query[cols].sort_values(cols[:-1], kind="stable").reset_index(drop=True)
 
 
-def _significance(
-    cfg: BenchScoreConfig,
-    per_query: pd.DataFrame,
-    ranks: list[Ranked],
-    splits: list[str],
-    ctx: StageContext,
-) -> dict[str, pd.DataFrame]:
-    """The paired tests between the retrievers, per split (written as one file)."""
+def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
     import pandas as pd
 
-    from mdcr.benchmark.paired import split_comparisons
-
-    sig = {
-        split: split_comparisons(
-            per_query,
-            split,
-            [r.name for r in ranks],
-            tests=cfg.stat_tests,
-            correction=cfg.correction,
-            alpha=cfg.alpha,
-            permutations=cfg.permutations,
-            seed=cfg.seed,
-        )
-        for split in splits
-    }
-    sig_all = pd.concat(list(sig.values()), ignore_index=True)
-    sig_all.to_parquet(ctx.output(SIGNIFICANCE, rows=len(sig_all)), index=False)
-    return sig
-
-
-def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
     from mdcr.benchmark.formats import read_benchmark
-    from mdcr.benchmark.scoring import field_means, macro_means, queries_without_positives
-    from mdcr.contracts.artifacts import BENCHMARK_METRICS
     from mdcr.contracts.outputs import benchmark_origin
     from mdcr.core.fingerprints import artifact_fingerprint
     from mdcr.scoring.document import Report, write_report
-    from mdcr.scoring.per_query import benchmark_values_rows
-    from mdcr.scoring.report_intervals import write_intervals
-    from mdcr.scoring.wins_losses import wins_losses_section
+    from mdcr.scoring.intervals import IntervalOptions
+    from mdcr.scoring.mdcr_report import MdcrScores, RankedRetriever, mdcr_report
+    from mdcr.scoring.mdcr_tables import field_means, macro_means, queries_without_positives
+    from mdcr.scoring.report_context import SectionOptions
+    from mdcr.scoring.table_intervals import write_intervals
 
     folder = ctx.input("benchmark")
     bench = read_benchmark(folder)
@@ -196,20 +162,27 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
     (ctx.out / OFFICIAL_JSON).write_text(json.dumps(official, indent=2, sort_keys=True) + "\n")
     ctx.output(OFFICIAL_JSON)
 
-    empty = queries_without_positives(bench[bench["split"].isin(splits)])
-    sig = _significance(cfg, per_query, ranks, splits, ctx)
-    c = _interval_context(cfg, ranks, ctx)
-    report = Report(cfg.title, [origin.line(), "", *_method_lines(cfg, bench, ranks)])
-    report.sections = [
-        _split_section(cfg, c, split, per_field, macro, per_query, ranks, origin, empty, sig)
-        for split in splits
-    ]
-    with ctx.timed("wins_losses"):
-        rows = benchmark_values_rows(per_query, folder)
-        wins = wins_losses_section(c, rows, splits, on_benchmark=True)
-    report.sections += [wins] if wins is not None else []
-    write_intervals(c.intervals, ctx)
+    scores = MdcrScores(
+        per_query,
+        bench,
+        folder,
+        origin,
+        tuple(RankedRetriever(r.info, r.folder, r.identity) for r in ranks),
+        tuple(splits),
+        cfg.ties,
+        cfg.by_type,
+    )
+    options = SectionOptions.of(cfg, chance_rows=False)
+    intervals = IntervalOptions(cfg.resamples, cfg.seed, cfg.interval_method)
+    with ctx.timed("report"):
+        drawn = mdcr_report(scores, options, intervals, ctx.out)
+    sig = pd.concat(list(drawn.significance.values()), ignore_index=True)
+    sig.to_parquet(ctx.output(SIGNIFICANCE, rows=len(sig)), index=False)
+    report = Report(cfg.title, drawn.preamble)
+    report.sections = drawn.sections
+    write_intervals(drawn.intervals, ctx)
     write_report(report, ctx)
+    empty = queries_without_positives(bench[bench["split"].isin(splits)])
     ctx.record("retrievers", [r.name for r in ranks])
     ctx.record("retriever_identities", {r.name: r.identity for r in ranks})
     ctx.record(
@@ -234,7 +207,7 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
 
 def _official(per_field: pd.DataFrame, names: list[str], splits: list[str]) -> dict[str, Any]:
     """What the original scorer prints, per retriever and split: fields and AVG, rounded."""
-    from mdcr.benchmark.scoring import official_key, official_round
+    from mdcr.scoring.mdcr_tables import official_key, official_round
 
     official: dict[str, Any] = {}
     for name in names:
@@ -256,198 +229,6 @@ def _official(per_field: pd.DataFrame, names: list[str], splits: list[str]) -> d
     return official
 
 
-def _interval_context(cfg: BenchScoreConfig, ranks: list[Ranked], ctx: StageContext) -> Context:
-    """The report context the intervals, tied groups and wins and losses are drawn in:
-    this stage's paired tests, interval parameters and baseline; MAP first."""
-    from mdcr.measures import registry as measures
-    from mdcr.scoring.intervals import IntervalOptions
-    from mdcr.scoring.published import order_retrievers
-    from mdcr.scoring.report_context import Context, SectionOptions
-
-    names = order_retrievers(sorted(r.name for r in ranks))
-    c = Context(
-        SectionOptions.of(cfg, chance_rows=False), names, {}, [measures.MAP.name(None)], ctx.out
-    )
-    c.interval_options = IntervalOptions(cfg.resamples, cfg.seed, cfg.interval_method)
-    return c
-
-
-def _split_section(
-    cfg: BenchScoreConfig,
-    c: Context,
-    split: str,
-    per_field: pd.DataFrame,
-    macro: pd.DataFrame,
-    per_query: pd.DataFrame,
-    ranks: list[Ranked],
-    origin: BenchmarkOrigin,
-    empty: pd.DataFrame,
-    sigs: dict[str, pd.DataFrame],
-) -> Section:
-    from mdcr.benchmark.paired import comparison_lines
-    from mdcr.benchmark.scoring import (
-        summary_lines,
-        table3,
-        table4,
-        table_ndcg,
-        without_positives_line,
-    )
-    from mdcr.scoring.benchmark_intervals import annotate_split
-    from mdcr.scoring.document import Section
-    from mdcr.scoring.published import label_for
-
-    labels = {r.name: label_for(r.name, r.identity) for r in ranks}
-    s = Section(split)
-    s.tables += [
-        table3(per_field, macro, split, labels=labels),
-        table_ndcg(per_field, macro, split, labels=labels),
-    ]
-    annotate_split(c, s, split, per_query, {r.name: r.identity for r in ranks})
-    if cfg.by_type:
-        s.tables.append(table4(macro, split, labels=labels))
-    note = without_positives_line(empty, split)
-    if note:
-        s.body += [note, ""]
-    s.body += comparison_lines(sigs[split], cfg.stat_tests, cfg.correction, cfg.alpha, labels)
-    if split == "test":
-        identities = {r.name: r.identity for r in ranks}
-        s.body += _comparison_lines(macro, origin, identities)
-    s.body += ["Original scorer's printout (x100, rounded as `evaluate.py` rounds):", ""]
-    for r in ranks:
-        s.body += [f"`{r.name}`:", "", "```", *summary_lines(per_field, split, r.name), "```", ""]
-    return s
-
-
-def _method_lines(cfg: BenchScoreConfig, bench: pd.DataFrame, ranks: list[Ranked]) -> list[str]:
-    sizes = bench.groupby(["split", "field", "query_id"]).size()
-    lines = [
-        "Metrics as the original MDCR scorer computes them: binary relevance (a candidate is "
-        "relevant iff it is in the query's `true` list), MAP and nDCG over each query's whole "
-        "candidate list (no cut-off), recall at 5; the mean over a field's queries, then the "
-        "plain mean over fields (AVG). Values are x100.",
-        "Ties: "
-        + (
-            "paper_id ascending (not the original scorer's order)."
-            if cfg.ties == "paper_id"
-            else "trec_eval's order, as the original scorer (paper_id descending as strings)."
-        ),
-        f"Queries: {_per_split(sizes.groupby(level=0).size())}; candidates per query: "
-        f"{int(sizes.min())}-{int(sizes.max())}.",
-        "Candidate-type table: each query scored on its positives plus only that type's "
-        "negatives, aggregated the same way; the AVG row is the mean over the retrievers.",
-        f"Intervals: 95% {'BCa' if cfg.interval_method == 'bca' else 'percentile'} bootstrap "
-        f"over queries ({cfg.resamples} resamples, seed {cfg.seed}; a field's queries one "
-        "stratum, AVG with the fields as strata), differences against "
-        f"`{cfg.baseline}`; tied groups from the {cfg.stat_tests[0]} test per field (AVG: "
-        f"all fields' queries), {cfg.correction}-corrected over each measure's table.",
-        "",
-        "Retrievers:",
-        "",
-    ]
-    from mdcr.retrievers.identity import describe
-
-    for r in ranks:
-        extra = f" ({r.info.detail})" if r.info.detail else ""
-        lines.append(f"- `{r.name}`: {r.info.method}{extra}; {describe(r.identity)}; `{r.folder}`")
-    return lines
-
-
-def _per_split(counts: pd.Series) -> str:
-    """``val 29, test 27``: a count per split, in the splits' order."""
-    order = {"val": 0, "test": 1}
-    keys = sorted(counts.index, key=lambda k: (order.get(str(k), 2), str(k)))
-    return ", ".join(f"{k} {int(counts[k])}" for k in keys)
-
-
-def _comparison_lines(
-    macro: pd.DataFrame, origin: BenchmarkOrigin, identities: Mapping[str, Any]
-) -> list[str]:
-    """The paper's and other published numbers beside ours: on the official release only,
-    and for built-in retrievers only (by registry identity, never by name)."""
-    from mdcr.scoring.published import comparable_with_published
-
-    if not comparable_with_published(origin):
-        return [
-            f"No paper or published numbers beside these: this is {origin.label}, not the "
-            "official MDCR release proven by provenance (`mdcr download mdcr`), and those "
-            "numbers were computed on the official release.",
-            "",
-        ]
-    files = origin.files("test")
-    return _paper_lines(macro, identities, files) + _published_lines(macro, identities, files)
-
-
-def _published_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: str) -> list[str]:
-    """Our test AVG next to MDCR results published beyond the paper (model cards, the MDCR
-    README), for the retrievers whose identity has them (built-in entries only)."""
-    from mdcr.benchmark.scoring import MDCR_METRICS, official_key
-    from mdcr.scoring.published import published_mdcr
-
-    ours = macro[(macro["split"] == "test") & (macro["subset"] == "all")]
-    rows = []
-    for r in ours.itertuples(index=False):
-        key = official_key(str(r.metric)) if r.metric in MDCR_METRICS else None
-        for row in published_mdcr(identities.get(str(r.retriever))):
-            if row["field"] == "AVG" and key in row:
-                ours_v = 100 * float(r.value)  # type: ignore[arg-type]
-                rows.append(
-                    f"| {r.retriever} | {row['model']} | {key} | {ours_v:.2f} | {row[key]:g} | "
-                    f"{row['citation']} |"
-                )
-    if not rows:
-        return []
-    return [
-        f"Published MDCR test results, beside ours on {files}:",
-        "",
-        "| retriever | published as | metric | ours | published | source |",
-        "|---|---|---|---:|---:|---|",
-        *rows,
-        "",
-    ]
-
-
-def _paper_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: str) -> list[str]:
-    """Our AVG next to the paper's (Tables 3 and 4) for the retrievers whose identity is
-    one of the paper's models (built in, default setup); a name alone never matches."""
-    from mdcr.benchmark.scoring import TABLE_METRICS, paper_type_column, type_label
-    from mdcr.measures.registry import label as measure_label
-    from mdcr.scoring.published import paper_models, paper_values
-
-    ids = paper_models(identities)
-    mine = macro[(macro["split"] == "test") & macro["retriever"].isin(list(ids))]
-    if mine.empty:
-        return []
-    paper = paper_values()
-    label = {m: measure_label(m) for m in TABLE_METRICS}
-    rows = []
-    for r in mine.itertuples(index=False):
-        if r.metric not in label:
-            continue
-        model = ids[str(r.retriever)]
-        if r.subset == "all":
-            sel = (paper["table"] == "table3") & (paper["column"] == "AVG")
-        else:
-            sel = (paper["table"] == "table4") & (
-                paper["column"] == (paper_type_column(str(r.subset)) or "")
-            )
-        sel &= (paper["model"] == model) & (paper["metric"] == label[str(r.metric)])
-        if sel.any():
-            pv = float(paper.loc[sel, "value"].iloc[0])
-            what = "all" if r.subset == "all" else type_label(str(r.subset))
-            ours = 100 * float(r.value)  # type: ignore[arg-type]
-            rows.append(f"| {model} | {what} | {label[str(r.metric)]} | {ours:.1f} | {pv:.1f} |")
-    if not rows:
-        return []
-    return [
-        f"Comparison with the paper (test, AVG over fields; ours on {files}):",
-        "",
-        "| model | candidates | metric | ours | paper |",
-        "|---|---|---|---:|---:|",
-        *rows,
-        "",
-    ]
-
-
 def plan_benchmark_score(
     cfg: BenchScoreConfig, inputs: dict[str, list[Path]], upstream: Mapping[Path, PlanFacts]
 ) -> StagePlan:
@@ -464,7 +245,7 @@ def plan_benchmark_score(
 SPEC = register(
     StageSpec(
         name="benchmark-score",
-        version="5",
+        version="6",
         config=BenchScoreConfig,
         run=run_benchmark_score,
         plan=plan_benchmark_score,

@@ -368,7 +368,9 @@ INTERVALS = Contract(
         col("estimate", FLOAT),
         col("ci_low", FLOAT),
         col("ci_high", FLOAT),
-        col("tied", BOOL, required=False),
+        col("tied", BOOL, required=False),  # NA where unresolved
+        # best, tied, separated or unresolved (mdcr.scoring.intervals.tie_groups)
+        col("tie_group", STR, required=False),
     ),
     "a report or benchmark-score output",
 )

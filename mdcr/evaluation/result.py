@@ -15,8 +15,11 @@ everything ``mdcr evaluate`` prints):
   empty) or ``field`` (each field and ``AVG``, their macro average). On a benchmark
   ``setup`` is ``mdcr``, ``pool_size`` empty and ``n`` 1 (each field's queries are scored
   once), and ``AVG`` is the macro average over the fields. ``ci_low`` and ``ci_high``: the
-  95% bootstrap interval of ``mean``, ``tied``: not significantly worse than the best
-  (:mod:`mdcr.scoring.summary_intervals`).
+  95% bootstrap interval of ``mean`` (the query resampled, with its values in every
+  repetition); ``tie_group``: ``best``, ``tied`` (not significantly worse than the best,
+  where the test can tell on the queries), ``separated`` or ``unresolved`` (too few
+  queries to tell), and ``tied`` the same as a boolean (NA where unresolved)
+  (:mod:`mdcr.scoring.table_intervals`).
 - ``per_pool`` (:data:`PER_POOL_COLUMNS`): one row per retriever, pool (on a benchmark: a
   field's queries of a split) and measure, the mean over its ``n_queries`` queries.
 
@@ -54,6 +57,7 @@ SUMMARY_COLUMNS = (
     "ci_low",
     "ci_high",
     "tied",
+    "tie_group",
 )
 PER_POOL_COLUMNS = (
     "retriever",
@@ -268,18 +272,18 @@ def benchmark_frames(scored: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 def result_of(done: Finished) -> EvaluationResult:
     """The result of a finished evaluation, either mode: its frames and its printout."""
     from mdcr.contracts.outputs import rank_info
-    from mdcr.scoring.summary_intervals import with_intervals
+    from mdcr.scoring.table_intervals import with_intervals
 
     if done.pools is not None:
         per_pool, summary = pools_frames(done.result)
-        summary = with_intervals(summary, done.result)  # ci_low, ci_high, tied
+        summary = with_intervals(summary, done.result)  # ci_low, ci_high, tied, tie_group
         names = [name for name, _ in done.retrievers]  # the names score gave the runs
         report = done.result / "report.md"
         lines = pools_lines(done, names, summary, report)
         mode = "pools"
     else:
         per_pool, summary = benchmark_frames(done.result)
-        summary = with_intervals(summary, done.result)  # ci_low, ci_high, tied
+        summary = with_intervals(summary, done.result)  # ci_low, ci_high, tied, tie_group
         names = [rank_info(f).retriever for _, f in done.retrievers]
         lines = benchmark_lines(done, summary)
         mode = "benchmark"
@@ -310,10 +314,11 @@ def _row_label(setup: str, size: Any, fld: object) -> str:
 def summary_lines(summary: pd.DataFrame) -> list[str]:
     """The pools summary as text: per split and measure a table, rows the pool sizes
     (dataset-level) and fields (field-level, with AVG), columns the retrievers, cells
-    mean ± std over repetitions, × 100 with one decimal (as report.md), its 95% interval
-    and † for the tied group (:func:`mdcr.scoring.summary_intervals.cell_text`). On a
-    benchmark the rows are the fields and AVG."""
-    from mdcr.scoring.summary_intervals import cell_text
+    mean ± std over repetitions, × 100 with one decimal (as report.md), its 95% interval,
+    † for the tied group and ° where too few queries tell
+    (:func:`mdcr.scoring.table_intervals.cell_text`). On a benchmark the rows are the
+    fields and AVG."""
+    from mdcr.scoring.table_intervals import cell_text
 
     lines: list[str] = []
     names = list(dict.fromkeys(summary["retriever"]))
@@ -338,7 +343,7 @@ def summary_lines(summary: pd.DataFrame) -> list[str]:
 def pools_lines(done: Finished, names: list[str], summary: pd.DataFrame, report: Path) -> list[str]:
     """What ``mdcr evaluate --pools`` prints: the retrievers scored, the summary of the
     report (see :func:`summary_lines`) and the report's path."""
-    from mdcr.scoring.summary_intervals import TIED_LEGEND
+    from mdcr.scoring.table_intervals import TIED_LEGEND
 
     return [
         f"scored {', '.join(sorted(names))} on {done.pools}; with "
@@ -389,10 +394,10 @@ def benchmark_lines(done: Finished, summary: pd.DataFrame) -> list[str]:
     """The original scorer's printout per retriever and split, then the summary with its
     intervals and tied groups (:func:`summary_lines`), then the report's path."""
     from mdcr.benchmark.score import read_official_results
-    from mdcr.benchmark.scoring import MDCR_METRICS, official_key
     from mdcr.core.manifests import open_output
+    from mdcr.scoring.mdcr_tables import MDCR_METRICS, official_key
     from mdcr.scoring.published import comparable_with_published, order_retrievers, published_mdcr
-    from mdcr.scoring.summary_intervals import TIED_LEGEND
+    from mdcr.scoring.table_intervals import TIED_LEGEND
 
     lines: list[str] = []
     official = read_official_results(done.result)

@@ -2,7 +2,9 @@
 
 For a ``search`` run: the encoder key of its embeddings (the spec, the model's commit or
 digest and every model option: :func:`mdcr.encoders.stage.encoder_key`) and the search
-metric; for a ``bm25`` run: its k1 and b (or the bm25-tune output they come from). Two
+metric; for a ``bm25`` run: its k1 and b (or the bm25-tune output they come from); for a
+``fuse`` run: the fuse spec ``mdcr evaluate`` takes (``fuse:bm25+minilm``), its method,
+normalisation and weights, and the setups of the runs it fuses. Two
 runs of one setup are the same retriever scored again; two setups under one name in a
 report are an error (:func:`mdcr.evaluation.pools.report_pipeline`).
 """
@@ -67,6 +69,8 @@ def run_setup(entry: Mapping[str, Any]) -> dict[str, Any]:
         if tuned:
             detail = f"k1, b from bm25-tune {artifact_fingerprint(tuned[0])}"
         return {"key": f"bm25 {detail}", "spec": "bm25", "detail": detail}
+    if out.stage == "fuse":
+        return _fused_setup(out.manifest)
     if out.stage != "search":
         return unknown
     try:
@@ -87,3 +91,25 @@ def run_setup(entry: Mapping[str, Any]) -> dict[str, Any]:
         parts.append(f"search metric {metric}")
     key = f"{enc.info('encoder_key', found[0].name)} {metric}"
     return {"key": key, "spec": spec, "detail": ", ".join(p for p in parts if p)}
+
+
+def _fused_setup(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """A fuse run's setup: its spec (``fuse:[METHOD:]A+B``, the method left out when it is
+    rrf, as ``mdcr evaluate --encoder`` takes it), method, normalisation and weights; its
+    key holds the setups of the runs it fuses."""
+    info = manifest.get("info", {})
+    names = [str(part.get("retriever", "?")) for part in info.get("fused", [])]
+    how = info.get("method", {})
+    method, norm = str(how.get("method", "?")), str(how.get("norm", "?"))
+    spec = "fuse:" + ("" if method == "rrf" else f"{method}:") + "+".join(names)
+    detail = f"method {method}, {norm} normalisation"
+    if method == "rrf":
+        detail += " (rrf fuses ranks: the normalisation leaves it unmoved)"
+    weights = info.get("weights")
+    if isinstance(weights, Mapping) and weights.get("values"):
+        values = ", ".join(f"{float(w):g}" for w in weights["values"])
+        detail += f", weights {values} ({weights.get('how', 'given')})"
+    runs = manifest.get("inputs", {}).get("runs", [])
+    parts = [run_setup(run)["key"] for run in runs]
+    key = f"{spec} {method} {norm} {weights} [" + "; ".join(parts) + "]"
+    return {"key": key, "spec": spec, "detail": f"{detail}; of {', '.join(names)}"}

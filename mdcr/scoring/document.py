@@ -159,10 +159,11 @@ def _nan(v: float | None) -> float:
 
 
 def _cell_extra(c: Cell) -> list[dict[str, Any]]:
-    """A cell's interval, tied flag and note, as a 7th entry only where one is set."""
-    if math.isnan(c.low) and c.tied is None and not c.note:
+    """A cell's interval, tied flags and note, as a 7th entry only where one is set."""
+    if math.isnan(c.low) and c.tied is None and not c.unresolved and not c.note:
         return []
-    return [{"low": _num(c.low), "high": _num(c.high), "tied": c.tied, "note": c.note}]
+    extra = {"low": _num(c.low), "high": _num(c.high), "tied": c.tied, "note": c.note}
+    return [{**extra, "unresolved": True} if c.unresolved else extra]
 
 
 def _cell_from_list(entry: list[Any]) -> Cell:
@@ -172,6 +173,7 @@ def _cell_from_list(entry: list[Any]) -> Cell:
         extra = entry[6]
         cell.low, cell.high = _nan(extra["low"]), _nan(extra["high"])
         cell.tied, cell.note = extra["tied"], str(extra["note"])
+        cell.unresolved = bool(extra.get("unresolved", False))
     return cell
 
 

@@ -13,8 +13,9 @@ Layouts follow the paper: Table 1 (dataset-level: rows retrievers; per pool size
 R@k as mean ± std over repetitions) and Tables 2, 7, 8 (field-level: rows retrievers;
 columns the fields' abbreviations and their macro average AVG), one per metric. Each table
 has the analytic expected-chance row and, when it was scored, the random encoder's row.
-The sections are built in :mod:`mdcr.scoring.report_sections`; benchmark-score outputs given
-as ``benchmark`` are included from their report models.
+The sections are built in :mod:`mdcr.scoring.report_sections`; the benchmark-score outputs
+given as ``benchmark`` make one section per benchmark, every retriever scored on it
+together (:func:`benchmark_sections`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from mdcr.scoring.document import Report, Section
+    from mdcr.scoring.mdcr_report import MdcrScores
     from mdcr.scoring.report_context import Context
 
 SPLITS = ("val", "test")
@@ -293,6 +295,8 @@ def _methods_lines(c: Context, scores: Scores) -> list[str]:
         f"seed {c.cfg.seed}; exact when 2^n ≤ permutations)",
         "student": "the paired t-test (ranx / scipy)",
     }
+    method = "BCa" if c.interval_options.method == "bca" else "percentile"
+    first = c.cfg.stat_tests[0]
     chance_note = (
         "The `random` encoder's row is the empirical chance floor."
         if "random" in c.retrievers
@@ -314,73 +318,118 @@ def _methods_lines(c: Context, scores: Scores) -> list[str]:
         + " and ".join(tests[t] for t in c.cfg.stat_tests)
         + f"; {c.cfg.correction} correction over the comparisons of each table, "
         f"α = {c.cfg.alpha}. Field AVG comparisons pool the queries of all fields.",
+        f"- Intervals and tied groups: 95% {method} bootstrap intervals over queries "
+        f"({c.interval_options.resamples} resamples, seed {c.cfg.seed}); the query is the "
+        "unit sampled independently, so it is resampled with its values in every repetition "
+        "and pool size (the same queries, as the paired tests pair them); fields are strata. "
+        f"† marks a retriever not significantly worse than its column's best under the "
+        f"{first} test, where that test can reach the corrected level α/m on the column's "
+        "queries; ° where it cannot (too few queries: no tie is claimed). The minimum "
+        f'detectable effect is the {first} test\'s at α/m, "not reachable" where it cannot '
+        "reach it. See docs/scoring.md for the calibration of both.",
     ]
 
 
-def benchmark_section(folder: Path, splits: tuple[str, ...]) -> Section:
-    """The MDCR benchmark's part of the report: a benchmark-score output's report model,
-    with its sections (and their subsections) for the report's splits, one heading level
-    down."""
+def benchmark_sections(
+    c: Context, folders: list[Path], splits: tuple[str, ...], repeated: str = "error"
+) -> list[Section]:
+    """One "MDCR benchmark" section per benchmark the ``benchmark`` inputs score, drawn
+    from all of its benchmark-score outputs together (:func:`mdcr_scores`), so every
+    retriever scored on it is in the one section, with the report's paired tests and
+    intervals (:mod:`mdcr.scoring.mdcr_report`). From the second benchmark on, table and
+    plot names are ``mdcr<number>_…``, so no file overwrites another."""
     from mdcr.contracts.outputs import stage_of
     from mdcr.core.fingerprints import artifact_fingerprint
-    from mdcr.scoring.document import Section, read_report
+    from mdcr.core.manifests import open_output
+    from mdcr.scoring.document import Section
+    from mdcr.scoring.mdcr_report import mdcr_report
 
-    if stage_of(folder) != "benchmark-score":
+    groups: dict[str, list[Path]] = {}
+    for folder in folders:
+        out = open_output(folder)
+        if out is None or stage_of(folder) != "benchmark-score":
+            raise InputDataError(
+                f"'{folder}' is not a benchmark-score output; point report.benchmark to a "
+                "benchmark-score step"
+            )
+        groups.setdefault(str(out.info("benchmark_fingerprint", "")), []).append(folder)
+    sections = []
+    for number, outputs in enumerate(groups.values(), start=1):
+        prefix = "mdcr_" if number == 1 else f"mdcr{number}_"
+        scores = mdcr_scores(outputs, splits, repeated)
+        drawn = mdcr_report(scores, c.cfg, c.interval_options, c.out, plot_prefix=prefix)
+
+        def renamed(name: str, prefix: str = prefix) -> str:
+            return prefix + name.removeprefix("mdcr_")
+
+        for s in drawn.sections:
+            for t in [*s.tables, *(t for sub in s.subsections for t in sub.tables)]:
+                t.name = renamed(t.name)
+        c.intervals += [f.assign(table=f["table"].map(renamed)) for f in drawn.intervals]
+        intro = [f"From `{f}` (benchmark-score `{artifact_fingerprint(f)}`)." for f in outputs]
+        if len(outputs) > 1:
+            intro.append(
+                "Their retrievers are scored together here: one table per measure, tested "
+                "and compared as one."
+            )
+        intro += ["", *drawn.preamble]
+        sections.append(Section("MDCR benchmark", intro=intro, subsections=drawn.sections))
+    return sections
+
+
+def mdcr_scores(outputs: list[Path], splits: tuple[str, ...], repeated: str) -> MdcrScores:
+    """The per-query values of benchmark-score ``outputs`` of one benchmark, together, on
+    the report's ``splits``: each retriever once (one benchmark-rank output scored in
+    several of them is the same retriever; two under one name are an error, or with
+    ``repeated="last"`` the last output's)."""
+    import pandas as pd
+
+    from mdcr.contracts.artifacts import BENCHMARK, BENCHMARK_METRICS
+    from mdcr.contracts.outputs import benchmark_origin, input_paths, rank_info
+    from mdcr.core.manifests import read_manifest
+    from mdcr.retrievers.identity import identity_of
+    from mdcr.scoring.mdcr_report import MdcrScores, RankedRetriever
+
+    params = [(read_manifest(f) or {}).get("params", {}) for f in outputs]
+    ties = {str(p.get("ties", "trec_eval")) for p in params}
+    if len(ties) > 1:
         raise InputDataError(
-            f"'{folder}' is not a benchmark-score output; point report.benchmark to a "
-            "benchmark-score step"
+            "report.benchmark: benchmark-score outputs of one benchmark break tied scores "
+            f"differently ({', '.join(sorted(ties))}); score them with the same ties"
         )
-    model = read_report(folder)
-    intro = [f"From `{folder}` (benchmark-score `{artifact_fingerprint(folder)}`).", ""]
-
-    def kept(sections: list[Section]) -> list[Section]:
-        for s in sections:
-            s.subsections = kept(s.subsections)
-        return [s for s in sections if s.heading not in SPLITS or s.heading in splits]
-
-    return Section(
-        "MDCR benchmark", intro=[*intro, *model.preamble], subsections=kept(model.sections)
+    taken: dict[str, RankedRetriever] = {}
+    values: dict[str, pd.DataFrame] = {}
+    for folder in outputs:
+        per_query = BENCHMARK_METRICS.read_pandas(folder)
+        for rank in input_paths(folder, "ranks"):
+            info = rank_info(rank)
+            name = info.retriever
+            if name in taken and taken[name].folder != rank and repeated != "last":
+                raise InputDataError(
+                    f"report.benchmark: retriever '{name}' is scored by two benchmark-rank "
+                    f"outputs ('{taken[name].folder}' and '{rank}'); give it once, or set "
+                    'report.repeated_retrievers = "last"'
+                )
+            taken[name] = RankedRetriever(info, rank, identity_of(rank))
+            values[name] = per_query[per_query["retriever"] == name]
+    (bench_folder,) = input_paths(outputs[0], "benchmark")
+    if not bench_folder.is_dir():
+        raise InputDataError(
+            f"benchmark-score output '{outputs[0]}': its benchmark '{bench_folder}' is not "
+            "found; build or import it again"
+        )
+    per_query = pd.concat(list(values.values()), ignore_index=True)
+    scored = [s for s in SPLITS if s in splits and s in set(per_query["split"])]
+    return MdcrScores(
+        per_query[per_query["split"].isin(scored)].reset_index(drop=True),
+        BENCHMARK.read_pandas(bench_folder),
+        bench_folder,
+        benchmark_origin(bench_folder),
+        tuple(taken.values()),
+        tuple(scored),
+        ties.pop(),
+        all(bool(p.get("by_type", True)) for p in params),
     )
-
-
-def include_benchmark(c: Context, section: Section, folder: Path, number: int) -> None:
-    """Make ``section`` (:func:`benchmark_section` of ``folder``, the report's ``number``-th
-    benchmark) the report's own: its plots copied under ``plots/`` as ``mdcr_<name>``, its
-    table names (and their files) ``mdcr<number>_…`` from the second benchmark on, and its
-    intervals (benchmark-score's ``intervals.parquet``) added to the report's. A
-    benchmark-score output written before benchmark-score drew intervals gets them here,
-    with the report's paired tests (:func:`~mdcr.scoring.benchmark_intervals.annotate_benchmark`).
-    """
-    import shutil
-
-    from mdcr.scoring.benchmark_intervals import annotate_benchmark
-
-    prefix = "mdcr_" if number == 1 else f"mdcr{number}_"
-
-    def renamed(name: str) -> str:
-        return prefix + name.removeprefix("mdcr_")
-
-    def walk(s: Section) -> None:
-        for t in s.tables:
-            t.name = renamed(t.name)
-        plots = []
-        for p in s.plots:
-            target = c.out / "plots" / f"{prefix}{Path(p).name}"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(folder / p, target)
-            plots.append(target.relative_to(c.out).as_posix())
-        s.plots = plots
-        for sub in s.subsections:
-            walk(sub)
-
-    if INTERVALS.exists(folder):
-        rows = INTERVALS.read_pandas(folder)
-        splits = {s.heading for s in section.subsections}
-        rows = rows[rows["split"].isin(splits)]
-        c.intervals.append(rows.assign(table=rows["table"].map(renamed)))
-    else:
-        annotate_benchmark(c, section, folder)
-    walk(section)
 
 
 def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
@@ -391,7 +440,7 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
     from mdcr.scoring.per_query import pools_of, pools_rows
     from mdcr.scoring.published import order_retrievers
     from mdcr.scoring.report_context import Context, SectionOptions, letters_for
-    from mdcr.scoring.report_intervals import pool_values, write_intervals
+    from mdcr.scoring.table_intervals import pool_values, write_intervals
     from mdcr.scoring.wins_losses import wins_losses_section
 
     folders = ctx.inputs.get("scores") or []
@@ -440,9 +489,8 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
         c, pools_rows(per_query, pools_of(folders[0])), [s for s in SPLITS if s in cfg.splits]
     )
     report.sections += [wins] if wins is not None else []
-    for number, folder in enumerate(ctx.inputs.get("benchmark") or [], start=1):
-        report.sections.append(benchmark_section(folder, cfg.splits))
-        include_benchmark(c, report.sections[-1], folder, number)
+    benchmarks = ctx.inputs.get("benchmark") or []
+    report.sections += benchmark_sections(c, benchmarks, cfg.splits, cfg.repeated_retrievers)
     report.file_tables = c.file_tables
     sig = _write_significance(c, ctx)
     write_intervals(c.intervals, ctx)
@@ -533,7 +581,7 @@ def plan_report(
 SPEC = register(
     StageSpec(
         name="report",
-        version="6",
+        version="7",
         config=ReportConfig,
         run=run_report,
         plan=plan_report,

@@ -1,8 +1,9 @@
 """The context a report's sections are drawn in: the options (paired tests, baseline),
 the retrievers, measures and output folder, and what the sections collect on the way
 (comparisons, file-only tables, intervals). The pools report
-(:mod:`mdcr.scoring.report_sections`) and benchmark-score's report
-(:mod:`mdcr.benchmark.score`) each draw their sections in one.
+(:mod:`mdcr.scoring.report_sections`) and a benchmark's report
+(:mod:`mdcr.scoring.mdcr_report`: benchmark-score's, and the pools report's MDCR section)
+each draw their sections in one.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import string
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from mdcr.scoring.intervals import IntervalOptions
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -66,9 +69,9 @@ class Context:
     # Each retriever's registry identity (mdcr.retrievers.identity); None: not a built-in entry.
     identities: dict[str, Any] = field(default_factory=dict)
     # Per-query values with their pools' keys (intervals), how intervals are drawn, and
-    # every table's intervals (mdcr.scoring.report_intervals), for intervals.parquet.
+    # every table's intervals (mdcr.scoring.table_intervals), for intervals.parquet.
     values: pd.DataFrame | None = None
-    interval_options: Any = None
+    interval_options: IntervalOptions = field(default_factory=IntervalOptions)
     intervals: list[pd.DataFrame] = field(default_factory=list)
 
     def rel(self, paths: list[Path]) -> list[str]:

@@ -212,9 +212,9 @@ def _dataset_table(c: Context, split: str, part: _Slice) -> tuple[Table, pd.Data
 def _intervals(
     c: Context, table: Table, sig: pd.DataFrame, units: pd.DataFrame, keys: list[str], split: str
 ) -> list[Table]:
-    """The table's tied groups, MDE note and intervals (:mod:`mdcr.scoring.report_intervals`)."""
+    """The table's tied groups, MDE note and intervals (:mod:`mdcr.scoring.table_intervals`)."""
     from mdcr.measures.registry import label as metric_label
-    from mdcr.scoring.report_intervals import annotate
+    from mdcr.scoring.table_intervals import annotate
 
     if c.values is None:
         return []

@@ -36,19 +36,29 @@ def fisher_randomization_test(
 ) -> float:
     """Two-sided p-value of Fisher's paired randomization test on the mean difference."""
     d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
-    n = len(d)
+    return float(fisher_p_values(d.reshape(1, -1), n_permutations, seed)[0])
+
+
+def fisher_p_values(
+    differences: np.ndarray, n_permutations: int = 10000, seed: int = 42
+) -> np.ndarray:
+    """:func:`fisher_randomization_test` of every row of ``differences`` (D, n): each row
+    the paired differences of one data set, all tested with the same sign flips (the ones
+    one call with ``seed`` draws), so row d is what that data set alone gives."""
+    d = np.atleast_2d(np.asarray(differences, dtype=np.float64))
+    n = d.shape[1]
     if n == 0:
-        return float("nan")
-    observed = abs(d.mean())
-    tol = 1e-12 * max(1.0, observed)
+        return np.full(d.shape[0], np.nan)
+    observed = np.abs(d.mean(axis=1))
+    threshold = observed - 1e-12 * np.maximum(1.0, observed)
     if n <= 20 and 2**n <= n_permutations:
         # Exact: every sign vector (including the identity) once.
         signs = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
-        means = np.abs(signs @ d) / n
-        return float(np.mean(means >= observed - tol))
+        means = np.abs(signs @ d.T) / n
+        return np.mean(means >= threshold, axis=0)
     rng = np.random.default_rng(seed)
-    total = d.sum()
-    hits = 0
+    total = d.sum(axis=1)
+    hits = np.zeros(d.shape[0], dtype=np.int64)
     done = 0
     while done < n_permutations:
         c = min(_CHUNK, n_permutations - done)
@@ -56,8 +66,8 @@ def fisher_randomization_test(
         raw = rng.integers(0, 256, size=(c, (n + 7) // 8), dtype=np.uint8)
         flips = np.unpackbits(raw, axis=1, count=n).astype(np.float64)
         # Flipping a subset S changes the sum to total - 2 * sum(d[S]).
-        means = np.abs(total - 2.0 * (flips @ d)) / n
-        hits += int(np.count_nonzero(means >= observed - tol))
+        means = np.abs(total - 2.0 * (flips @ d.T)) / n
+        hits += np.count_nonzero(means >= threshold, axis=0)
         done += c
     return (hits + 1) / (n_permutations + 1)
 

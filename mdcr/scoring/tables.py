@@ -23,6 +23,7 @@ import pandas as pd
 from mdcr.measures.registry import DIGITS, PERCENT
 
 DASH = "–"
+UNRESOLVED_MARK = "°"  # too few queries to tell a cell from its column's best
 Labeler = Mapping[Any, str] | Callable[[Any], str] | None
 
 
@@ -35,6 +36,9 @@ class Cell:
     low: float = math.nan  # a confidence interval, shown as [low, high] when set
     high: float = math.nan
     tied: bool | None = None  # tied with the column's best: bold and a dagger
+    # not significantly worse than the column's best where the test cannot reach the
+    # corrected level on the queries (mdcr.scoring.intervals.tie_groups): a ring, no dagger
+    unresolved: bool = False
     note: str = ""  # text after the value (a difference's adjusted p)
 
 
@@ -76,6 +80,8 @@ class Table:
             s = f"\\textbf{{{s}}}" if latex else f"**{s}**"
         if c.tied and not c.bold:
             s += "$^\\dagger$" if latex else "†"
+        if c.unresolved:
+            s += "$^\\circ$" if latex else UNRESOLVED_MARK
         if self.std_in_text and not math.isnan(c.std):
             s += f" $\\pm$ {self._num(c.std)}" if latex else f" ± {self._num(c.std)}"
         if not math.isnan(c.low):
@@ -102,7 +108,7 @@ class Table:
         has_std = any(not math.isnan(c.std) for c in self.cells.values())
         has_mark = any(c.mark for c in self.cells.values())
         has_ci = any(not math.isnan(c.low) for c in self.cells.values())
-        has_tied = any(c.tied is not None for c in self.cells.values())
+        has_tied = any(c.tied is not None or c.unresolved for c in self.cells.values())
         header = [self.row_header]
         for c in self.columns:
             label = self.col_label(c)
@@ -128,7 +134,7 @@ class Table:
                     out.append(cell.mark if cell is not None else "")
                 out += _ci_fields(cell) if has_ci else []
                 if has_tied:
-                    out.append("" if cell is None or cell.tied is None else str(cell.tied))
+                    out.append(_tied_field(cell))
             w.writerow(out)
         return buf.getvalue()
 
@@ -175,6 +181,13 @@ def _ci_fields(cell: Cell | None) -> list[str]:
     if cell is None or math.isnan(cell.low):
         return ["", ""]
     return [repr(cell.low), repr(cell.high)]
+
+
+def _tied_field(cell: Cell | None) -> str:
+    """A cell's tied flag for the CSV: True, False, ``unresolved`` or empty."""
+    if cell is not None and cell.unresolved:
+        return "unresolved"
+    return "" if cell is None or cell.tied is None else str(cell.tied)
 
 
 def latex_escape(s: str) -> str:

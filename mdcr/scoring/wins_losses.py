@@ -196,12 +196,18 @@ BENCHMARK_UNITS = "a query of the benchmark, ranked among its whole candidate li
 
 
 def wins_losses_section(
-    c: Context, rows: pd.DataFrame, splits: Sequence[str], *, on_benchmark: bool = False
+    c: Context,
+    rows: pd.DataFrame,
+    splits: Sequence[str],
+    *,
+    on_benchmark: bool = False,
+    plot_prefix: str = "",
 ) -> Section | None:
     """The section for the reported ``splits``, against ``c.cfg.baseline`` (None when the
     baseline is not reported or no other retriever is); ``rows``: per-query rows with
     their facts (:func:`mdcr.scoring.per_query.pools_rows` or, ``on_benchmark``,
-    :func:`mdcr.scoring.per_query.benchmark_values_rows`)."""
+    :func:`mdcr.scoring.per_query.benchmark_values_rows`); plots named
+    ``<plot_prefix>wins_losses_<split>``."""
     from mdcr.measures.registry import label as metric_label
     from mdcr.scoring.document import Section
 
@@ -241,7 +247,7 @@ def wins_losses_section(
                 name,
                 baseline,
                 c.out / "plots",
-                f"wins_losses_{split}",
+                f"{plot_prefix}wins_losses_{split}",
                 f"{name} against {baseline} per query, {where}{split} split",
             )
         )

@@ -62,6 +62,10 @@ def test_demo_pipeline_end_to_end(
         assert re.search(rf"^\| {retriever} \|", text, re.M), retriever
     assert "expected chance" in text
     assert "## MDCR benchmark" in text and "Table 3 layout" in text and "Table 4 layout" in text
+    # One section per benchmark: its two benchmark-score outputs, the fused one included.
+    assert text.count("## MDCR benchmark") == 1
+    assert "- `bm25+minilm`: fuse (rrf of bm25, minilm)" in text
+    assert "| `bm25+minilm` | `fuse:bm25+minilm` | method rrf, min-max normalisation" in text
     # The demo's synthetic benchmark is not the official one: no MDCR number of the paper or
     # of a model card stands beside it (BM25 has both).
     assert "Benchmark: a benchmark built by mdcr, not the official MDCR release" in text

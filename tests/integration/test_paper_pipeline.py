@@ -166,7 +166,7 @@ def _topics(path: Path) -> set[tuple[str, str]]:
 
 def type_label(candidate_type: str) -> str:
     """A Table 4 column's label for a candidate type, as the table writes it."""
-    from mdcr.benchmark.scoring import type_label as label
+    from mdcr.scoring.mdcr_tables import type_label as label
 
     return label(candidate_type)
 

@@ -40,13 +40,13 @@ GOLDEN = {
     "bench_rank_bm25": ("benchmark-rank", "f894474d70bb2cc9"),
     "bench_rank_minilm": ("benchmark-rank", "f5165ea6c669a25b"),
     "bench_rank_random": ("benchmark-rank", "b37ef0cff6355b4e"),
-    "bench_score": ("benchmark-score", "5069fd6dd9610d53"),
+    "bench_score": ("benchmark-score", "421105984bffd2e1"),
     "fuse_bm25_minilm": ("fuse", "f57ffd1ea7563bf7"),
     "bench_fuse_bm25_minilm": ("benchmark-fuse", "f60967334a0934f6"),
-    "bench_score_fused": ("benchmark-score", "26f68dd7354d53e3"),
+    "bench_score_fused": ("benchmark-score", "c83cb8d084573b62"),
     "score": ("score", "8181d39b962fcd03"),
     "score_fused": ("score", "461d7613b333bf18"),
-    "report": ("report", "0f14dbf7561fc397"),
+    "report": ("report", "eb99faed37d18c5e"),
 }
 
 _LINE = re.compile(r"^(\S+)\s+(\S+)\s+([0-9a-f]{16}|\?{16})\s+(.+)$")

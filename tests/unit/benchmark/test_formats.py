@@ -18,12 +18,12 @@ from mdcr.benchmark.formats import (
     scores_for,
     sort_benchmark,
     to_release_json,
-    type_order,
     write_papers_jsonl,
     write_release_json,
     write_scores,
 )
 from mdcr.core.errors import InputDataError
+from mdcr.scoring.mdcr_tables import type_order
 
 FIXTURE = Path(__file__).resolve().parents[2] / "data" / "mdcr_format_fixture"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mdcr.benchmark.score import _paper_lines, _per_split
-from mdcr.benchmark.scoring import R_AT_K, table4
+from mdcr.scoring.mdcr_report import _paper_lines, _per_split
+from mdcr.scoring.mdcr_tables import R_AT_K, table4
 from mdcr.scoring.published import paper_values
 
 TYPES = ("bm25", "specter", "scincl", "graph", "most_cited", "random")

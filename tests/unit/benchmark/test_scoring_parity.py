@@ -15,13 +15,8 @@ import pandas as pd
 import pytest
 
 from mdcr.benchmark.formats import from_release_json, read_release_json, score_key, scores_for
-from mdcr.benchmark.scoring import (
-    ALL,
-    field_means,
-    macro_means,
-    official_round,
-    per_query_metrics,
-)
+from mdcr.benchmark.scoring import per_query_metrics
+from mdcr.scoring.mdcr_tables import ALL, field_means, macro_means, official_round
 from tests.unit.benchmark.reference import original_scorer
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
@@ -167,7 +162,7 @@ def test_default_ties_equal_the_original_on_a_score_file_full_of_ties() -> None:
 def test_a_query_with_an_empty_true_list_counts_as_the_original_counts_it() -> None:
     """Art: one of two queries has an empty ``true`` list. pytrec_eval (the original
     scorer) scores it 0 and averages over both queries; so does mdcr, and it counts it."""
-    from mdcr.benchmark.scoring import queries_without_positives, without_positives_line
+    from mdcr.scoring.mdcr_tables import queries_without_positives, without_positives_line
 
     art = {
         "Art": {

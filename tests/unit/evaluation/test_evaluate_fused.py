@@ -56,7 +56,11 @@ def test_fused_retriever_on_pools_fuses_earlier_and_new_runs(tmp_path: Path) -> 
     report = Path(buf.getvalue().strip().splitlines()[-1].split("report: ")[1])
     info = read_manifest(report.parent)["info"]  # type: ignore[index]
     assert {"bm25", "random", "bm25+random"} <= set(info["retrievers"])
-    assert "`bm25+random`" in report.read_text()
+    text = report.read_text()
+    # the Retrievers table: the fuse spec evaluate takes, its method and normalisation
+    row = next(line for line in text.splitlines() if line.startswith("| `bm25+random` |"))
+    assert row.startswith("| `bm25+random` | `fuse:bm25+random` | method rrf, min-max ")
+    assert fused_parts(row.split("`")[3]) == ("rrf", ["bm25", "random"])
     fused = [p for p in (home / "fuse").iterdir() if (p / "manifest.json").exists()]
     assert len(fused) == 1
     made = read_manifest(fused[0])["info"]  # type: ignore[index]

@@ -46,7 +46,7 @@ def test_library_names() -> None:
 
 
 def test_published_and_mdcr_keys_are_unchanged() -> None:
-    from mdcr.benchmark.scoring import MDCR_METRICS, R_AT_K, official_key
+    from mdcr.scoring.mdcr_tables import MDCR_METRICS, R_AT_K, official_key
     from mdcr.scoring.published import PAPER_METRICS
 
     assert PAPER_METRICS == {

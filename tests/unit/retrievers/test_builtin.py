@@ -20,8 +20,8 @@ from mdcr.retrievers.builtin import (
 
 
 def test_the_records_give_the_labels_paper_names_and_negative_types() -> None:
-    from mdcr.benchmark.scoring import paper_type_column, type_label
     from mdcr.retrievers.builtin import MDCR_MODELS
+    from mdcr.scoring.mdcr_tables import paper_type_column, type_label
 
     assert MDCR_MODELS == mdcr_negative_models() == ("bm25", "specter", "scincl")
     assert [type_label(t) for t in (*MDCR_MODELS, "graph", "most_cited", "random")] == [

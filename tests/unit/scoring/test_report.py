@@ -9,6 +9,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -274,34 +275,46 @@ def test_paper_section_field_level(tmp_path: Path) -> None:
 def test_a_ci_companion_cell_is_the_bootstrap_of_the_per_query_values(
     built: Built, report: Path
 ) -> None:
-    """``dataset_test_ci``: bm25's MAP at size 600 is the stratified bootstrap (each
-    repetition's queries a stratum, weight 1/R) of the score output's per-query values;
-    specter − bm25 is the same bootstrap of the paired differences."""
-    from mdcr.scoring.intervals import bootstrap_interval
+    """``dataset_test_ci``: the repetitions score the same queries, so bm25's MAP at size
+    600 is scipy's bootstrap of each query's mean over the repetitions (the query is the
+    unit, as the paired tests pair it); specter − bm25 is the same on the per-query
+    differences."""
+    import scipy.stats as st
 
     pq = pd.read_parquet(built.score / "per_query.parquet")
     pp = pd.read_parquet(built.score / "per_pool.parquet")[["pool_id", "setup", "size", "rep"]]
     pq = pq.merge(pp.drop_duplicates("pool_id"), on="pool_id")
     pq = pq[(pq["setup"] == "dataset") & (pq["size"] == 600) & (pq["metric"] == "map@500")]
+    assert pq.groupby("rep")["query_id"].agg(frozenset).nunique() == 1  # shared queries
 
-    def strata(retriever: str) -> list[pd.Series]:
-        part = pq[pq["retriever"] == retriever].sort_values(["rep", "query_id"])
-        return [g.set_index("query_id")["value"] for _, g in part.groupby("rep", sort=True)]
+    def per_query(retriever: str) -> pd.Series:
+        part = pq[pq["retriever"] == retriever]
+        return part.groupby("query_id", sort=True)["value"].mean()
+
+    def scipy_ci(values: pd.Series) -> tuple[float, float]:
+        ci = st.bootstrap(
+            (values.to_numpy(),),
+            np.mean,
+            n_resamples=2000,
+            method="BCa",
+            rng=np.random.default_rng(42),
+        ).confidence_interval
+        return float(ci.low), float(ci.high)
 
     rows = {r[0]: r for r in _csv(report / "tables" / "dataset_test_ci.csv")}
     header = rows["Retriever"]
-    bm25 = strata("bm25")
-    want = bootstrap_interval([s.to_numpy() for s in bm25], resamples=2000, seed=42)
-    got = rows["bm25"]
-    assert float(got[header.index("600 MAP")]) == pytest.approx(want.estimate, abs=1e-12)
-    assert float(got[header.index("600 MAP ci_low")]) == pytest.approx(want.low, abs=1e-12)
-    assert float(got[header.index("600 MAP ci_high")]) == pytest.approx(want.high, abs=1e-12)
-    assert want.low < want.estimate < want.high
-    diffs = [(s - b).to_numpy() for s, b in zip(strata("specter"), bm25, strict=True)]
-    want_d = bootstrap_interval(diffs, resamples=2000, seed=42)
-    got_d = rows["specter − bm25"]
-    assert float(got_d[header.index("600 MAP")]) == pytest.approx(want_d.estimate, abs=1e-12)
-    assert float(got_d[header.index("600 MAP ci_low")]) == pytest.approx(want_d.low, abs=1e-12)
-    assert float(got_d[header.index("600 MAP ci_high")]) == pytest.approx(want_d.high, abs=1e-12)
+    cols = [header.index(f"600 MAP{x}") for x in ("", " ci_low", " ci_high")]
+    for name, values in (
+        ("bm25", per_query("bm25")),
+        ("specter − bm25", per_query("specter") - per_query("bm25")),
+    ):
+        low, high = scipy_ci(values)
+        got = [float(rows[name][i]) for i in cols]
+        assert got == pytest.approx([values.mean(), low, high], rel=1e-12, abs=1e-15)
+        assert low < values.mean() < high
     frame = pd.read_parquet(report / "intervals.parquet")
     assert frame["tied"].dropna().isin([True, False]).all()
+    means = frame[frame["kind"] == "mean"]
+    assert set(means["tie_group"]) <= {"best", "tied", "separated", "unresolved"}
+    shared = means[(means["table"] == "dataset_test") & (means["metric"] == "map@500")]
+    assert set(shared["n_queries"]) == {len(per_query("bm25"))}  # queries, not values
