@@ -310,6 +310,10 @@ class Store:
         ctx = StageContext(
             out=work, inputs=planned.inputs, quiet=quiet, identity=planned.identity, store=self
         )
+        for paths in planned.inputs.values():  # made from what is not reproducible: nor is it
+            for path in paths:
+                for reason in _unreproducible(path):
+                    ctx.unreproducible(reason)
         if not quiet:
             print(f"[{label}] running {spec.name} -> {final}", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
@@ -343,14 +347,6 @@ class Store:
                 "bytes": path.stat().st_size,
                 "rows": rows if rows is not None else count_rows(path),
             }
-        inherited = [
-            reason
-            for paths in planned.inputs.values()
-            for path in paths
-            for reason in _unreproducible(path)
-        ]
-        for reason in inherited:
-            ctx.unreproducible(reason)
         manifest = {
             "stage": spec.name,
             "version": spec.version,

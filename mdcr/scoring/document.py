@@ -115,7 +115,21 @@ def all_plots(report: Report) -> list[str]:
 
 
 def write_report(report: Report, ctx: StageContext) -> None:
-    """Write report.md, report.json and tables/ into the running stage's output."""
+    """Write report.md, report.json and tables/ into the running stage's output; a report
+    made from what is not reproducible (an encoder that is not deterministic) says so
+    first."""
+    from mdcr.core.stage import UNREPRODUCIBLE
+
+    reasons = ctx.info.get(UNREPRODUCIBLE) or []
+    if reasons:
+        report.preamble = [
+            *(
+                f"**Not reproducible**: {reason}; its numbers here are one draw, and "
+                "encoding again would give others."
+                for reason in reasons
+            ),
+            *report.preamble,
+        ]
     for t in all_tables(report):
         for path in t.write(ctx.out / TABLES):
             ctx.output(path.relative_to(ctx.out).as_posix())

@@ -473,6 +473,8 @@ def test_an_encoder_that_is_not_deterministic_is_named_so(user: dict[str, Any]) 
     notice = "encoder 'u_random:RandomEnc' is not deterministic"
     assert notice in first.stderr
     assert "not reproducible" in first.stdout
+    report = (_report_folder(first.stdout) / "report.md").read_text()
+    assert f"**Not reproducible**: {notice}" in report
     again = _cli(user, home, "--encoder", RANDOM, "--benchmark", str(BENCH))
     assert notice in again.stderr  # said again on reuse, with the same fingerprint
     assert re.search(r"\[encode\S*\] up to date", again.stderr), again.stderr[-2000:]
