@@ -5,8 +5,11 @@ paper to one vector. A multi-vector encoder (Aspire) maps each paper to one vect
 abstract sentence and returns them flat with offsets. Both carry the similarity they were
 trained for, because the search must use it:
 
-- ``"ip"``: inner product; ``"cos"``: cosine, stored as unit vectors so search is inner
-  product; ``"l2"``: Euclidean distance (scored as minus the squared distance, which orders
+- ``"ip"``: inner product of the vectors as returned; ``"cos"``: cosine, whatever length
+  the encoder returns: the encode stage stores each vector divided by its norm
+  (:func:`mdcr.encoders.store.cosine_form`), so search, benchmark rank, fusion and the
+  exports all rank by the inner product of the stored vectors, one rule on every path;
+  ``"l2"``: Euclidean distance (scored as minus the squared distance, which orders
   candidates the same way as minus the distance).
 """
 
