@@ -171,9 +171,14 @@ def _backend(path: str, db: np.ndarray, metric: str) -> Any:
     return backend
 
 
-def run(path: str, params: dict[str, Any], data: dict[str, np.ndarray]) -> Run:
+def run(
+    path: str,
+    params: dict[str, Any],
+    data: dict[str, np.ndarray],
+    stats: SearchStats | None = None,
+) -> Run:
     """One case on one path: per query (rows, scores), widened and the widest window."""
-    stats = SearchStats()
+    stats = stats if stats is not None else SearchStats()
     backend = _backend(path, data["db"], params["metric"])
     search: Callable[..., list[tuple[np.ndarray, np.ndarray]]]
     if "doc_of" in data:
@@ -235,17 +240,41 @@ def _stored(golden: Any, prefix: str) -> dict[str, np.ndarray]:
     return {key[len(prefix) :]: golden[key] for key in golden if key.startswith(prefix)}
 
 
-@pytest.mark.parametrize("name", [name for name, _, _ in make_cases()])
-def test_every_path_gives_the_saved_rows_and_bits(name: str) -> None:
+def _golden(name: str, path: str) -> tuple[dict[str, Any], dict[str, np.ndarray], tuple[Any, ...]]:
+    """A saved case: its parameters, its data, and what ``path`` gave (rows and scores
+    per query, the stats)."""
     with np.load(GOLDEN) as golden:
         params = json.loads(str(golden[f"{name}.params"]))
         data = _stored(golden, f"{params.pop('data')}.")
         out = _stored(golden, f"{name}.out")
+    own = f"@{path}." if f"@{path}.rows" in out else "."
+    lengths = out[f"{own}lengths"]
+    want = _split(out[f"{own}rows"], lengths), _split(out[f"{own}scores"], lengths)
+    return params, data, (*want, out[f"{own}stats"])
+
+
+@pytest.mark.parametrize("name", [name for name, _, _ in make_cases()])
+def test_every_path_gives_the_saved_rows_and_bits(name: str) -> None:
     for path in PATHS:
-        own = f"@{path}." if f"@{path}.rows" in out else "."
-        want = _split(out[f"{own}rows"], out[f"{own}lengths"])
-        scores = _split(out[f"{own}scores"], out[f"{own}lengths"])
-        _same(run(path, params, data), want, scores, out[f"{own}stats"])
+        params, data, want = _golden(name, path)
+        _same(run(path, params, data), *want)
+
+
+@pytest.mark.parametrize("name", ["ties-ip", "norm8-ties-l2", "edges-k7", "multi-ties-l2"])
+def test_without_numba_the_saved_bits(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An install without numba (numpy's sums, the ordering's merge sorts run by numpy)
+    gives the bits saved for numpy's sums."""
+    from mdcr.index import exact_kernel
+
+    if exact_kernel.numba is None:
+        pytest.skip("numba is not installed: every other test here runs without it")
+    monkeypatch.setattr(exact_kernel, "numba", None)
+    for kernel in ("_rank_groups", "_ordered", "_firsts"):
+        monkeypatch.setattr(exact_kernel, kernel, getattr(exact_kernel, kernel).py_func)
+    params, data, want = _golden(name, "faiss-numpy-sums")
+    stats = SearchStats()
+    _same(run("faiss", params, data, stats), *want)
+    assert stats.extra["compiled_rescoring"] == 0
 
 
 def test_the_saved_cases_are_the_ones_described() -> None:
