@@ -43,7 +43,6 @@ else (the cut, the L2 form, the order, the check) runs here, the same for every 
 from __future__ import annotations
 
 import functools
-import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -53,7 +52,6 @@ import numpy as np
 
 from mdcr.index.backends import Backend, SearchMetric, max_norm32
 from mdcr.index.exact_kernel import (
-    EXACT_NORM_PRODUCT,
     HostScorer,
     _dots,
     compiled_rescoring,
@@ -80,6 +78,11 @@ class PairScorer(Protocol):
     """Exact float64 dot products of (query, pool row) pairs, where the pool's rows are."""
 
     parallel: bool  # whether parts of a batch may be scored on several threads at once
+
+    @property
+    def extra(self) -> dict[str, int]:
+        """What it did, for :attr:`SearchStats.extra`."""
+        ...
 
     def pair_dots(
         self, qrows: np.ndarray, owner: np.ndarray, rows: np.ndarray
@@ -236,17 +239,7 @@ def _exact_topk(
     stats.extra["compiled_rescoring"] = int(compiled)
     stats.queries += n_units
     l2 = metric == "l2"
-    scorer: PairScorer
-    on_device = _rescores_on_device(backend, db, queries)
-    if on_device:
-        from mdcr.index.exact_device import DeviceScorer
-
-        check = (not q_norm * norm < EXACT_NORM_PRODUCT, not norm * norm < EXACT_NORM_PRODUCT)
-        scorer = DeviceScorer(backend, db, queries, l2=l2, check_dots=check[0], check_sq=check[1])
-    else:
-        db_sq = squared_norms(db) if l2 else None
-        vectors32 = getattr(backend, "vectors32", None)
-        scorer = HostScorer(db, queries, vectors32, compiled=compiled, db_sq=db_sq)
+    scorer = _scorer(backend, db, queries, l2=l2, compiled=compiled, q_norm=q_norm, norm=norm)
     units = _Queries(
         vectors=queries,
         offsets=offsets,
@@ -259,21 +252,31 @@ def _exact_topk(
     )
     workers = max(1, threads or os.cpu_count() or 1)
     _rounds(backend, scorer, units, min(n, k + 1 + margin), batch, workers, stats, results)
-    if on_device:  # the pairs not proven exact there, summed by numpy on the host
-        stats.extra["device_ranking"] = 1
-        stats.extra["host_rescored"] = int(getattr(scorer, "host_rescored", 0))
+    stats.extra.update(scorer.extra)
     return results
 
 
-def _rescores_on_device(backend: Backend, db: np.ndarray, queries: np.ndarray) -> bool:
-    """Whether the candidates are re-scored where the backend's rows are: a backend that
-    says so (``rank_on_device``: the torch backend on CUDA) and float16 pool and queries
-    (float32 products round, and only numpy's order gives their sums' bits)."""
-    return (
-        bool(getattr(backend, "rank_on_device", False))
-        and db.dtype == np.float16
-        and queries.dtype == np.float16
-    )
+def _scorer(
+    backend: Backend,
+    db: np.ndarray,
+    queries: np.ndarray,
+    *,
+    l2: bool,
+    compiled: bool,
+    q_norm: float,
+    norm: float,
+) -> PairScorer:
+    """Where the candidates are re-scored: where the backend's rows are when it says so
+    (``rank_on_device``: the torch backend on CUDA) and pool and queries are float16
+    (float32 products round, and only numpy's order gives their sums' bits), else on the
+    host (``compiled`` there: :func:`compiled_rescoring`)."""
+    if getattr(backend, "rank_on_device", False) and db.dtype == queries.dtype == np.float16:
+        from mdcr.index.exact_device import DeviceScorer
+
+        return DeviceScorer(backend, db, queries, l2=l2, q_norm=q_norm, db_norm=norm)
+    db_sq = squared_norms(db) if l2 else None
+    vectors32 = getattr(backend, "vectors32", None)
+    return HostScorer(db, queries, vectors32, compiled=compiled, db_sq=db_sq)
 
 
 def _rounds(
@@ -301,9 +304,9 @@ def _rounds(
                 approx, cand = backend.search(units.vectors[qrows], window)
                 row_at = np.searchsorted(owner, np.arange(len(part) + 1))
                 pieces = min(4 * workers, len(part)) if scorer.parallel else 1
-                firsts = [int(p[0]) for p in np.array_split(np.arange(len(part)), pieces)]
                 jobs = []
-                for a, b in itertools.pairwise([*firsts, len(part)]):
+                for piece in np.array_split(np.arange(len(part)), pieces):
+                    a, b = int(piece[0]), int(piece[-1]) + 1
                     at = slice(int(row_at[a]), int(row_at[b]))
                     jobs.append((part[a:b], qrows[at], owner[at] - a, approx[at], cand[at]))
                 for found in pool.map(rank, *zip(*jobs, strict=True)):

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mdcr.index.exact_kernel import _dots
+from mdcr.index.exact_kernel import EXACT_NORM_PRODUCT, _dots
 
 # A float64 sum of d <= 2^20 non-negative terms is within (d - 1) 2^-53 of the exact sum.
 _SUM_SLACK = 1.0 + 2.0**-30
@@ -72,9 +72,9 @@ def _exact(
 class DeviceScorer:
     """The :class:`~mdcr.index.exact.PairScorer` of a torch backend that re-scores where its
     rows are (``backend.gather``, ``backend.out_device``): a batch's pairs at once, on one
-    thread, each pair checked when ``check_dots`` (``|q| |x|`` may reach 32) and each
-    squared norm when ``check_sq`` (l2: ``|x|^2`` may reach 32); pairs not proven exact
-    are summed by numpy on the host from ``db`` and ``queries`` (float16, all of them)."""
+    thread. Each pair is checked where ``|q| |x|`` may reach 32 (``q_norm`` and
+    ``db_norm`` the largest norms), each squared norm (l2) where ``|x|^2`` may; pairs not
+    proven exact are summed by numpy on the host from ``db`` and ``queries`` (float16)."""
 
     parallel = False
 
@@ -85,16 +85,21 @@ class DeviceScorer:
         queries: np.ndarray,
         *,
         l2: bool,
-        check_dots: bool,
-        check_sq: bool,
+        q_norm: float,
+        db_norm: float,
     ) -> None:
         self.backend = backend
         self.db = db
         self.queries = queries
         self.l2 = l2
-        self.check_dots = check_dots
-        self.check_sq = check_sq
+        self.check_dots = not q_norm * db_norm < EXACT_NORM_PRODUCT
+        self.check_sq = not db_norm * db_norm < EXACT_NORM_PRODUCT
         self.host_rescored = 0
+
+    @property
+    def extra(self) -> dict[str, int]:
+        """Re-scored on the device (``device_ranking``), so many pairs on the host."""
+        return {"device_ranking": 1, "host_rescored": self.host_rescored}
 
     def pair_dots(
         self, qrows: np.ndarray, owner: np.ndarray, rows: np.ndarray

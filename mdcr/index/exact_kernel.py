@@ -239,6 +239,7 @@ class HostScorer:
         self.q64 = np.asarray(queries, dtype=np.float64)
         self.compiled = compiled
         self.db_sq = db_sq
+        self.extra: dict[str, int] = {}
 
     def pair_dots(
         self, qrows: np.ndarray, owner: np.ndarray, rows: np.ndarray
