@@ -18,7 +18,7 @@ measures the floor: the pool uploaded to the device once (timed apart), then onl
 its wall time (the share of the search spent on the CPU), and a line ending ``N.NNx the
 floor`` for mdcr's build + search against floor + upload (and the same ratio in CPU
 time, steadier on a shared machine). ``--rank-on device|host`` picks
-where the torch backend re-scores and ranks the candidates (default: on CUDA the device,
+where the torch backend re-scores the candidates (default: on CUDA the device,
 on the CPU the host); ``--norm`` sets the vectors' length (1: unit vectors; 15: about
 SciBERT's CLS vectors, where every pair's exactness is checked).
 
@@ -69,7 +69,7 @@ def main() -> None:
         "--rank-on",
         choices=["auto", "device", "host"],
         default="auto",
-        help="where the torch backend re-scores and ranks the candidates (auto: on CUDA "
+        help="where the torch backend re-scores the candidates (auto: on CUDA "
         "the device, on the CPU the host)",
     )
     ap.add_argument("--sentences", type=int, default=0, help="multi-vector: sentences per paper")
@@ -223,7 +223,7 @@ def main() -> None:
         print(
             f"{backend.name:>16}: build {min(build[name]):6.2f}s  search {wall:7.2f}s  "
             f"({1000 * wall / args.queries:.2f} ms/query, widened {results[name]['widened']}, "
-            f"ranked on the {where}"
+            f"re-scored on the {where}"
             + (f", {rescored} pairs re-scored on the host" if rescored else "")
             + f"{ratio})"
         )

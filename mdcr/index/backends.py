@@ -17,9 +17,9 @@ candidates in float64 and fixes the order, so all backends return identical runs
   float32 accumulation and output, a per-chunk top-k is kept, and the chunk results are
   merged with one more top-k. No full query x pool matrix exists at any time. On the CPU
   (``device="cpu"``, used by CI to test the same code) it runs in float32. On CUDA the
-  exact re-ranking runs there too (:mod:`mdcr.index.exact_device`): candidate rows are
-  gathered from its chunks (views of one tensor on one GPU), and only each query's top k
-  comes back to the host.
+  exact re-scoring runs there too (:mod:`mdcr.index.exact_device`): candidate rows are
+  gathered from its chunks (views of one tensor on one GPU), and only their float64
+  scores come back to the host.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ class FaissBackend:
         for start in range(0, self.n, _ADD_CHUNK):
             chunk = np.ascontiguousarray(vectors[start : start + _ADD_CHUNK], dtype=np.float32)
             if len(chunk):
-                self.max_norm = max(self.max_norm, _max_norm32(chunk))
+                self.max_norm = max(self.max_norm, max_norm32(chunk))
             self.index.add(chunk)
 
     def _wide_backend(self) -> Backend:
@@ -183,14 +183,14 @@ def _chunk_max_norm(part: Any, squared: Any) -> float:
     return float(sq.max().sqrt().item())
 
 
-def _max_norm32(rows: np.ndarray) -> float:
+def max_norm32(rows: np.ndarray) -> float:
     """The largest L2 norm of float32 ``rows`` (row sums as numpy's pairwise sum)."""
     return float(np.sqrt((rows * rows).sum(axis=1).max())) if len(rows) else 0.0
 
 
 def _float32_rows(vectors: np.ndarray) -> tuple[np.ndarray, float]:
     """``vectors`` as a C-contiguous float32 array, converted block by block on all cores
-    (float16 converts to float32 exactly), and their largest L2 norm (:func:`_max_norm32`
+    (float16 converts to float32 exactly), and their largest L2 norm (:func:`max_norm32`
     per block, while the block is in the cache: the maximum of the same per-row sums).
 
     Faiss's ``IndexFlat.add`` copies float32 rows into a vector it zero-fills first: for a
@@ -214,7 +214,7 @@ def _float32_rows(vectors: np.ndarray) -> tuple[np.ndarray, float]:
     def fill(start: int) -> float:
         block = rows[start : start + _FILL_BLOCK]
         block[...] = vectors[start : start + _FILL_BLOCK]
-        return _max_norm32(block)
+        return max_norm32(block)
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         norm = max(pool.map(fill, range(0, len(rows), _FILL_BLOCK)), default=0.0)
@@ -224,10 +224,10 @@ def _float32_rows(vectors: np.ndarray) -> tuple[np.ndarray, float]:
 class TorchBackend:
     """Chunked matmul + per-chunk top-k + merge, on CUDA (float16) or the CPU (float32).
 
-    ``rank_on_device``: whether :func:`mdcr.index.exact.exact_topk` re-scores and ranks the
-    candidates here, where the rows are (:mod:`mdcr.index.exact_device`), instead of on
-    the host. By default on CUDA; on the CPU it is the same code, which the tests run (the
-    host's compiled re-scoring is faster there). A setting: the results are the same bits.
+    ``rank_on_device``: whether :func:`mdcr.index.exact.exact_topk` re-scores the candidates
+    here, where the rows are (:mod:`mdcr.index.exact_device`), instead of on the host. By
+    default on CUDA; on the CPU it is the same code, which the tests run (the host's
+    compiled re-scoring is faster there). A setting: the results are the same bits.
     """
 
     def __init__(
@@ -298,14 +298,12 @@ class TorchBackend:
         return q.float() @ part.float().T
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        with self.exact_matmul():
-            vals, idx = self.search_tensors(queries, k)
-            return vals.cpu().numpy().astype(np.float32, copy=False), idx.cpu().numpy().astype(
-                np.int64, copy=False
-            )
+        with self._exact_matmul():
+            vals, idx = self._search(queries, k)
+        return vals.cpu().numpy().astype(np.float32, copy=False), idx.cpu().numpy()
 
     @contextmanager
-    def exact_matmul(self) -> Iterator[None]:
+    def _exact_matmul(self) -> Iterator[None]:
         """Inference mode, no TF32 and no reduced-precision float16 reductions: every
         float32 score within the bound :func:`mdcr.index.exact.error_bound` assumes."""
         import torch
@@ -320,9 +318,8 @@ class TorchBackend:
         finally:
             matmul.allow_tf32, matmul.allow_fp16_reduced_precision_reduction = saved
 
-    def search_tensors(self, queries: np.ndarray, k: int) -> tuple[Any, Any]:
-        """:meth:`search`'s ``(scores, rows)`` as tensors on :attr:`out_device` (run it
-        inside :meth:`exact_matmul`)."""
+    def _search(self, queries: np.ndarray, k: int) -> tuple[Any, Any]:
+        """:meth:`search`'s ``(scores, rows)`` as tensors on :attr:`out_device`."""
         import torch
 
         k = min(k, self.n)

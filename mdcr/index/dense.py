@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from mdcr.core.errors import ConfigError
 from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
 from mdcr.engine import EngineSettings, check_engine_settings
 from mdcr.retrievers.device import DEVICE_HELP, check_device_spec
+
+if TYPE_CHECKING:
+    from mdcr.index.backends import SearchMetric
 
 # Vectors indexed at once: 2M x 768 is about 9 GB (float16 rows and Faiss's float32 copy),
 # the paper's largest single-vector pool in one index.
@@ -241,7 +244,7 @@ def _search_block(
     from mdcr.index.exact import built_max_norm, exact_topk, exact_topk_multi
 
     t0 = time.perf_counter()
-    search_metric = "ip" if metric in ("ip", "cos") else "l2"
+    search_metric: SearchMetric = "ip" if metric in ("ip", "cos") else "l2"
     if store.multi_vector:
         db, db_off = store.doc_vectors(db_rows)
         qv, q_off = queries.doc_vectors(q_rows)
@@ -250,38 +253,18 @@ def _search_block(
     if metric == "cos" and store.metric != "cos":  # an override: normalise here
         db, qv = unit_vectors16(db), unit_vectors16(qv)
     t1 = time.perf_counter()
-    index = make_backend(backend, db, search_metric, device)  # type: ignore[arg-type]
+    index = make_backend(backend, db, search_metric, device)
     timings["load_s"] += t1 - t0
     timings["build_s"] += time.perf_counter() - t1
-    norm = built_max_norm(index, db)
+    options: dict[str, Any] = {"margin": margin, "batch": query_batch, "stats": stats}
+    options["db_max_norm"] = built_max_norm(index, db)
     if store.multi_vector:
+        doc_of = np.repeat(np.arange(len(db_rows)), np.diff(db_off))
         ranked = exact_topk_multi(
-            index,
-            db,
-            np.repeat(np.arange(len(db_rows)), np.diff(db_off)),
-            qv,
-            q_off,
-            exclude,
-            k,
-            search_metric,  # type: ignore[arg-type]
-            margin=margin,
-            batch=query_batch,
-            db_max_norm=norm,
-            stats=stats,
+            index, db, doc_of, qv, q_off, exclude, k, search_metric, **options
         )
     else:
-        ranked = exact_topk(
-            index,
-            db,
-            qv,
-            exclude,
-            k,
-            search_metric,  # type: ignore[arg-type]
-            margin=margin,
-            batch=query_batch,
-            db_max_norm=norm,
-            stats=stats,
-        )
+        ranked = exact_topk(index, db, qv, exclude, k, search_metric, **options)
     return ranked, len(db), str(getattr(index, "name", backend))
 
 

@@ -1,7 +1,7 @@
-"""Exact top-k where the vectors are: candidates re-scored and ranked on the torch backend's
-device, only each query's final top k (rows and float64 scores) copied back.
+"""The exact search's device operation: float64 dot products of (query, pool row) pairs on
+the torch backend's device, where its rows are, with the host's bits.
 
-The host path (:mod:`mdcr.index.exact`) defines a score: the float16 products of a query
+The host (:mod:`mdcr.index.exact_kernel`) defines a score: the float16 products of a query
 and a pool row, formed exactly, summed in float64 by numpy's pairwise sum. This module
 gives the same bits on the device, by an exactness argument rather than by numpy's order:
 
@@ -20,50 +20,26 @@ gives the same bits on the device, by an exactness argument rather than by numpy
   sum: 82 of 2M pairs of random vectors of norm 15, 226 of 2M for vectors of norm 15
   sharing a mean direction (as CLS vectors do).
 
-Float32 stores (or queries in another dtype than the pool) stay on the host: float32
-products have up to 48 significant bits, their float64 sums round, and the bits are
-numpy's order's alone.
-
-The ranking runs on the device for a whole batch of queries with the host's arithmetic,
-operation for operation: the cut at the k-th backend score minus ``2 eps`` (the query's
-own row left out), the L2 form ``-(|x|^2 + |q|^2 - 2 q.x)``, the order (score desc, row
-asc) by two stable sorts, and the widening check in float64. Sort keys are ``score +
-0.0``, so -0.0 and +0.0 tie as in numpy's lexsort; a dot product that is exactly zero
-is +0.0, as numpy's reduction (which starts from +0.0) gives.
+A dot product that is exactly zero is +0.0, as numpy's reduction (which starts from +0.0)
+gives. Float32 stores (or queries in another dtype than the pool) stay on the host:
+float32 products have up to 48 significant bits, their float64 sums round, and the bits
+are numpy's order's alone. The rest of the exact search (the cut, the L2 form, the order,
+the widening) is :mod:`mdcr.index.exact`'s, on the host, for every backend.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from mdcr.index.exact_kernel import EXACT_NORM_PRODUCT, sentence_batches, sentence_rows
+from mdcr.index.exact_kernel import EXACT_NORM_PRODUCT, _dots
 
 # A float64 sum of d <= 2^20 non-negative terms is within (d - 1) 2^-53 of the exact sum.
 _SUM_SLACK = 1.0 + 2.0**-30
 _SPAN = 2.0**53
 _SLICE_VALUES = {"cuda": 1 << 25, "cpu": 1 << 20}  # pair x dimension values scored at once
-
-HostDots = Callable[[np.ndarray, np.ndarray], np.ndarray]
-
-
-def on_device(backend: Any, db: np.ndarray, queries: np.ndarray) -> bool:
-    """Whether ``backend`` ranks on its device here: it says so (``rank_on_device``) and
-    the pool and queries are float16."""
-    return (
-        bool(getattr(backend, "rank_on_device", False))
-        and db.dtype == np.float16
-        and queries.dtype == np.float16
-    )
-
-
-def needs_check(q_norm_max: float, db_norm_max: float) -> bool:
-    """Whether pairs must be checked one by one: ``|q| |x|`` may reach 32."""
-    return not bool(q_norm_max * db_norm_max < EXACT_NORM_PRODUCT)
 
 
 def lowbit(v: torch.Tensor) -> torch.Tensor:
@@ -76,66 +52,6 @@ def lowbit(v: torch.Tensor) -> torch.Tensor:
     low = a - (bits & (bits - 1)).view(torch.float32)
     low = torch.where((bits & 0x7FFFFF) == 0, a, low)
     return torch.where(a == 0, torch.inf, low)
-
-
-@dataclass
-class DeviceScorer:
-    """float64 scores of (query, pool row) pairs on the backend's device, the host's bits.
-
-    ``host_dots(query rows, pool rows)`` and ``host_sq(pool rows)`` give the host's
-    float64 dot products and squared norms, for pairs whose exactness is not proven.
-    """
-
-    backend: Any
-    queries: np.ndarray  # float16, all of them
-    host_dots: HostDots
-    host_sq: Callable[[np.ndarray], np.ndarray]
-    check_dots: bool  # whether each query-row pair is checked (|q| |x| may reach 32)
-    check_sq: bool  # whether each row's squared norm is (l2: |x|^2 may reach 32)
-    l2: bool
-    q_sq: np.ndarray | None  # the queries' squared norms (the host's), for l2
-    host_rescored: int = 0
-
-    def batch(self, qrows: np.ndarray) -> BatchQueries:
-        """The queries ``qrows`` on the device, as :meth:`scores` takes them."""
-        dev = self.backend.out_device
-        q16 = torch.from_numpy(np.ascontiguousarray(self.queries[qrows])).to(dev)
-        q_sq = None if self.q_sq is None else torch.from_numpy(self.q_sq[qrows]).to(dev)
-        return BatchQueries(
-            rows=qrows,
-            q64=q16.double(),
-            low=lowbit(q16) if self.check_dots else None,
-            q_sq=q_sq,
-        )
-
-    def scores(self, q: BatchQueries, owner: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """Scores of batch queries ``owner`` against pool ``rows`` (int64, on the device):
-        the inner product, or for l2 ``-(|x|^2 + |q|^2 - 2 q.x)``."""
-        out = torch.empty(len(rows), dtype=torch.float64, device=rows.device)
-        step = max(1, _SLICE_VALUES[rows.device.type] // max(1, self.backend.dim))
-        for s in range(0, len(rows), step):
-            o, r = owner[s : s + step], rows[s : s + step]
-            x = self.backend.gather(r)
-            x_low = lowbit(x) if self.check_dots or (self.l2 and self.check_sq) else None
-            q_low = None if q.low is None else q.low.index_select(0, o)
-            dot, bad = _exact(x, q.q64.index_select(0, o), x_low, q_low)
-            if bad is not None:  # the host's own sums for pairs not proven exact
-                self.host_rescored += len(bad)
-                qi = q.rows[o.index_select(0, bad).cpu().numpy()]
-                got = self.host_dots(qi, r.index_select(0, bad).cpu().numpy())
-                dot[bad] = torch.from_numpy(got).to(dot.device)
-            if self.l2:
-                assert q.q_sq is not None
-                sq, bad = _exact(
-                    x, x.double(), *((x_low, x_low) if self.check_sq else (None, None))
-                )
-                if bad is not None:
-                    self.host_rescored += len(bad)
-                    got = self.host_sq(r.index_select(0, bad).cpu().numpy())
-                    sq[bad] = torch.from_numpy(got).to(sq.device)
-                dot = -(sq + q.q_sq.index_select(0, o) - 2.0 * dot)
-            out[s : s + step] = dot
-        return out
 
 
 def _exact(
@@ -153,219 +69,71 @@ def _exact(
     return dot, (bad.nonzero().squeeze(1) if bool(bad.any()) else None)
 
 
-@dataclass
-class BatchQueries:
-    """A batch of queries on the device: their row numbers (host), float64 values, lowest
-    set bits (when pairs are checked) and squared norms (l2)."""
+class DeviceScorer:
+    """The :class:`~mdcr.index.exact.PairScorer` of a torch backend that re-scores where its
+    rows are (``backend.gather``, ``backend.out_device``): a batch's pairs at once, on one
+    thread. Each pair is checked where ``|q| |x|`` may reach 32 (``q_norm`` and
+    ``db_norm`` the largest norms), each squared norm (l2) where ``|x|^2`` may; pairs not
+    proven exact are summed by numpy on the host from ``db`` and ``queries`` (float16)."""
 
-    rows: np.ndarray
-    q64: torch.Tensor
-    low: torch.Tensor | None
-    q_sq: torch.Tensor | None
+    parallel = False
 
+    def __init__(
+        self,
+        backend: Any,
+        db: np.ndarray,
+        queries: np.ndarray,
+        *,
+        l2: bool,
+        q_norm: float,
+        db_norm: float,
+    ) -> None:
+        self.backend = backend
+        self.db = db
+        self.queries = queries
+        self.l2 = l2
+        self.check_dots = not q_norm * db_norm < EXACT_NORM_PRODUCT
+        self.check_sq = not db_norm * db_norm < EXACT_NORM_PRODUCT
+        self.host_rescored = 0
 
-def _by_score_then(key_order: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-    """Positions ordering each row of ``scores`` by score descending, ties in the order
-    ``key_order`` gives (a permutation per row); -0.0 and +0.0 tie."""
-    keyed = (scores + 0.0).gather(1, key_order)
-    return key_order.gather(1, torch.argsort(keyed, dim=1, descending=True, stable=True))
+    @property
+    def extra(self) -> dict[str, int]:
+        """Re-scored on the device (``device_ranking``), so many pairs on the host."""
+        return {"device_ranking": 1, "host_rescored": self.host_rescored}
 
+    def pair_dots(
+        self, qrows: np.ndarray, owner: np.ndarray, rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """See :class:`~mdcr.index.exact.PairScorer`: gathered, multiplied and summed on the
+        device in slices; only the float64 results come back."""
+        dev = self.backend.out_device
+        with torch.inference_mode():
+            q16 = torch.from_numpy(np.ascontiguousarray(self.queries[qrows])).to(dev)
+            q64, q_low = q16.double(), (lowbit(q16) if self.check_dots else None)
+            owner_d, rows_d = torch.from_numpy(owner).to(dev), torch.from_numpy(rows).to(dev)
+            dots = torch.empty(len(rows), dtype=torch.float64, device=dev)
+            squares = torch.empty(len(rows) if self.l2 else 0, dtype=torch.float64, device=dev)
+            step = max(1, _SLICE_VALUES[dev.type] // max(1, self.backend.dim))
+            for s in range(0, len(rows), step):
+                o, r = owner_d[s : s + step], rows_d[s : s + step]
+                x = self.backend.gather(r)
+                x_low = lowbit(x) if self.check_dots or (self.l2 and self.check_sq) else None
+                low = None if q_low is None else q_low.index_select(0, o)
+                dot, bad = _exact(x, q64.index_select(0, o), x_low, low)
+                if bad is not None:  # the host's own sums for pairs not proven exact
+                    at, qi = r[bad].cpu().numpy(), qrows[o[bad].cpu().numpy()]
+                    dot[bad] = self._from_host(_dots(self.db[at], self.queries[qi]), dev)
+                dots[s : s + step] = dot
+                if self.l2:
+                    check = (x_low, x_low) if self.check_sq else (None, None)
+                    sq, bad = _exact(x, x.double(), *check)
+                    if bad is not None:
+                        at = r[bad].cpu().numpy()
+                        sq[bad] = self._from_host(_dots(self.db[at], self.db[at]), dev)
+                    squares[s : s + step] = sq
+            return dots.cpu().numpy(), (squares.cpu().numpy() if self.l2 else None)
 
-def rank_batch(
-    scorer: DeviceScorer,
-    qrows: np.ndarray,
-    exclude: np.ndarray,
-    eps: np.ndarray,
-    k: int,
-    window: int,
-    check_window: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Search queries ``qrows`` at ``window`` and rank their candidates exactly, on the
-    device. Returns (rows, scores, lengths, widen) with the top k of query ``j`` in
-    ``[j, :lengths[j]]``, as :func:`mdcr.index.exact_kernel.finish_queries` does."""
-    backend = scorer.backend
-    with backend.exact_matmul():
-        approx, cand = backend.search_tensors(scorer.queries[qrows], window)
-        dev = cand.device
-        nq, width = cand.shape
-        own = cand == torch.from_numpy(exclude).to(dev)[:, None]
-        has_own = own.any(dim=1)
-        m = width - has_own.long()
-        own_at = torch.where(has_own, own.long().argmax(dim=1), width)
-        # The k-th backend score with the query's own row left out (used where m > k).
-        kth = torch.where(
-            own_at < k, approx[:, min(k, width - 1)], approx[:, min(k - 1, width - 1)]
-        )
-        eps_d = torch.from_numpy(eps).to(dev)
-        approx64 = approx.double()
-        cut = kth.double() - 2.0 * eps_d
-        keep = ~own & ((m <= k)[:, None] | (approx64 >= cut[:, None]))
-        at_q, at_c = keep.nonzero(as_tuple=True)
-        scores = torch.full((nq, width), -torch.inf, dtype=torch.float64, device=dev)
-        batch = scorer.batch(qrows)
-        scores[at_q, at_c] = scorer.scores(batch, at_q, cand[at_q, at_c])
-        order = _by_score_then(torch.argsort(cand, dim=1), scores)[:, : min(k, width)]
-        top_rows = cand.gather(1, order)
-        top_scores = scores.gather(1, order)
-        lengths = keep.sum(dim=1).clamp(max=k)
-        last = top_scores.gather(1, (lengths - 1).clamp(min=0)[:, None]).squeeze(1)
-        widen = (lengths > 0) & ~(last > approx64[:, -1] + eps_d)
-        if not check_window:
-            widen = torch.zeros_like(widen)
-        return (
-            top_rows.cpu().numpy(),
-            top_scores.cpu().numpy(),
-            lengths.cpu().numpy(),
-            widen.cpu().numpy(),
-        )
-
-
-def rank_multi_batch(
-    scorer: DeviceScorer,
-    qrows: np.ndarray,
-    owner: np.ndarray,
-    n_owners: int,
-    sentence_doc: torch.Tensor,
-    n_docs: int,
-    exclude: np.ndarray,
-    eps: np.ndarray,
-    k: int,
-    window: int,
-    check_window: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Multi-vector: query sentences ``qrows`` (of query documents ``owner``, 0 to
-    ``n_owners - 1``, in order) search at ``window``; ``sentence_doc`` (on the device)
-    gives each pool sentence's document, below ``n_docs``; a document's score is its best
-    retrieved pair. Returns (docs, scores, lengths, retry) with query document ``j``'s top
-    k at ``[starts[j] : starts[j] + lengths[j]]`` of the flat docs and scores
-    (``starts`` the cumulative lengths), and ``retry[j]`` when its window must widen."""
-    backend = scorer.backend
-    with backend.exact_matmul():
-        approx, cand = backend.search_tensors(scorer.queries[qrows], window)
-        dev = cand.device
-        n_sent, width = cand.shape
-        owner_d = torch.from_numpy(owner).to(dev)
-        batch = scorer.batch(qrows)
-        sent = torch.arange(n_sent, device=dev).repeat_interleave(width)
-        exact = scorer.scores(batch, sent, cand.reshape(-1))
-        bound = approx[:, -1].double() + torch.from_numpy(eps).to(dev)
-        docs = sentence_doc[cand].reshape(-1)
-        of = owner_d.repeat_interleave(width)
-        keep = docs != torch.from_numpy(exclude).to(dev)[of]
-        docs, exact, of = docs[keep], exact[keep], of[keep]
-        # Best retrieved pair per (query document, document): by score desc (stable),
-        # then by (owner, document), firsts.
-        pair = of * n_docs + docs
-        by = torch.argsort(exact + 0.0, descending=True, stable=True)
-        by = by[torch.argsort(pair[by], stable=True)]
-        pair, exact = pair[by], exact[by]
-        first = torch.ones_like(pair, dtype=torch.bool)
-        first[1:] = pair[1:] != pair[:-1]
-        pair, exact = pair[first], exact[first]
-        # Rank per query document by (score desc, document asc): the pairs are in
-        # document order within each owner already.
-        by = torch.argsort(exact + 0.0, descending=True, stable=True)
-        of = pair[by] // n_docs
-        by = by[torch.argsort(of, stable=True)]
-        pair, exact = pair[by], exact[by]
-        of = pair // n_docs
-        counts = torch.bincount(of, minlength=n_owners)
-        starts = counts.cumsum(0) - counts
-        in_top = torch.arange(len(pair), device=dev) - starts[of] < k
-        lengths = counts.clamp(max=k)
-        kth = exact[(starts + k - 1).clamp(max=max(0, len(exact) - 1))] if len(exact) else None
-        worst = torch.full((n_owners,), -torch.inf, dtype=torch.float64, device=dev)
-        worst = worst.scatter_reduce(0, owner_d, bound, reduce="amax")
-        complete = counts >= k
-        if kth is not None:
-            complete &= kth > worst
-        retry = ~complete if check_window else torch.zeros_like(complete)
-        return (
-            (pair[in_top] % n_docs).cpu().numpy(),
-            exact[in_top].cpu().numpy(),
-            lengths.cpu().numpy(),
-            retry.cpu().numpy(),
-        )
-
-
-def device_rounds(
-    scorer: DeviceScorer,
-    exclude: np.ndarray,
-    eps: np.ndarray,
-    k: int,
-    window: int,
-    batch: int,
-    stats: Any,
-    results: list[tuple[np.ndarray, np.ndarray]],
-) -> None:
-    """:func:`mdcr.index.exact.exact_topk`'s rounds, each batch by :func:`rank_batch`:
-    the window doubles for the queries whose top k may be incomplete, up to the pool."""
-    n = scorer.backend.n
-    pending = np.arange(len(scorer.queries))
-    while pending.size:
-        stats.max_window = max(stats.max_window, window)
-        retry: list[np.ndarray] = []
-        for b in range(0, pending.size, batch):
-            part = pending[b : b + batch]
-            rows, scores, lengths, widen = rank_batch(
-                scorer, part, exclude[part], eps[part], k, window, window < n
-            )
-            for j, qi in enumerate(part):
-                results[int(qi)] = (rows[j, : lengths[j]], scores[j, : lengths[j]])
-            retry.append(part[widen])
-        pending = np.concatenate(retry)
-        if pending.size:
-            stats.widened += int(pending.size)
-            window = min(n, window * 2)
-    stats.extra["device_ranking"] = 1
-    stats.extra["host_rescored"] = scorer.host_rescored
-
-
-@dataclass(frozen=True)
-class MultiQueries:
-    """What the multi-vector rounds share: each pool sentence's document, the query
-    documents' sentence offsets and own documents, each query sentence's error bound."""
-
-    sentence_doc: np.ndarray
-    offsets: np.ndarray
-    exclude: np.ndarray
-    eps: np.ndarray
-    k: int
-    batch: int
-
-
-def device_multi_rounds(
-    scorer: DeviceScorer,
-    multi: MultiQueries,
-    window: int,
-    stats: Any,
-    results: list[tuple[np.ndarray, np.ndarray]],
-) -> None:
-    """:func:`mdcr.index.exact.exact_topk_multi`'s rounds, each batch of whole query
-    documents by :func:`rank_multi_batch`."""
-    n_sent = len(multi.sentence_doc)
-    doc_of = torch.from_numpy(np.ascontiguousarray(multi.sentence_doc, dtype=np.int64))
-    doc_of = doc_of.to(scorer.backend.out_device)
-    n_docs = int(multi.sentence_doc.max()) + 1
-    pending = np.arange(len(multi.offsets) - 1)
-    while pending.size:
-        retry: list[np.ndarray] = []
-        for part in sentence_batches(pending, multi.offsets, multi.batch):
-            stats.max_window = max(stats.max_window, window)
-            qrows, owner = sentence_rows(multi.offsets, part)
-            docs, scores, lengths, widen = rank_multi_batch(
-                scorer, qrows, owner, len(part), doc_of, n_docs, multi.exclude[part],
-                multi.eps[qrows], multi.k, window, window < n_sent,
-            )  # fmt: skip
-            docs = docs.astype(multi.sentence_doc.dtype, copy=False)
-            ends = np.cumsum(lengths)
-            for j, qi in enumerate(part):
-                at = slice(int(ends[j] - lengths[j]), int(ends[j]))
-                results[int(qi)] = (docs[at], scores[at])
-            retry.append(part[widen])
-        pending = np.concatenate(retry)
-        if pending.size:
-            stats.widened += int(pending.size)
-            window = min(n_sent, window * 2)
-    stats.extra["device_ranking"] = 1
-    stats.extra["host_rescored"] = scorer.host_rescored
+    def _from_host(self, scores: np.ndarray, dev: Any) -> torch.Tensor:
+        """Scores summed on the host, counted, on the device."""
+        self.host_rescored += len(scores)
+        return torch.from_numpy(scores).to(dev)
