@@ -104,7 +104,7 @@ def _papers(folder: Path | None, ids: set[str]) -> pd.DataFrame:
     return out.drop_duplicates("paper_id")
 
 
-def _corpus_or_own(folder: Path) -> Path | None:
+def corpus_or_own(folder: Path) -> Path | None:
     """Where the papers' facts are: the prefilter output ``folder`` was made from, else
     ``folder``'s own papers.parquet (an imported BEIR dataset or MDCR release); None
     where neither is (the facts are then empty)."""
@@ -145,7 +145,7 @@ def pools_rows(per_query: pd.DataFrame, pools: Path) -> pd.DataFrame:
         rows = rows.merge(queries, on=keys, how="left")
     else:
         rows = rows.assign(query_field=None, query_year=None)
-    papers = _papers(_corpus_or_own(pools), set(rows["query_id"]))
+    papers = _papers(corpus_or_own(pools), set(rows["query_id"]))
     rows = rows.merge(papers.rename(columns={"paper_id": "query_id"}), on="query_id", how="left")
     rows["field"] = rows["pool_field"].where(rows["pool_field"].notna(), rows["query_field"])
     rows["field"] = rows["field"].where(rows["field"].notna(), rows["paper_field"])
@@ -187,7 +187,7 @@ def benchmark_values_rows(per_query: pd.DataFrame, benchmark: Path) -> pd.DataFr
     rows = values.merge(positives, on=["split", "field", "query_id"], how="left")
     held = benchmark if PAPERS.exists(benchmark) else None  # an import may hold no texts
     own = _papers(held, set(rows["query_id"]))[["paper_id", "title", "text_chars"]]
-    facts = _papers(_corpus_or_own(benchmark), set(rows["query_id"]))
+    facts = _papers(corpus_or_own(benchmark), set(rows["query_id"]))
     facts = facts.drop(columns=["title", "text_chars"]).merge(own, on="paper_id", how="outer")
     rows = rows.merge(facts.rename(columns={"paper_id": "query_id"}), on="query_id", how="left")
     rows = rows.assign(
