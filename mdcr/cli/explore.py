@@ -138,9 +138,10 @@ def _serve(explorer: Any, args: argparse.Namespace) -> int:
     )
     print(f"{server.url}  (read-only; ctrl-C to stop)", flush=True)
     try:
-        server.wsgi.serve_forever()
+        server.wsgi.serve_forever()  # werkzeug's returns on ctrl-C
     except KeyboardInterrupt:
-        print("stopped", file=sys.stderr)
+        pass
     finally:
         server.wsgi.server_close()
+    print("stopped", file=sys.stderr)
     return 0

@@ -89,7 +89,9 @@ class _Labels:
         sizes = {s.pool_size for s in result.setups.values() if s.pool_size}
         self.size = {size_label(n): n for n in sizes}
         self.field = {field_abbreviation(f): f for s in result.setups.values() for f in s.fields}
-        self.metric = {metric_label(m): m for s in result.setups.values() for m in s.metrics}
+        self.metric: dict[tuple[str, str], dict[str, str]] = {}  # pools and MDCR share labels
+        for key, group in self.setups.items():
+            self.metric[key] = {metric_label(m): m for s in group for m in s.metrics}
         self.intervals: dict[str, list[dict[str, Any]]] = {}
         if result.intervals is not None and "table" in result.intervals:
             for row in result.intervals.to_dict("records"):
@@ -187,8 +189,8 @@ def _resolve(labels: _Labels, ctx: Context | None, row: str, col: tuple[str, str
         elif token == AVG or token in labels.field:
             found["field"] = labels.field.get(token)
             found["avg"] = token == AVG
-        elif token in labels.metric:
-            found["metric"] = labels.metric[token]
+        elif token in labels.metric[(ctx.setup, ctx.split)]:
+            found["metric"] = labels.metric[(ctx.setup, ctx.split)][token]
         else:
             return None  # a label that names nothing of a setup: not a cell of one
     if "retriever" not in found or found["metric"] is None:

@@ -351,12 +351,12 @@ class Explorer:
               ) -> dict[str, Any]:  # fmt: skip
         """One query in one pool: its text, every retriever's top k side by side, where
         each positive landed, its values, and its other repetitions and setups."""
+        k = self._k(args)
         unit = self.result.unit(pool_id, query_id)
         if unit is None:
             raise NotFound(f"no query '{query_id}' in pool '{pool_id}' in this result")
         row = self.result.units.iloc[unit]
         setup = self.setup(str(row["setup_key"]))
-        k = self._k(args)
         rankings = {r: self.reader.ranking(setup, unit, r) for r in setup.retrievers}
         positives = self.reader.positives(setup, unit)
         ids = {query_id, *positives}
