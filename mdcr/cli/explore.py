@@ -84,7 +84,15 @@ def run_explore(args: argparse.Namespace) -> int:
         print(f"store: {home.describe()}")
         print(f"reading {folder} ...", file=sys.stderr, flush=True)
     result = open_result(folder)
-    explorer = Explorer(result, Reader(result))
+    explorer = Explorer(result, Reader(result, quiet=args.quiet))
+    try:
+        return _write_or_serve(explorer, args)
+    finally:
+        explorer.reader.close()
+
+
+def _write_or_serve(explorer: Any, args: argparse.Namespace) -> int:
+    result = explorer.result
     if args.static is not None:
         if args.setup and args.setup not in result.setups:
             raise ConfigError(

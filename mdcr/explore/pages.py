@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mdcr.core.errors import MdcrError
-from mdcr.explore.contrast import CONTRAST, CONTRAST_LABEL, CONTRAST_SOURCE, weighted_tau_many
+from mdcr.explore.contrast import CONTRAST, CONTRAST_LABEL, CONTRAST_SOURCE, weighted_tau_codes
 from mdcr.explore.words import pieces, shared_count, words
 
 if TYPE_CHECKING:
@@ -66,6 +66,33 @@ def _int(value: Any) -> int | None:
 
 def _text(value: Any) -> str | None:
     return None if _missing(value) else str(value)
+
+
+def _taus(a: pd.DataFrame | None, b: pd.DataFrame | None, k: int
+          ) -> dict[tuple[str, str], float]:  # fmt: skip
+    """(pool_id, query_id) -> τ_h of two retrievers' top k (``Reader.top_k`` frames), for
+    the queries both ranked."""
+    import numpy as np
+    import pandas as pd
+
+    if a is None or b is None or a.empty or b.empty:
+        return {}
+    both = pd.concat([a.assign(side=0), b.assign(side=1)], ignore_index=True)
+    unit = both["pool_id"].astype(str) + "\x1f" + both["query_id"].astype(str)
+    unit_codes, units = pd.factorize(unit)
+    paper_codes, _ = pd.factorize(both["paper_id"].astype(str))
+    side = both["side"].to_numpy()
+    slot = both["rank"].to_numpy().astype(np.int64) - 1
+    lists = [np.full((len(units), k), -1, dtype=np.int64) for _ in (0, 1)]
+    ranked = [np.zeros(len(units), dtype=bool) for _ in (0, 1)]
+    for s in (0, 1):
+        m = side == s
+        lists[s][unit_codes[m], slot[m]] = paper_codes[m]
+        ranked[s][unit_codes[m]] = True
+    keep = ranked[0] & ranked[1]
+    taus = weighted_tau_codes(lists[0][keep], lists[1][keep])
+    keys = [tuple(str(u).split("\x1f", 1)) for u in units[keep]]
+    return dict(zip(keys, (float(t) for t in taus), strict=True))  # type: ignore[arg-type]
 
 
 class Explorer:
@@ -334,11 +361,7 @@ class Explorer:
             if key in self._contrasts:
                 self._contrasts.move_to_end(key)
                 return self._contrasts[key]
-        lists_a = self.reader.top_k_lists(setup, a, k)
-        lists_b = lists_a if b == a else self.reader.top_k_lists(setup, b, k)
-        both = [u for u in lists_a if u in lists_b]
-        taus = weighted_tau_many([lists_a[u] for u in both], [lists_b[u] for u in both])
-        found = dict(zip(both, (float(t) for t in taus), strict=True))
+        found = _taus(self.reader.top_k(setup, a, k), self.reader.top_k(setup, b, k), k)
         with self._lock:
             self._contrasts[key] = found
             while len(self._contrasts) > _CACHED_CONTRASTS:
@@ -357,7 +380,7 @@ class Explorer:
             raise NotFound(f"no query '{query_id}' in pool '{pool_id}' in this result")
         row = self.result.units.iloc[unit]
         setup = self.setup(str(row["setup_key"]))
-        rankings = {r: self.reader.ranking(setup, unit, r) for r in setup.retrievers}
+        rankings = self.reader.rankings(setup, unit)
         positives = self.reader.positives(setup, unit)
         ids = {query_id, *positives}
         for ranked in rankings.values():

@@ -77,6 +77,8 @@ def _papers(folder: Path | None, ids: set[str]) -> pd.DataFrame:
     """paper_id, title, text_chars, and year, first field, citations where held, of the
     papers ``ids`` in ``folder``'s papers.parquet (no rows without a folder)."""
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from mdcr.contracts.artifacts import PAPERS
@@ -87,7 +89,16 @@ def _papers(folder: Path | None, ids: set[str]) -> pd.DataFrame:
     path = PAPERS.path(folder)
     have = set(pq.read_schema(path).names)
     cols = ["paper_id", "title", "abstract", *[c for c in ("year", "fields", "n_in") if c in have]]
-    table = pq.read_table(path, columns=cols, filters=[("paper_id", "in", sorted(ids))])
+    # Read in batches, keeping only the rows asked for: memory follows the queries, not
+    # the corpus (the whole text of a corpus at the paper's scale is gigabytes).
+    wanted = pa.array(sorted(ids), pa.string())
+    kept = [
+        batch.filter(pc.is_in(batch.column("paper_id").cast(pa.string()), value_set=wanted))
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=262_144, columns=cols)
+    ]
+    schema = pq.read_schema(path)
+    table = pa.Table.from_batches(kept, schema=pa.schema([schema.field(c) for c in cols]))
+    pa.default_memory_pool().release_unused()  # the batches' buffers, back to the system
     papers = table.to_pandas()
     out = pd.DataFrame({"paper_id": papers["paper_id"].astype(str)})
     out["title"] = papers["title"].fillna("").astype(str)
