@@ -13,8 +13,10 @@ A store is built once under ``--workdir`` (reused by later runs with the same si
 - the real score and report stages over them.
 
 Then the real command, ``mdcr explore REPORT``, runs in a child process, and the script
-times over HTTP the queries page (its first answer, which computes the rank correlation
-of two top-k lists for every query, and the best of five later ones) and ``--samples``
+times over HTTP the queries page (its first answer ``--warm`` seconds after the start,
+while the server has computed each setup's default rank correlation in the background;
+the best of five later ones; and a page for another pair of retrievers, whose rank
+correlation of two top-k lists is computed for every query then) and ``--samples``
 query pages, each asked for the first time; it reads the server's resident and peak
 memory from /proc. Peers measured in the same run: ``mdcr export --per-query`` of the same
 report (what gives per-query values without explore), and reading one query's top 500
@@ -222,7 +224,7 @@ def _get(url: str) -> tuple[float, int]:
     return time.perf_counter() - t, len(body)
 
 
-def measure(report: Path, home: Path, samples: int, seed: int) -> dict[str, object]:
+def measure(report: Path, home: Path, samples: int, seed: int, warm: float) -> dict[str, object]:
     """Serve the report with the real command and time its pages."""
     env = {**os.environ, "MDCR_HOME": str(home)}
     t0 = time.perf_counter()
@@ -248,6 +250,7 @@ def measure(report: Path, home: Path, samples: int, seed: int) -> dict[str, obje
         figures["setup"] = setup["label"]
         figures["units"] = setup["queries"] * setup["pools"]
         queries = url + f"queries/{setup['key']}"
+        time.sleep(warm)  # the server computes each setup's default τ_h after it starts
         figures["queries_first_s"], size = _get(queries)
         figures["queries_best_s"] = min(_get(queries)[0] for _ in range(5))
         figures["queries_bytes"] = size
@@ -304,8 +307,9 @@ def lines(best: dict[str, object], args: argparse.Namespace) -> list[str]:
         f"(peak {b['VmHWM_start_mib']:.0f}), after the pages {b['VmRSS_end_mib']:.0f} MiB "
         f"(peak {b['VmHWM_end_mib']:.0f})",
         f"queries page ({b['units']:,.0f} rows, {best['setup']}): first "
-        f"{ms['queries_first_s']:.0f} ms (τ_h of every query), then "
-        f"{ms['queries_best_s']:.0f} ms; another pair, first {ms['queries_other_pair_first_s']:.0f}"
+        f"{ms['queries_first_s']:.0f} ms (its τ_h computed in the background), then "
+        f"{ms['queries_best_s']:.0f} ms; another pair (τ_h of every query) "
+        f"{ms['queries_other_pair_first_s']:.0f}"
         " ms   [goal: < 1000 ms]",
         f"query page ({b['query_pages']:.0f} queries, each asked once): median "
         f"{ms['query_median_s']:.0f} ms, max {ms['query_max_s']:.0f} ms   [goal: < 300 ms]",
@@ -324,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--depth", type=int, default=500)
     ap.add_argument("--samples", type=int, default=20, help="query pages timed")
     ap.add_argument("--runs", type=int, default=3, help="times the server is measured")
+    ap.add_argument("--warm", type=float, default=15.0, help="seconds before the first page")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
 
@@ -333,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"store ready in {time.perf_counter() - t:.0f} s: {report}", flush=True)
     home = args.workdir / "home"
-    runs = [measure(report, home, args.samples, seed) for seed in range(args.runs)]
+    runs = [measure(report, home, args.samples, seed, args.warm) for seed in range(args.runs)]
     best = {k: min(r[k] for r in runs) if isinstance(v, float) else v for k, v in runs[0].items()}  # type: ignore[type-var]
     for line in lines(best, args):
         print(line)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,7 @@ def _serve(explorer: Any, args: argparse.Namespace) -> int:
         f"{len(result.setups)} setups, {queries} queries"
     )
     print(f"{server.url}  (read-only; ctrl-C to stop)", flush=True)
+    threading.Thread(target=explorer.warm_up, daemon=True).start()
     try:
         server.wsgi.serve_forever()  # werkzeug's returns on ctrl-C
     except KeyboardInterrupt:

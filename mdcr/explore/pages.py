@@ -353,6 +353,15 @@ class Explorer:
             "href": links.query(str(r["pool_id"]), str(r["query_id"]), k=state["k"]),
         }
 
+    def warm_up(self) -> None:
+        """Compute each setup's default rank correlation (baseline against the first other
+        retriever, top 10), so a setup's first queries page answers at once; the server
+        runs it in the background after it starts."""
+        for setup in self.result.setups.values():
+            if len(setup.retrievers) > 1:
+                _, baseline, versus = self._compared(setup, {})
+                self.contrast(setup, baseline, versus, DEFAULT_K)
+
     def contrast(self, setup: Setup, a: str, b: str, k: int) -> dict[tuple[str, str], float]:
         """(pool_id, query_id) -> τ_h of a's and b's top k, for every query of the setup
         both ranked (computed once per setup, pair and k; the last few kept)."""

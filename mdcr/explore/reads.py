@@ -228,10 +228,11 @@ class Reader:
             return None
         if source.mdcr:
             return self._mdcr_top_k(source, setup, k)
+        pools = ", ".join("?" * len(setup.pool_ids))
         return self._frame(
             "SELECT pool_id, query_id, paper_id, rank FROM read_parquet(?) "
-            "WHERE pool_id IN (SELECT unnest(?)) AND rank <= ?",
-            [str(source.file), list(setup.pool_ids), k],
+            f"WHERE pool_id IN ({pools}) AND rank <= ?",
+            [str(source.file), *setup.pool_ids, k],
         )
 
     def _mdcr_top_k(self, source: Ranking, setup: Setup, k: int) -> pd.DataFrame:
