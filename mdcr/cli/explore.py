@@ -146,12 +146,15 @@ def _serve(explorer: Any, args: argparse.Namespace) -> int:
         f"{len(result.setups)} setups, {queries} queries"
     )
     print(f"{server.url}  (read-only; ctrl-C to stop)", flush=True)
-    threading.Thread(target=explorer.warm_up, daemon=True).start()
+    warm = threading.Thread(target=explorer.warm_up, daemon=True)
+    warm.start()
     try:
         server.wsgi.serve_forever()  # werkzeug's returns on ctrl-C
     except KeyboardInterrupt:
         pass
     finally:
         server.wsgi.server_close()
+        explorer.stop()
+        warm.join(timeout=30)  # it stops after the setup it is on
     print("stopped", file=sys.stderr)
     return 0

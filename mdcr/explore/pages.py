@@ -104,6 +104,7 @@ class Explorer:
         self._contrasts: OrderedDict[tuple[str, str, str, int], dict[tuple[str, str], float]]
         self._contrasts = OrderedDict()
         self._lock = threading.Lock()
+        self._stopping = threading.Event()
 
     # -- arguments ------------------------------------------------------------------------
 
@@ -358,9 +359,18 @@ class Explorer:
         retriever, top 10), so a setup's first queries page answers at once; the server
         runs it in the background after it starts."""
         for setup in self.result.setups.values():
+            if self._stopping.is_set():
+                return
             if len(setup.retrievers) > 1:
                 _, baseline, versus = self._compared(setup, {})
-                self.contrast(setup, baseline, versus, DEFAULT_K)
+                try:
+                    self.contrast(setup, baseline, versus, DEFAULT_K)
+                except Exception:  # a page asked for it computes it again, and says why
+                    continue
+
+    def stop(self) -> None:
+        """Ask a running warm-up to stop after the setup it is on."""
+        self._stopping.set()
 
     def contrast(self, setup: Setup, a: str, b: str, k: int) -> dict[tuple[str, str], float]:
         """(pool_id, query_id) -> τ_h of a's and b's top k, for every query of the setup

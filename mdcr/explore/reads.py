@@ -105,7 +105,12 @@ class Reader:
 
     def close(self) -> None:
         """Close the connection and remove the session's indexed copies."""
-        self._con.close()
+        import contextlib
+
+        import duckdb
+
+        with contextlib.suppress(duckdb.Error):  # a read still running: the process ends
+            self._con.close()
         if self._temp is not None:
             self._temp.cleanup()
 

@@ -303,3 +303,19 @@ def test_the_server_is_read_only(server: Server) -> None:
             urllib.request.urlopen(request, timeout=10)
         assert caught.value.code == 405
         assert "read-only" in caught.value.read().decode()
+
+
+def test_warm_up_computes_each_setups_default_rank_correlation(
+    server: Server, demo_like: DemoLike
+) -> None:
+    explorer = demo_like.explorer
+    explorer.warm_up()
+    for key, setup in explorer.result.setups.items():
+        page = _json(server, f"/api/queries/{key}")
+        state = page["state"]
+        cached = explorer._contrasts[(key, state["baseline"], state["versus"], 10)]
+        assert {(r["pool_id"], r["query_id"]): r["tau"] for r in page["rows"]} == {
+            (r["pool_id"], r["query_id"]): cached.get((r["pool_id"], r["query_id"]))
+            for r in page["rows"]
+        }
+        assert len(setup.retrievers) > 1 and cached
