@@ -31,6 +31,8 @@ setup: $(STAMP)
 
 demo: setup
 	$(BIN)/mdcr run pipelines/demo.toml
+	@echo "Look at the rankings query by query (a local, read-only web page):"
+	@echo "  $(BIN)/mdcr explore"
 
 lint: setup
 	$(BIN)/ruff check mdcr tests scripts

@@ -1,5 +1,5 @@
 """The ``mdcr`` command: one subcommand per stage, plus ``run`` for pipeline files, and
-``evaluate``, ``export``, ``download``, ``ls``, ``show``, ``gc``, ``verify``.
+``evaluate``, ``export``, ``explore``, ``download``, ``ls``, ``show``, ``gc``, ``verify``.
 
 One module per command family adds its subcommands (``add_parsers``) and sets the function
 that runs each (``set_defaults(func=...)``); the common options are declared once
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from mdcr import __version__
-from mdcr.cli import catalog, download, evaluate, export, stages
+from mdcr.cli import catalog, download, evaluate, explore, export, stages
 from mdcr.cli.options import add_common_options
 from mdcr.core.errors import MdcrError, storage_error
 
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mdcr {__version__}")
     add_common_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for family in (stages, evaluate, export, download, catalog):
+    for family in (stages, evaluate, export, explore, download, catalog):
         family.add_parsers(sub)
     return parser
 

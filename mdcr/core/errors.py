@@ -62,6 +62,10 @@ _EXTRAS = {
     "ray": "ray",
     "mteb": "ecosystem",
     "beir": "ecosystem",
+    "flask": "explore",
+    "werkzeug": "explore",
+    "jinja2": "explore",
+    "markupsafe": "explore",
 }
 
 

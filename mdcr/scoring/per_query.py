@@ -77,6 +77,8 @@ def _papers(folder: Path | None, ids: set[str]) -> pd.DataFrame:
     """paper_id, title, text_chars, and year, first field, citations where held, of the
     papers ``ids`` in ``folder``'s papers.parquet (no rows without a folder)."""
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from mdcr.contracts.artifacts import PAPERS
@@ -87,7 +89,16 @@ def _papers(folder: Path | None, ids: set[str]) -> pd.DataFrame:
     path = PAPERS.path(folder)
     have = set(pq.read_schema(path).names)
     cols = ["paper_id", "title", "abstract", *[c for c in ("year", "fields", "n_in") if c in have]]
-    table = pq.read_table(path, columns=cols, filters=[("paper_id", "in", sorted(ids))])
+    # Read in batches, keeping only the rows asked for: memory follows the queries, not
+    # the corpus (the whole text of a corpus at the paper's scale is gigabytes).
+    wanted = pa.array(sorted(ids), pa.string())
+    kept = [
+        batch.filter(pc.is_in(batch.column("paper_id").cast(pa.string()), value_set=wanted))
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=262_144, columns=cols)
+    ]
+    schema = pq.read_schema(path)
+    table = pa.Table.from_batches(kept, schema=pa.schema([schema.field(c) for c in cols]))
+    pa.default_memory_pool().release_unused()  # the batches' buffers, back to the system
     papers = table.to_pandas()
     out = pd.DataFrame({"paper_id": papers["paper_id"].astype(str)})
     out["title"] = papers["title"].fillna("").astype(str)
@@ -104,7 +115,7 @@ def _papers(folder: Path | None, ids: set[str]) -> pd.DataFrame:
     return out.drop_duplicates("paper_id")
 
 
-def _corpus_or_own(folder: Path) -> Path | None:
+def corpus_or_own(folder: Path) -> Path | None:
     """Where the papers' facts are: the prefilter output ``folder`` was made from, else
     ``folder``'s own papers.parquet (an imported BEIR dataset or MDCR release); None
     where neither is (the facts are then empty)."""
@@ -145,7 +156,7 @@ def pools_rows(per_query: pd.DataFrame, pools: Path) -> pd.DataFrame:
         rows = rows.merge(queries, on=keys, how="left")
     else:
         rows = rows.assign(query_field=None, query_year=None)
-    papers = _papers(_corpus_or_own(pools), set(rows["query_id"]))
+    papers = _papers(corpus_or_own(pools), set(rows["query_id"]))
     rows = rows.merge(papers.rename(columns={"paper_id": "query_id"}), on="query_id", how="left")
     rows["field"] = rows["pool_field"].where(rows["pool_field"].notna(), rows["query_field"])
     rows["field"] = rows["field"].where(rows["field"].notna(), rows["paper_field"])
@@ -187,7 +198,7 @@ def benchmark_values_rows(per_query: pd.DataFrame, benchmark: Path) -> pd.DataFr
     rows = values.merge(positives, on=["split", "field", "query_id"], how="left")
     held = benchmark if PAPERS.exists(benchmark) else None  # an import may hold no texts
     own = _papers(held, set(rows["query_id"]))[["paper_id", "title", "text_chars"]]
-    facts = _papers(_corpus_or_own(benchmark), set(rows["query_id"]))
+    facts = _papers(corpus_or_own(benchmark), set(rows["query_id"]))
     facts = facts.drop(columns=["title", "text_chars"]).merge(own, on="paper_id", how="outer")
     rows = rows.merge(facts.rename(columns={"paper_id": "query_id"}), on="query_id", how="left")
     rows = rows.assign(

@@ -25,7 +25,7 @@ def test_help_lists_every_stage(capsys) -> None:
     commands = re.findall(r"^    (\S+)(?:  |$)", listed, re.M)
     groups = list(dict.fromkeys(spec.words[0] for spec in stages().values()))
     catalog = ["ls", "show", "gc", "verify"]
-    assert commands == ["run", *groups, "evaluate", "export", "download", *catalog]
+    assert commands == ["run", *groups, "evaluate", "export", "explore", "download", *catalog]
     assert re.search(r"^    run +run a pipeline file", listed, re.M)
 
 

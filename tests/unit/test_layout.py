@@ -215,6 +215,12 @@ def test_only_the_faces_import_evaluation() -> None:
     assert _importers_outside(import_graph(), "mdcr.evaluation", FACES) == []
 
 
+def test_only_the_cli_imports_explore() -> None:
+    """``mdcr explore`` (mdcr.explore, its web pages and their server) is a face of its own:
+    the CLI starts it; no stage or library package imports it."""
+    assert _importers_outside(import_graph(), "mdcr.explore", ("mdcr.cli",)) == []
+
+
 def test_no_module_imports_the_cli() -> None:
     """The command line is the top floor: nothing below it imports mdcr.cli."""
     importers = sorted(
