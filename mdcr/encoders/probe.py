@@ -44,8 +44,13 @@ from mdcr.core.errors import InputDataError, MdcrError
 from mdcr.encoders.base import PaperText, encoder_failed, is_asymmetric, is_multi_vector
 
 PROBE_FILE = "probe_papers.json"
-# Said with an error met on a probe paper, which the user never gave.
-WHY = "mdcr encodes probe papers to identify an encoder by what it computes"
+# Said with an error met on a probe paper: the fixed ones the user never gave, or papers of
+# the user's inputs encoded before the run.
+WHY = "mdcr encodes fixed probe papers to identify an encoder by what it computes"
+WHY_INPUTS = (
+    "one of the papers of its inputs that mdcr encodes first to identify an encoder by what "
+    "it computes"
+)
 # What an identity holds in place of the probe vectors of an encoder that is not
 # deterministic.
 NONDETERMINISTIC = "nondeterministic"
@@ -86,8 +91,11 @@ class Probe:
         return self.digest if self.deterministic else NONDETERMINISTIC
 
 
-def _encode_one(spec: str, encoder: Any, paper: PaperText, role: str | None) -> np.ndarray:
-    """One paper's vectors in the store's form (float16; unit length for cosine)."""
+def _encode_one(
+    spec: str, encoder: Any, paper: PaperText, role: str | None, why: str
+) -> np.ndarray:
+    """One paper's vectors in the store's form (float16; unit length for cosine); ``why``
+    it is encoded, said with an error."""
     from mdcr.encoders.store import checked_vectors
 
     one = [paper]
@@ -96,13 +104,13 @@ def _encode_one(spec: str, encoder: Any, paper: PaperText, role: str | None) -> 
     except MdcrError:
         raise
     except Exception as exc:  # the encoder's own code may raise anything
-        raise encoder_failed(spec, exc, f"probe paper {paper.paper_id} ({WHY})") from exc
+        raise encoder_failed(spec, exc, f"probe paper {paper.paper_id} ({why})") from exc
     try:
         vectors, _ = checked_vectors(
             spec, result, one, encoder.dim, is_multi_vector(encoder), "float32", encoder.metric
         )
     except InputDataError as exc:
-        raise InputDataError(f"{exc} [on probe paper {paper.paper_id}: {WHY}]") from None
+        raise InputDataError(f"{exc} [on probe paper {paper.paper_id}: {why}]") from None
     with np.errstate(over="ignore"):
         return np.ascontiguousarray(vectors.astype(np.float16))
 
@@ -113,12 +121,13 @@ def probe(spec: str, encoder: Any, papers: Sequence[PaperText] | None = None) ->
     one paper by their count too); an encoder that raises or returns vectors the store
     would refuse is a one-line error naming it."""
     chosen = list(probe_papers() if papers is None else papers)
+    why = WHY if papers is None else WHY_INPUTS
     h = hashlib.sha256()
     largest = 0.0
     for role in probe_roles(encoder):
-        first = [_encode_one(spec, encoder, paper, role) for paper in chosen]
+        first = [_encode_one(spec, encoder, paper, role, why) for paper in chosen]
         for paper, stored in zip(chosen, first, strict=True):
-            again = _encode_one(spec, encoder, paper, role)
+            again = _encode_one(spec, encoder, paper, role, why)
             if again.shape != stored.shape:
                 largest = float("inf")
             elif again.tobytes() != stored.tobytes():

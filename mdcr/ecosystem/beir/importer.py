@@ -89,7 +89,7 @@ def _splits(source: Path, cfg: BeirImportConfig) -> tuple[dict[str, str], list[s
         if len(both) > 1:
             raise ConfigError(
                 f"'{source}': qrels/{both[0]}.tsv and qrels/{both[1]}.tsv are both mdcr's "
-                f"{target} split; pick one with beir-import.splits (--splits)"
+                f"{target} split; pick one with {key('beir-import', 'splits')}"
             )
     return mapped, [s for s in have if s not in mapped]
 
