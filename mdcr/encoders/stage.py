@@ -156,7 +156,7 @@ def _input_probe_papers(cfg: EncodeConfig, inputs: Mapping[str, list[Path]]) -> 
 def _input_probe(cfg: EncodeConfig, inputs: Mapping[str, list[Path]], encoder: Any) -> Any:
     from mdcr.encoders.probe import probe
 
-    return probe(cfg.label or cfg.encoder, encoder, _input_probe_papers(cfg, inputs))
+    return probe(cfg.label or cfg.encoder, encoder, _input_probe_papers(cfg, inputs), again=0)
 
 
 def encoder_key(cfg: EncodeConfig, identity: dict[str, Any]) -> str:
@@ -216,7 +216,7 @@ def _probe_texts(cfg: EncodeConfig, encoder: Any, papers: Path) -> str:
 
     rows = pq.read_table(papers).to_pylist()
     texts = [PaperText(r["paper_id"], r["title"], r["abstract"]) for r in rows]
-    return probe(cfg.label or cfg.encoder, encoder, texts).identity
+    return probe(cfg.label or cfg.encoder, encoder, texts, again=0).identity
 
 
 def _write_probe_texts(cfg: EncodeConfig, ctx: StageContext) -> None:
