@@ -7,8 +7,8 @@ that very object, so the build is not paid twice. This script measures, in one p
 for a ``py:`` encoder that wraps a real model (:class:`mdcr.encoders.models.hf.HFEncoder`):
 
 - ``build``: building the encoder alone (what any run pays);
-- ``identify``: ``identify_encoder`` (import, build, state digest, the fixed probe encoded
-  twice), the plan's cost;
+- ``identify``: ``identify_encoder`` (import, build, state digest, the fixed probe with 4
+  papers encoded again), the plan's cost;
 - ``input probe``: choosing the input probe's papers (the longest and a seeded sample of
   the encode's inputs, a DuckDB query over a corpus of ``--corpus`` papers) and encoding
   them, what the encode step's fingerprint adds;
