@@ -328,13 +328,6 @@ def record_for(name: str) -> BuiltinRetriever | None:
     return next((r for r in retrievers() if r.name == name), None)
 
 
-def encoder_record(name: str) -> EncoderRecord | None:
-    """The built-in encoder record of a name (None for bm25, records registered at run
-    time and anything else)."""
-    record = record_for(name)
-    return record if isinstance(record, EncoderRecord) else None
-
-
 def builtin_names() -> frozenset[str]:
     """The built-in retrievers' names: the encoders' and ``bm25``."""
     return frozenset(r.name for r in retrievers())
