@@ -474,13 +474,13 @@ def summary_markdown(
 def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
     from mdcr.contracts.artifacts import POOL_META
     from mdcr.pools.db import CorpusFiles
-    from mdcr.retrievers.identity import require_builtin
+    from mdcr.retrievers.builtin_entry import require_builtin
 
     corpus = CorpusFiles.in_folder(ctx.input("corpus"))
     pools_dir = ctx.input("pools")
     queries = load_queries(pools_dir, cfg)
     run_dirs = find_runs(ctx.inputs.get("runs") or [], cfg.models, pools_dir)
-    for model, folder in run_dirs.items():  # a built-in name needs that entry, by identity
+    for model, folder in run_dirs.items():  # a built-in name needs that built-in entry
         require_builtin(folder, model, "benchmark.runs")
     pool_meta = POOL_META.read_pandas(pools_dir).astype({"pool_id": str})
     groups = sorted({(s, f) for s, f in zip(queries["split"], queries["field"], strict=True)})
@@ -631,7 +631,7 @@ def _record_benchmark(
 ) -> None:
     """The manifest facts: counts, the model runs and pools used, the rules applied."""
     from mdcr.core.fingerprints import artifact_fingerprint
-    from mdcr.retrievers.identity import identity_of
+    from mdcr.retrievers.builtin_entry import entry_of
 
     counts: dict[tuple[str, str], int] = (
         bench.groupby(["split", "candidate_type"]).size().to_dict()  # type: ignore[assignment]
@@ -641,7 +641,7 @@ def _record_benchmark(
     ctx.record("duplicates_skipped", dict(sorted(skipped.items())))
     ctx.record("short_queries", int(short["query_id"].nunique()) if not short.empty else 0)
     ctx.record("model_runs", {m: artifact_fingerprint(p) for m, p in run_dirs.items()})
-    ctx.record("model_identities", {m: identity_of(p) for m, p in run_dirs.items()})
+    ctx.record("model_entries", {m: entry_of(p) for m, p in run_dirs.items()})
     ctx.record("model_pools", {f"{s}|{f}": p for (s, f), p in pools.items()})
     ctx.record("pools_fingerprint", artifact_fingerprint(ctx.input("pools")))
     ctx.record(
@@ -679,7 +679,7 @@ def plan_benchmark(
 SPEC = register(
     StageSpec(
         name="benchmark",
-        version="1",
+        version="2",
         config=BenchmarkConfig,
         run=run_benchmark,
         help="build the MDCR benchmark (5 positives + 6 x 10 negatives per field-level query)",

@@ -142,7 +142,7 @@ def plan_benchmark_fuse(
 SPEC = register(
     StageSpec(
         name="benchmark-fuse",
-        version="1",
+        version="2",
         config=BenchFuseConfig,
         run=run_benchmark_fuse,
         help="a hybrid retriever: rankings of a benchmark's candidates fused per query (ranx)",

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mdcr.contracts.facts import ScoreInfo
 from mdcr.core.errors import ConfigError
 from mdcr.core.integrity import Damage, damage, damage_mark
 from mdcr.core.locks import LockBusyError, busy_holder, exclusive
@@ -124,7 +123,7 @@ class Entry:
             out.append(str(info["retriever"]))
         if isinstance(info.get("retrievers"), list):
             out += [str(r) for r in info["retrievers"]]
-        scored = info.get(ScoreInfo.keys()["runs"])
+        scored = info.get("runs")  # ScoreInfo.runs
         if isinstance(scored, list):  # score: the runs it scored
             out += [str(r.get("retriever")) for r in scored if isinstance(r, dict)]
         if isinstance(info.get("suggested_models"), list):

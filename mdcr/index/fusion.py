@@ -367,7 +367,7 @@ def plan_fuse(
 SPEC = register(
     StageSpec(
         name="fuse",
-        version="1",
+        version="2",
         config=FuseConfig,
         run=run_fuse,
         help="a hybrid retriever: runs of the same pools fused per query (ranx: rrf, "

@@ -91,9 +91,10 @@ class Measure:
         """The table label: ``MAP``, ``nDCG`` (cut-off implied), ``R@30``."""
         return f"{self.label}@{k}" if self.cutoff == "k" and k is not None else self.label
 
-    def identity(self) -> dict[str, Any]:
-        """What defines this measure's values, for the fingerprint of a measure registered
-        at run time (the built-in ones are mdcr's code, covered by the stage versions)."""
+    def definition(self) -> dict[str, Any]:
+        """What defines this measure's values (ranx's name, the cut-off, the chance
+        formula's code), hashed into the fingerprints that use a measure registered at run
+        time (the built-in ones are mdcr's code, covered by the stage versions)."""
         chance = None
         if self.chance is not None:
             try:
@@ -207,9 +208,10 @@ def expected(name: str, n: int, m: int, r: int) -> float | None:
     return measure.chance(n, m, r, n if k is None else k)
 
 
-def identity(config_kinds: Iterable[str]) -> dict[str, Any]:
-    """The fingerprint's share of measures registered at run time; empty for built-ins."""
-    added = {k: get(k).identity() for k in sorted(set(config_kinds)) if k not in BUILT_IN}
+def definitions(config_kinds: Iterable[str]) -> dict[str, Any]:
+    """The definitions of the measures registered at run time among ``config_kinds``, for a
+    stage's identity (empty for the built-in ones)."""
+    added = {k: get(k).definition() for k in sorted(set(config_kinds)) if k not in BUILT_IN}
     return {"measures": added} if added else {}
 
 

@@ -165,8 +165,8 @@ def test_the_layout_checker_finds_an_import_between_packages() -> None:
 
 
 def test_eval_never_imports_the_encoders() -> None:
-    """Scoring and reporting read labels, paper names and built-in identities from the
-    low modules (mdcr.retrievers.builtin, mdcr.retrievers.identity), never from mdcr.encoders,
+    """Scoring and reporting read labels, paper names and built-in entries from the
+    low modules (mdcr.retrievers.builtin, mdcr.retrievers.builtin_entry), never from mdcr.encoders,
     so that they work without the encoders' code (and its torch) loaded."""
     assert _imports_between(import_graph(), "mdcr.scoring", "mdcr.encoders") == []
 

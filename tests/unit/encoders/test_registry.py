@@ -48,7 +48,7 @@ def test_specter2_base_entry_and_its_published_numbers(monkeypatch: pytest.Monke
     commit = "f" * 40
     ident = identify_encoder("specter2-base", EncoderOptions(revision=commit))
     assert ident == {"model_id": "allenai/specter2_base", "commit": commit}
-    # Published rows go by the registry identity a run of the built-in entry records.
+    # Published rows go by the built-in entry a run records.
     base = {"builtin": "specter2-base", "model": ident, "options": {}}
     (card,) = published_mdcr(base)
     assert (card["map"], card["recall_5"], card["model"]) == (38.0, 32.4, "SPECTER2 base")

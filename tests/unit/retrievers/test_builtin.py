@@ -119,10 +119,10 @@ def test_adding_an_encoder_is_one_record(tmp_path: Path, request: pytest.Fixture
     meta = json.loads((encoded / "encoder.json").read_text())
     assert (meta["name"], meta["dim"], meta["metric"]) == ("tinybert", 32, "ip")
     assert meta["identity"]["max_length"] == 48
-    # A built-in entry by identity, so reports show the record's label.
-    from mdcr.retrievers.identity import identity_of
+    # A built-in entry by what ran, so reports show the record's label.
+    from mdcr.retrievers.builtin_entry import entry_of
 
-    assert identity_of(encoded) == {
+    assert entry_of(encoded) == {
         "builtin": "tinybert",
         "model": manifest["identity"]["encoder"],
         "options": {},
