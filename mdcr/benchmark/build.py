@@ -73,7 +73,7 @@ from mdcr.benchmark.lists import QueryList, hash_order, take, type_seed
 from mdcr.contracts.artifacts import BENCHMARK, PAPERS, QUERIES
 from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.core.hints import option
-from mdcr.core.stage import StageContext, StagePlan, StageSpec, Work, register
+from mdcr.core.stage import STAGES, StageContext, StagePlan, StageSpec, Work
 from mdcr.pools.db import arrow_table
 
 if TYPE_CHECKING:
@@ -676,7 +676,7 @@ def plan_benchmark(
     return StagePlan(text, facts, work)
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="benchmark",
         version="2",

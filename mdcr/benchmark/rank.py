@@ -27,7 +27,7 @@ import numpy as np
 from mdcr.contracts.artifacts import PAIR_SCORES
 from mdcr.core.config import input_path, param, setting
 from mdcr.core.errors import ConfigError
-from mdcr.core.stage import StageContext, StagePlan, StageSpec, Work, register
+from mdcr.core.stage import STAGES, StageContext, StagePlan, StageSpec, Work
 from mdcr.index.bm25.shared import DEFAULT_B, DEFAULT_K1
 
 if TYPE_CHECKING:
@@ -341,7 +341,7 @@ def plan_benchmark_rank(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="benchmark-rank",
         version="3",

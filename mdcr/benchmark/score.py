@@ -27,7 +27,7 @@ from mdcr.contracts.artifacts import BENCHMARK_METRICS, INTERVALS
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, ManifestMismatchError
 from mdcr.core.hints import key
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec
 from mdcr.scoring.comparison_params import IntervalParams, PairedTestParams
 
 if TYPE_CHECKING:
@@ -242,7 +242,7 @@ def plan_benchmark_score(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="benchmark-score",
         version="6",

@@ -260,13 +260,11 @@ def check_stages(names: Iterable[str], present: Iterable[str] = ()) -> None:
 
 
 def _stage_order() -> list[str]:
-    """Stage names in pipeline order (their modules' order in ``STAGE_MODULES``, whatever
-    order they were imported in), then the Lucene indexes."""
-    from mdcr.core.stage import STAGE_MODULES, stages
+    """Stage names in pipeline order (:func:`mdcr.core.stage.stages`), then the Lucene
+    indexes."""
+    from mdcr.core.stage import stages
 
-    rank = {module: i for i, module in enumerate(STAGE_MODULES)}
-    specs = sorted(stages().values(), key=lambda s: rank.get(s.run.__module__, len(rank)))
-    return [*(s.name for s in specs), INDEX_STAGE]
+    return [*stages(), INDEX_STAGE]
 
 
 def select(entries: Iterable[Entry], retriever: str | None = None) -> list[Entry]:

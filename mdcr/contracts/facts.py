@@ -26,7 +26,7 @@ import dataclasses
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from mdcr.core.errors import ConfigError, ManifestMismatchError
 from mdcr.core.registry import Registry
@@ -38,8 +38,6 @@ if TYPE_CHECKING:
 # Which built-in entry encoded or ranked (mdcr.retrievers.builtin_entry): a run's name
 # never says.
 BUILTIN_ENTRY = "builtin_entry"
-# The stages whose outputs record facts, and the class each records (register_facts).
-FACTS: Registry[type[Facts]] = Registry("facts of stage")
 
 
 def _to_record(value: Any) -> Any:
@@ -103,12 +101,8 @@ class Facts:
         return cls.from_record(out.info_record, str(out.path))
 
 
-FactsClass = TypeVar("FactsClass", bound=type[Facts])
-
-
-def register_facts(cls: FactsClass) -> FactsClass:
-    """``@register_facts`` on a facts class: registers it in :data:`FACTS` under each of its
-    ``stages`` (a stage that records another class already is refused, one line)."""
+def _check_facts(cls: type[Facts]) -> None:
+    """A facts class names the stages that record it, and a stage records one class."""
     if not cls.stages:
         raise ConfigError(f"{cls.__name__}: a facts class names the stages that record it")
     for stage in cls.stages:
@@ -118,9 +112,14 @@ def register_facts(cls: FactsClass) -> FactsClass:
                 f"stage '{stage}' records {held.__name__} already; "
                 f"{cls.__name__} cannot be registered for it"
             )
-    for stage in cls.stages:
-        FACTS.register(stage, cls)
-    return cls
+
+
+# The stages whose outputs record facts, and the class each records: ``@FACTS.register`` on
+# each class, filed under each of its ``stages`` (others by the modules of the entry-point
+# group mdcr.facts).
+FACTS: Registry[type[Facts]] = Registry(
+    "facts of stage", key=lambda cls: cls.stages, group="mdcr.facts", check=_check_facts
+)
 
 
 def facts_of_stage(stage: str) -> type[Facts] | None:
@@ -136,7 +135,7 @@ def _finds_by(cls: type[Facts], stage: str, given: Mapping[str, Any]) -> dict[st
     if recorded is not cls:
         which = f"records {recorded.__name__}" if recorded else "records no facts"
         registered = [s for s in cls.stages if facts_of_stage(s) is cls]
-        by = ", ".join(registered) or "no stage (register it with @register_facts)"
+        by = ", ".join(registered) or "no stage (register it with @FACTS.register)"
         raise ConfigError(
             f"Store.find('{stage}', {cls.__name__}): the {stage} stage {which}; "
             f"{cls.__name__} is recorded by {by}"
@@ -153,7 +152,7 @@ def _finds_by(cls: type[Facts], stage: str, given: Mapping[str, Any]) -> dict[st
 # -- the facts ---------------------------------------------------------------------------
 
 
-@register_facts
+@FACTS.register
 @dataclass(frozen=True)
 class RunInfo(Facts):
     """What a run-making stage (search, bm25, fuse) records: who ranked, on which pools,
@@ -166,7 +165,7 @@ class RunInfo(Facts):
     builtin_entry: Mapping[str, Any] | None
 
 
-@register_facts
+@FACTS.register
 @dataclass(frozen=True)
 class RankInfo(Facts):
     """What benchmark-rank records: who scored the pairs, how, on which benchmark."""
@@ -181,7 +180,7 @@ class RankInfo(Facts):
     builtin_entry: Mapping[str, Any] | None
 
 
-@register_facts
+@FACTS.register
 @dataclass(frozen=True)
 class ScoreInfo(Facts):
     """What score records: the pools it scored on, its cut-offs and the runs it scored."""
@@ -199,7 +198,7 @@ class ScoreInfo(Facts):
         return {str(r.get("retriever")) for r in self.runs}
 
 
-@register_facts
+@FACTS.register
 @dataclass(frozen=True)
 class EncodeInfo(Facts):
     """What encode records: its encoder key, to be found again (the encode fingerprint

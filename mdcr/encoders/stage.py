@@ -36,7 +36,7 @@ import numpy as np
 
 from mdcr.core.config import canonical_json, input_path, param, params_of, setting
 from mdcr.core.errors import ConfigError, MdcrError
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec, Work
 from mdcr.encoders.feed import FeedStats
 from mdcr.encoders.probe import NONDETERMINISTIC
 from mdcr.encoders.registry import valid_specs
@@ -756,7 +756,7 @@ def plan_encode(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="encode",
         version="3",

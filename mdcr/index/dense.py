@@ -29,7 +29,7 @@ import numpy as np
 from mdcr.contracts.paper import DEPTH
 from mdcr.core.config import input_path, param, setting
 from mdcr.core.errors import ConfigError
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec
 from mdcr.engine import EngineSettings, check_engine_settings
 from mdcr.retrievers.device import DEVICE_HELP, check_device_spec
 
@@ -404,7 +404,7 @@ def plan_search(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="search",
         version="1",

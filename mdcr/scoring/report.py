@@ -30,7 +30,7 @@ from mdcr.contracts.artifacts import INTERVALS
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError, ManifestMismatchError
 from mdcr.core.hints import key
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec, Work
 from mdcr.scoring.comparison_params import IntervalParams, PairedTestParams
 
 if TYPE_CHECKING:
@@ -577,7 +577,7 @@ def plan_report(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="report",
         version="7",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from mdcr.contracts.paper import DEPTH, RECALL_K
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec
 from mdcr.measures import registry as measures
 
 if TYPE_CHECKING:
@@ -353,7 +353,7 @@ def plan_score(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="score",
         version="2",

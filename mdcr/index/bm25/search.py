@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from mdcr.contracts.paper import DEPTH
 from mdcr.core.config import input_path, param, setting
 from mdcr.core.errors import ConfigError, InputDataError
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec
 from mdcr.engine import EngineSettings, check_engine_settings
 from mdcr.index.bm25.data import PoolData, PoolInfo, PoolWorker
 from mdcr.index.bm25.shared import (
@@ -181,7 +181,7 @@ def plan_bm25(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="bm25",
         version="2",

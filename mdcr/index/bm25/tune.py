@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from mdcr.contracts.paper import DEPTH, RECALL_K
 from mdcr.core.config import input_path, param, setting
 from mdcr.core.errors import ConfigError, InputDataError
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec
 from mdcr.engine import EngineSettings, check_engine_settings
 from mdcr.index.bm25.data import PoolData, PoolInfo, PoolWorker
 from mdcr.index.bm25.shared import (
@@ -300,7 +300,7 @@ def identify_bm25_tune(cfg: TuneConfig, inputs: Mapping[str, list[Path]]) -> dic
     return measures.definitions([measures.parse(metric_name(cfg.metric, cfg.depth))[0].kind])
 
 
-TUNE_SPEC = register(
+TUNE_SPEC = STAGES.register(
     StageSpec(
         name="bm25-tune",
         version="1",

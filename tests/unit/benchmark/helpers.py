@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from mdcr.core.config import input_path, param
 from mdcr.core.fingerprints import artifact_fingerprint
 from mdcr.core.inputs import resolve_inputs
-from mdcr.core.stage import StageContext, StageSpec, register
+from mdcr.core.stage import STAGES, StageContext, StageSpec
 from mdcr.core.store import Store
 from mdcr.index.runs import RunWriter, rank_candidates, run_table
 from mdcr.pools.build import SPEC as POOLS_SPEC
@@ -63,7 +63,7 @@ def _run(cfg: FakeRunConfig, ctx: StageContext) -> None:
     ctx.record("builtin_entry", identity)
 
 
-RUN_SPEC = register(
+RUN_SPEC = STAGES.register(
     StageSpec("test-bench-run", "1", FakeRunConfig, _run, "fake runs for benchmark tests")
 )
 

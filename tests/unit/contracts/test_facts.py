@@ -16,7 +16,6 @@ from mdcr.contracts.facts import (
     RunInfo,
     ScoreInfo,
     facts_of_stage,
-    register_facts,
 )
 from mdcr.contracts.outputs import rank_info, score_info, scores_on_pools
 from mdcr.core.errors import ConfigError, ManifestMismatchError
@@ -140,9 +139,9 @@ def test_a_facts_class_counts_once_registered(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=unregistered):
         store.find("toy-stage", ToyInfo, flavour="sour")
     try:
-        assert register_facts(ToyInfo) is ToyInfo
+        assert FACTS.register(ToyInfo) is ToyInfo
         assert facts_of_stage("toy-stage") is ToyInfo and FACTS.get("toy-stage") is ToyInfo
-        assert register_facts(ToyInfo) is ToyInfo  # the same class again: a no-op
+        assert FACTS.register(ToyInfo) is ToyInfo  # the same class again: a no-op
         _output(tmp_path, "toy-stage", "t1", {"flavour": "sour"})
         _output(tmp_path, "toy-stage", "t2", {"flavour": "sweet"})
         assert [o.fingerprint for o in store.find("toy-stage", ToyInfo, flavour="sour")] == ["t1"]
@@ -152,7 +151,7 @@ def test_a_facts_class_counts_once_registered(tmp_path: Path) -> None:
             stages: ClassVar[tuple[str, ...]] = ("other-stage", "toy-stage")
 
         with pytest.raises(ConfigError, match="stage 'toy-stage' records ToyInfo already"):
-            register_facts(OtherInfo)
+            FACTS.register(OtherInfo)
         assert facts_of_stage("other-stage") is None  # refused whole, not half
     finally:
         FACTS.unregister("toy-stage")

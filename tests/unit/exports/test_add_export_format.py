@@ -14,7 +14,7 @@ import pytest
 from mdcr.cli import build_parser, main
 from mdcr.core.config import from_mapping
 from mdcr.core.store import Store
-from mdcr.exports.registry import EXPORTS, Export, ExportRequest, register_export
+from mdcr.exports.registry import EXPORTS, Export, ExportRequest
 from tests.unit.scoring.fakes import POOLS, FakePoolsConfig
 
 
@@ -33,7 +33,7 @@ def export_qrels_tsv(request: ExportRequest) -> list[str]:
 @pytest.fixture
 def qrels_tsv() -> Iterator[Export]:
     # The whole of adding an export format:
-    yield register_export(
+    yield EXPORTS.register(
         Export(
             format="qrels-tsv",
             kind="pools",
@@ -93,5 +93,5 @@ def test_the_registry_refuses_what_the_format_does_not_take(
         "--format beir of a pools output\n"
     )
     assert not out.exists()
-    with pytest.raises(Exception, match="export 'qrels-tsv:pools' is registered twice"):
-        register_export(Export("qrels-tsv", "pools", export_qrels_tsv, "", "", ""))
+    with pytest.raises(Exception, match="export 'qrels-tsv:pools' is registered already"):
+        EXPORTS.register(Export("qrels-tsv", "pools", export_qrels_tsv, "", "", ""))

@@ -10,12 +10,11 @@ import pytest
 from mdcr.contracts.outputs import run_info
 from mdcr.core.inputs import resolve_inputs
 from mdcr.core.store import Store
-from mdcr.encoders.registry import register
 from mdcr.encoders.stage import SPEC as ENCODE
 from mdcr.encoders.stage import EncodeConfig
 from mdcr.index.dense import SPEC as SEARCH
 from mdcr.index.dense import SearchConfig
-from mdcr.retrievers.builtin import EncoderRecord, builtin_names, paper_names, unregister_encoder
+from mdcr.retrievers.builtin import ENCODER_RECORDS, EncoderRecord, builtin_names, paper_names
 from mdcr.retrievers.builtin_entry import (
     builtin_key,
     default_setup,
@@ -106,10 +105,10 @@ def test_an_entry_registered_at_run_time_is_never_builtin() -> None:
         family="random",
         paper_name="Specter",
     )
-    register(record)
+    ENCODER_RECORDS.register(record)
     try:
         assert "t22-mine" not in builtin_names() and "t22-mine" not in paper_names()
         assert builtin_key({"builtin": "t22-mine"}) is None
     finally:
-        unregister_encoder("t22-mine")
+        ENCODER_RECORDS.unregister("t22-mine")
     assert {"specter", "scincl", "bm25", "minilm", "random"} <= builtin_names()

@@ -20,7 +20,7 @@ import pandas as pd
 
 from mdcr.core.config import input_path, param
 from mdcr.core.fingerprints import artifact_fingerprint
-from mdcr.core.stage import StageContext, StageSpec, register
+from mdcr.core.stage import STAGES, StageContext, StageSpec
 from mdcr.index.runs import RunWriter, rank_candidates, run_table
 
 
@@ -139,7 +139,9 @@ def run_fake_search(cfg: FakeSearchConfig, ctx: StageContext) -> None:
     ctx.record("builtin_entry", identity)
 
 
-POOLS = register(StageSpec("test-eval-pools", "1", FakePoolsConfig, run_fake_pools, "fake pools"))
-SEARCH = register(
+POOLS = STAGES.register(
+    StageSpec("test-eval-pools", "1", FakePoolsConfig, run_fake_pools, "fake pools")
+)
+SEARCH = STAGES.register(
     StageSpec("test-eval-search", "1", FakeSearchConfig, run_fake_search, "fake search")
 )
