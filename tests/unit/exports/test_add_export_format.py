@@ -54,8 +54,9 @@ def pools(tmp_path: Path) -> Path:
     return Store(tmp_path / "home").execute(POOLS, cfg, {}, quiet=True).path
 
 
+@pytest.mark.usefixtures("qrels_tsv")
 def test_a_registered_format_runs_through_mdcr_export(
-    qrels_tsv: Export, pools: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    pools: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
     assert main(["export", "--format", "qrels-tsv", "--pools", str(pools), "--out", str(out)]) == 0
@@ -75,8 +76,9 @@ def test_a_registered_format_runs_through_mdcr_export(
     assert "qrels-tsv: a pools output's qrels as qrels.tsv" in action.help
 
 
+@pytest.mark.usefixtures("qrels_tsv")
 def test_the_registry_refuses_what_the_format_does_not_take(
-    qrels_tsv: Export, pools: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    pools: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
     # A benchmark kind it was not registered for, an input it refuses, a flag it never reads.
