@@ -6,8 +6,10 @@ __getattr__  # mdcr/__init__.py: the API's lazy attributes (PEP 562), called by 
 _.to_frame  # mdcr/evaluation/result.py: EvaluationResult.to_frame, the public API's frame
 _.useFloat16  # mdcr/index/backends.py: a Faiss GPU cloner option, read by Faiss
 _.exclude_ids  # mdcr/pools/build.py: a config field, read by name (core.config.inputs_of)
+_.undefined  # mdcr/explore/app.py: Jinja's environment option, read by Jinja
 
-# tests
+# tests and scripts
+_.binary_location  # explore's browser test and screenshot script: read by selenium
 _.SciBERT, _.Specter, _.SciNCL, _.AspireBM, _.AspireCS  # fake_encoders: py: specs by name
 _.SaysYes  # tests/unit/benchmark/plain_encoders.py: a py: spec by name
 _.add_or_fail  # tests/integration/ray_helpers.py: imported by a script Ray's workers run
