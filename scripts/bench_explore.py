@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from mdcr.core.config import input_path, param
-from mdcr.core.stage import StageContext, StageSpec, register
+from mdcr.core.stage import STAGES, StageContext, StageSpec
 
 
 def write_corpus(out: Path, n: int, seed: int) -> None:
@@ -154,10 +154,10 @@ def run_bench_explore_run(cfg: BenchRunConfig, ctx: StageContext) -> None:
     from mdcr.core.fingerprints import artifact_fingerprint
 
     ctx.record("pools_fingerprint", artifact_fingerprint(pools_dir))
-    ctx.record("retriever_identity", None)
+    ctx.record("builtin_entry", None)
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec("bench-explore-run", "1", BenchRunConfig, run_bench_explore_run, "bench runs")
 )
 NAMES = ("bm25", "specter", "scincl", "aspire-cs", "minilm", "scibert")

@@ -28,7 +28,7 @@ from typing import Any
 
 from mdcr.core.errors import ConfigError, require
 from mdcr.ecosystem.beir.export import folder_name
-from mdcr.exports.registry import Export, ExportRequest, register_export
+from mdcr.exports.registry import EXPORTS, Export, ExportRequest
 
 TASK_PREFIX = "mdcr."
 
@@ -184,9 +184,7 @@ def _mteb_export(kind: str, help: str) -> Export:
     )
 
 
-MTEB_POOLS = register_export(
-    _mteb_export("pools", "a score output as MTEB result files, one task per pool")
-)
-MTEB_BENCHMARK = register_export(
+EXPORTS.register(_mteb_export("pools", "a score output as MTEB result files, one task per pool"))
+EXPORTS.register(
     _mteb_export("benchmark", "a benchmark-score output as MTEB result files, one task per field")
 )

@@ -98,18 +98,6 @@ def _codes_block(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _tau_block(x, y, valid)
 
 
-def _block(lists_a: Sequence[Sequence[str]], lists_b: Sequence[Sequence[str]]) -> np.ndarray:
-    """τ_h of a block of pairs from their union values (the reference form, for tests)."""
-    pairs = [list_values(a, b)[1:] for a, b in zip(lists_a, lists_b, strict=True)]
-    n = max((len(x) for x, _ in pairs), default=0)
-    x = np.zeros((len(pairs), n))
-    y = np.zeros((len(pairs), n))
-    valid = np.zeros((len(pairs), n), dtype=bool)
-    for i, (xi, yi) in enumerate(pairs):
-        x[i, : len(xi)], y[i, : len(yi)], valid[i, : len(xi)] = xi, yi, True
-    return _tau_block(x, y, valid)
-
-
 def _tau_block(x: np.ndarray, y: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """τ_h of each row's elements where ``valid`` (NaN with fewer than two).
 

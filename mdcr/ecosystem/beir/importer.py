@@ -38,7 +38,7 @@ from mdcr.contracts.artifacts import PAPERS, POOL_META, POOLS, QRELS, QUERIES
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.core.hints import key
-from mdcr.core.stage import StageContext, StageSpec, register
+from mdcr.core.stage import STAGES, StageContext, StageSpec
 
 QUERY_PREFIX = "q:"
 POOL_PREFIX = "beir/"
@@ -201,7 +201,7 @@ def identify_beir_import(cfg: BeirImportConfig, inputs: Mapping[str, list[Path]]
     return {"query_prefix": QUERY_PREFIX, "pool_prefix": POOL_PREFIX, "split_map": SPLIT_MAP}
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="beir-import",
         version="2",
