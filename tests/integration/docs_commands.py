@@ -418,20 +418,38 @@ class Invocation:
     args: list[str]
 
 
-def parse(filled: str) -> Invocation:
-    """``NAME=value ... mdcr ARGS`` as an :class:`Invocation`; anything else is an error
-    that asks for a placeholder or a skip."""
-    words = shlex.split(filled)
+def split_command(filled: str) -> Invocation | None:
+    """``NAME=value ... mdcr ARGS`` as an :class:`Invocation`; None for another program.
+    Bash's ``$'...'`` quoting is read as bash reads it (``\\n``: a newline)."""
+    words = shlex.split(_ANSI_C.sub(_unquote_ansi_c, filled))
     env: dict[str, str] = {}
     while words and _ASSIGNMENT.match(words[0]):
         name, _, value = words.pop(0).partition("=")
         env[name] = value
     if not words or words[0] not in PROGRAMS:
+        return None
+    return Invocation(env, words[1:])
+
+
+def parse(filled: str) -> Invocation:
+    """:func:`split_command`, where anything but an mdcr command with every placeholder
+    filled is an error that asks for a placeholder or a skip."""
+    invocation = split_command(filled)
+    if invocation is None:
         raise ValueError(f"not an mdcr command: {filled!r}; fill it or give a reason to skip it")
-    left = _UNFILLED.findall(" ".join(words))
+    left = _UNFILLED.findall(shlex.join(invocation.args))
     if left:
         raise ValueError(f"placeholder(s) {left} left in {filled!r}: add them to PLACEHOLDERS")
-    return Invocation(env, words[1:])
+    return invocation
+
+
+_ANSI_C = re.compile(r"\$'((?:[^'\\]|\\.)*)'")
+
+
+def _unquote_ansi_c(match: re.Match[str]) -> str:
+    return shlex.quote(
+        match.group(1).encode("latin-1", "backslashreplace").decode("unicode_escape")
+    )
 
 
 @dataclass(frozen=True)

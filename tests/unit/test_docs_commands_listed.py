@@ -26,6 +26,7 @@ from tests.integration.docs_commands import (
     readme_encoder,
     skip_reason,
     small_demo_toml,
+    split_command,
     strip_comment,
 )
 
@@ -62,6 +63,35 @@ def test_every_command_is_run_or_skipped_with_a_reason(
     except ValueError as exc:
         pytest.fail(f"{command.where}: {exc}; or add it to SKIPPED with a reason", pytrace=False)
     assert invocation.args, command.where
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.where)
+def test_every_mdcr_command_parses(command: DocCommand, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Skipped ones too: each flag and subcommand of an mdcr example exists (argparse)."""
+    from mdcr.cli import build_parser
+
+    monkeypatch.setattr(DocsStore, "prefix", lambda self, step: "0123")
+    invocation = split_command(fill(command.text, STAND_IN))
+    if invocation is None:
+        assert skip_reason(command) is not None, command.where
+        return
+    try:
+        build_parser().parse_args(invocation.args)
+    except SystemExit:
+        pytest.fail(f"{command.where}: mdcr's parser refuses `{command.text}`", pytrace=False)
+
+
+def test_bash_quoting_is_read_as_bash_reads_it() -> None:
+    invocation = split_command("A=1 mdcr x --set $'p=Q: a\\nb' --set \"d=\"")
+    assert invocation is not None
+    assert invocation.env == {"A": "1"} and invocation.args == [
+        "x",
+        "--set",
+        "p=Q: a\nb",
+        "--set",
+        "d=",
+    ]
+    assert split_command("ray status") is None
 
 
 def test_every_skip_names_a_command_of_the_docs() -> None:
