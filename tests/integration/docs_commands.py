@@ -35,8 +35,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 # The demo scaled down (step id -> key -> value; None drops the key, so the stage's default
 # applies). MiniLM keeps its own default length (256 tokens), the one `mdcr evaluate
-# --encoder minilm` uses, so the docs' evaluations reuse the store's vectors; short
-# abstracts keep its encoding to a few seconds.
+# --encoder minilm` uses, so the docs' evaluations reuse the store's vectors. Encoding the
+# pools' papers (about 450, two-sentence abstracts) is most of the store's time, hence the
+# small pools: 3 queries cite up to about 55 papers, 2 field queries up to about 90.
 SMALL_DEMO: dict[str, dict[str, Any]] = {
     "corpus": {"n_papers": 1500, "abstract_sentences": 2},
     "pools": {
