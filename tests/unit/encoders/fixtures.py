@@ -68,8 +68,9 @@ WORDS: list[str] = [
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", ":", "(", ")"]
 
 
-def make_tiny_bert(folder: Path, *, seed: int = 0) -> Path:
-    """A random 2-layer BERT (hidden 32) with a ~100-token vocab, saved like a hub model."""
+def make_tiny_bert(folder: Path, *, seed: int = 0, max_positions: int = 128) -> Path:
+    """A random 2-layer BERT (hidden 32) with a ~100-token vocab, saved like a hub model;
+    ``max_positions`` tokens at most (512: the length mdcr reads a hub model at by default)."""
     import torch
     from transformers import BertConfig, BertModel
 
@@ -84,7 +85,7 @@ def make_tiny_bert(folder: Path, *, seed: int = 0) -> Path:
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=64,
-        max_position_embeddings=128,
+        max_position_embeddings=max_positions,
     )
     BertModel(config).save_pretrained(folder)
     return folder
