@@ -7,6 +7,8 @@ BIN    := $(VENV)/bin
 # The CPU build of torch. Installing it first stops anything else from pulling a
 # multi-GB CUDA build. On a GPU machine: make TORCH='torch' (or your CUDA build).
 TORCH  ?= torch==2.13.0
+# pytest-xdist's workers for `make test` and `make fast`: one per core.
+WORKERS ?= auto
 STAMP  := $(VENV)/.mdcr-installed
 
 export HF_HUB_OFFLINE ?= 1
@@ -40,11 +42,15 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/vulture
 
+# Both tiers, on every core (pytest-xdist; WORKERS=1 runs one test at a time).
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(WORKERS) --dist worksteal
 
-fast: lint
-	$(BIN)/pytest -m "not slow"
+# The unit tier alone (tests/unit: pure functions, no store, no JVM), after ruff: the loop
+# while you work. mypy and the dead-code check run in `make lint` and `make test`.
+fast: setup
+	$(BIN)/ruff check mdcr tests scripts
+	$(BIN)/pytest -n $(WORKERS) --dist worksteal tests/unit
 
 clean:
 	rm -rf $(VENV) .venv-adapters .numba_cache .pytest_cache .mypy_cache .ruff_cache

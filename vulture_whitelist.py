@@ -11,11 +11,11 @@ _.undefined  # mdcr/explore/app.py: Jinja's environment option, read by Jinja
 # tests and scripts
 _.binary_location  # explore's browser test and screenshot script: read by selenium
 _.SciBERT, _.Specter, _.SciNCL, _.AspireBM, _.AspireCS  # fake_encoders: py: specs by name
-_.SaysYes  # tests/unit/benchmark/plain_encoders.py: a py: spec by name
+_.SaysYes  # tests/integration/benchmark/plain_encoders.py: a py: spec by name
 _.add_or_fail  # tests/integration/ray_helpers.py: imported by a script Ray's workers run
 _.log_message, _.do_GET  # release_server.py: http.server's handler hooks
 _.close_connection, _.daemon_threads  # release_server.py: read by http.server
 _.flavour  # test_facts.py: a fact, read by Facts through its dataclass fields
 _.twice, _.post  # test_in_memory_identity.py: state the digest walks
 _.base_model  # test_evaluate_names.py: a model card's field, read by mdcr.encoders.naming
-ranx_ready  # tests/unit/scoring/conftest.py: a fixture asked for before a session fixture
+ranx_ready  # tests/integration/scoring/conftest.py: a fixture asked for before a session fixture

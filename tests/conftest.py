@@ -10,8 +10,11 @@ the user cache folder, never the user's own.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+_TESTS = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -20,3 +23,13 @@ def _session_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         mp.setenv("MDCR_HOME", str(tmp_path_factory.mktemp("mdcr-home")))
         mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
         yield
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test is marked with its tier, the top folder it lives in: ``unit`` (pure
+    functions, no store, no JVM, no other process; tests/unit/conftest.py holds it to that)
+    or ``integration`` (stages, the CLI, the JVM, subprocesses)."""
+    for item in items:
+        tier = item.path.relative_to(_TESTS).parts[0]
+        if tier in ("unit", "integration"):
+            item.add_marker(tier)

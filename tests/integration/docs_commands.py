@@ -219,7 +219,7 @@ class DocsStore:
 
 def build_store(root: Path) -> DocsStore:
     """Run the scaled-down demo into ``root/store`` and write the inputs beside it."""
-    from tests.unit.encoders.fixtures import make_tiny_bert
+    from tests.integration.encoders.fixtures import make_tiny_bert
 
     pipeline = root / "small_demo.toml"
     pipeline.write_text(small_demo_toml(), encoding="utf-8")

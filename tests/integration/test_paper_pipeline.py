@@ -126,7 +126,7 @@ def test_scaled_paper_pipeline_runs_end_to_end(env: dict) -> None:
     for label in ["BM25", *(f"{n}-standin" for n in names)]:
         assert f" {label} MAP | {label} R@5 |" in text
     # A benchmark mdcr built is not the official release: nothing is set beside the paper
-    # (tests/unit/evaluation/test_evaluate_origin.py checks who is, on the official one).
+    # (tests/integration/evaluation/test_evaluate_origin.py checks who is, on the official one).
     assert "Benchmark: a benchmark built by mdcr, not the official MDCR release" in text
     assert "Comparison with the paper" not in text and "Published MDCR" not in text
     assert "(Table 4 layout)" in text

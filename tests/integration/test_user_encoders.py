@@ -34,8 +34,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import mdcr
-from tests.unit.benchmark.helpers import make_corpus, make_pools
-from tests.unit.encoders.fixtures import make_tiny_bert
+from tests.integration.benchmark.helpers import make_corpus, make_pools
+from tests.integration.encoders.fixtures import make_tiny_bert
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

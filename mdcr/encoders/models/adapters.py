@@ -12,7 +12,7 @@ the block's own layer norm::
 
 (``original_ln_before``, ``residual_before_ln`` and ``original_ln_after`` on; no extra
 layer norms, no gating, no attention-block adapter). Any other adapter configuration is a
-one-line error. ``tests/unit/encoders/test_adapters.py`` checks the vectors against the
+one-line error. ``tests/integration/encoders/test_adapters.py`` checks the vectors against the
 ``adapters`` library run in its own environment.
 """
 

@@ -2,7 +2,7 @@
 
 The same arithmetic as :mod:`mdcr.index.sweep.kernel`, written as torch tensor operations
 so that a GPU runs it; CI runs the same code on the CPU and compares it with the numba
-kernel bit for bit (``tests/unit/index/test_bm25_sweep.py``):
+kernel bit for bit (``tests/integration/index/test_bm25_sweep.py``):
 
 - a term score is Lucene's ``w - w / (1 + tf * table[norm byte])`` in float32, one eager
   torch operation per step (each rounds to float32 on its own, as Lucene does; nothing is

@@ -24,7 +24,7 @@ from mdcr.benchmark.release import (
 from mdcr.cli import main
 from mdcr.contracts.facts import DECLARED, MDCR_FORMAT, OFFICIAL
 from mdcr.core.errors import InputDataError
-from tests.unit.benchmark.release_server import release_bytes, serve
+from tests.support.release_server import release_bytes, serve
 
 FIXTURE = Path(__file__).resolve().parents[2] / "data" / "mdcr_format_fixture"
 FILES = release_bytes(FIXTURE)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-import tests.unit.toy_stages  # noqa: F401  (registers the toy stages)
+import tests.support.toy_stages  # noqa: F401  (registers the toy stages)
 from mdcr.core.errors import ConfigError
 from mdcr.core.pipeline import load_pipeline, run_pipeline
 from mdcr.core.store import Store

@@ -17,7 +17,7 @@ from mdcr.pools.queries import (
 )
 from mdcr.pools.sampling import rank_sample
 from mdcr.pools.seeds import derive_seed, sample_key
-from tests.unit.pools.corpora import write_corpus
+from tests.support.corpora import write_corpus
 
 
 def graph(folder: Path) -> Path:

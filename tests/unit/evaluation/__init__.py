@@ -1,2 +1,0 @@
-"""Tests of ``mdcr evaluate`` and ``mdcr.evaluate``: both modes, their inputs, names, origin
-and summary."""
