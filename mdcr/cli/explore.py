@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +70,7 @@ def run_explore(args: argparse.Namespace) -> int:
 
     require("flask")  # the one-line install hint before anything else is imported
     from mdcr.core.home import find_home
+    from mdcr.explore.copies import SessionFiles
     from mdcr.explore.pages import MAX_K, Explorer
     from mdcr.explore.reads import Reader
     from mdcr.explore.result import open_result
@@ -84,12 +84,16 @@ def run_explore(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"store: {home.describe()}")
         print(f"reading {folder} ...", file=sys.stderr, flush=True)
-    result = open_result(folder)
-    explorer = Explorer(result, Reader(result, quiet=args.quiet))
+    files = SessionFiles(quiet=args.quiet)  # the copies of runs and papers, for this session
     try:
-        return _write_or_serve(explorer, args)
+        result = open_result(folder, files.read_papers)
+        explorer = Explorer(result, Reader(result, files, quiet=args.quiet))
+        try:
+            return _write_or_serve(explorer, args)
+        finally:
+            explorer.reader.close()
     finally:
-        explorer.reader.close()
+        files.close()
 
 
 def _write_or_serve(explorer: Any, args: argparse.Namespace) -> int:
@@ -146,15 +150,11 @@ def _serve(explorer: Any, args: argparse.Namespace) -> int:
         f"{len(result.setups)} setups, {queries} queries"
     )
     print(f"{server.url}  (read-only; ctrl-C to stop)", flush=True)
-    warm = threading.Thread(target=explorer.warm_up, daemon=True)
-    warm.start()
     try:
         server.wsgi.serve_forever()  # werkzeug's returns on ctrl-C
     except KeyboardInterrupt:
         pass
     finally:
         server.wsgi.server_close()
-        explorer.stop()
-        warm.join(timeout=30)  # it stops after the setup it is on
     print("stopped", file=sys.stderr)
     return 0

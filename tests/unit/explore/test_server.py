@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -158,13 +159,14 @@ def test_tau_on_the_queries_page_equals_scipy_on_the_two_runs(
 
     from mdcr.explore.contrast import list_values
 
-    page = _json(server, "/api/queries/dataset-test-800?baseline=bm25&versus=minilm&k=10")
-    assert page["state"]["k"] == 10 and page["rows"]
-    for row in page["rows"]:
-        a = _run_top(demo_like.runs["bm25"], row["pool_id"], row["query_id"])[:10]
-        b = _run_top(demo_like.runs["minilm"], row["pool_id"], row["query_id"])[:10]
-        _, x, y = list_values(a, b)
-        assert row["tau"] == pytest.approx(weightedtau(x, y).statistic, abs=1e-12)
+    for k in (10, 50):  # within the copies' top 10, and beyond (read query by query)
+        page = _json(server, f"/api/queries/dataset-test-800?baseline=bm25&versus=minilm&k={k}")
+        assert page["state"]["k"] == k and page["rows"]
+        for row in page["rows"]:
+            a = _run_top(demo_like.runs["bm25"], row["pool_id"], row["query_id"])[:k]
+            b = _run_top(demo_like.runs["minilm"], row["pool_id"], row["query_id"])[:k]
+            _, x, y = list_values(a, b)
+            assert row["tau"] == pytest.approx(weightedtau(x, y).statistic, abs=1e-12)
     by_tau = _json(server, "/api/queries/dataset-test-800?versus=minilm&sort=tau&order=asc")
     taus = [r["tau"] for r in by_tau["rows"]]
     assert taus == sorted(taus)
@@ -305,17 +307,72 @@ def test_the_server_is_read_only(server: Server) -> None:
         assert "read-only" in caught.value.read().decode()
 
 
-def test_warm_up_computes_each_setups_default_rank_correlation(
-    server: Server, demo_like: DemoLike
+class _NoLinks:
+    def overview(self) -> None:
+        return None
+
+    def queries(self, setup: str, **params: Any) -> None:
+        return None
+
+    def query(self, pool_id: str, query_id: str, **params: Any) -> None:
+        return None
+
+    def scatter(self, setup: str, **params: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize("k", [3, 10, 20])
+def test_every_way_to_the_rank_correlation_gives_the_same_values(
+    server: Server, demo_like: DemoLike, monkeypatch: pytest.MonkeyPatch, k: int
 ) -> None:
+    """A page's rows only (the default), every row of a setup (sorted by it, the JSON), and
+    the top k read from the copies' top 10, query by query or by a scan of the run."""
+    import mdcr.explore.reads as reads
+
     explorer = demo_like.explorer
-    explorer.warm_up()
-    for key, setup in explorer.result.setups.items():
-        page = _json(server, f"/api/queries/{key}")
-        state = page["state"]
-        cached = explorer._contrasts[(key, state["baseline"], state["versus"], 10)]
-        assert {(r["pool_id"], r["query_id"]): r["tau"] for r in page["rows"]} == {
-            (r["pool_id"], r["query_id"]): cached.get((r["pool_id"], r["query_id"]))
-            for r in page["rows"]
-        }
-        assert len(setup.retrievers) > 1 and cached
+    for key in explorer.result.setups:
+        every = _json(server, f"/api/queries/{key}?k={k}")
+        taus = {(r["pool_id"], r["query_id"]): r["tau"] for r in every["rows"]}
+        assert any(t is not None for t in taus.values())
+        explorer._contrasts.clear()  # each page's rows only, from here
+        shown = 0
+        for page in range(1, every["total"] // 100 + 2):
+            rows = explorer.queries(key, {"k": str(k), "page": str(page)}, _NoLinks())["rows"]
+            for row in rows:
+                want = taus[(row["pool_id"], row["query_id"])]
+                assert row["tau"] == want or (row["tau"] is None and want is None)
+                shown += 1
+        assert shown == every["total"] and not explorer._contrasts
+        setup = explorer.result.setups[key]
+        units = explorer.result.setup_units(key)
+        state = every["state"]
+        monkeypatch.setattr(reads, "PER_UNIT_TOP", 0)  # one scan of the run
+        scanned = explorer.contrast(setup, state["baseline"], state["versus"], k, units[::-1])
+        monkeypatch.undo()
+        rows = explorer.result.units.iloc[units[::-1]]
+        for pool, query, tau in zip(rows["pool_id"], rows["query_id"], scanned, strict=True):
+            want = taus[(pool, query)]
+            assert (np.isnan(tau) and want is None) or tau == pytest.approx(want, abs=1e-15)
+
+
+def test_a_ranking_the_copy_does_not_hold_together_is_read_from_the_run(
+    demo_like: DemoLike, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mdcr.explore.copies import SCATTERED
+
+    explorer = demo_like.explorer
+    reader = explorer.reader
+    setup = explorer.result.setups["dataset-test-800"]
+    units = explorer.result.setup_units(setup.key)[:5]
+    copied = {int(u): reader.rankings(setup, int(u)) for u in units}
+    tops = reader.top_lists(setup, "minilm", 20, units)
+    for name in setup.retrievers:
+        first = reader._runs[name].first.copy()
+        first[units] = SCATTERED
+        monkeypatch.setattr(reader._runs[name], "first", first)
+    for unit, rankings in copied.items():
+        assert reader.rankings(setup, unit) == rankings
+        assert all(r is not None and r.depth > 0 for r in rankings.values())
+    again = reader.top_lists(setup, "minilm", 20, units)
+    assert tops is not None and again is not None
+    assert np.array_equal(again.slots, tops.slots) and again.ids.equals(tops.ids)

@@ -1,0 +1,325 @@
+"""The session's copies of the large files a page reads by key: papers by id, and each
+run's ranking of one query.
+
+Parquet gives no access below a row group: reading one row decompresses its row group's
+column chunks whole. A corpus's ``papers.parquet`` is not sorted by id, so the 60 papers of
+a query page lie in nearly every row group, and their abstracts are most of the bytes
+(about 0.3 s per row group of 122,880 papers on a 2-core machine: seconds per page at 2M
+papers). A run holds one or two row groups of a million rows per pool, so one query's
+ranking decompresses a million paper ids per retriever, and a page touches about 30 MB of
+runs: seconds when the disk has to give them.
+
+So each is copied once per session, in one pass that decodes it as a reader would, into an
+Arrow IPC file in a temporary folder (never the store) cut into small record batches,
+compressed with LZ4: :class:`PaperCopy` in batches of :data:`PAPER_BATCH` papers,
+:class:`RunCopy` in batches of :data:`RUN_BATCH` rows, in the run's order, so that a
+query's ranking is one or two batches. A request reads (and decompresses) only the
+batches it needs, a few kilobytes each, through ordinary file reads, so nothing of a copy
+stays in memory between requests. Papers are found by id through the ids' DuckDB hashes,
+sorted once with their rows and kept on disk beside the copy; memory holds one hash in
+:data:`FENCE` (the start of each block), and a lookup reads one block. The folder is
+removed when the session ends.
+
+The copies hold the files' values unchanged (``tests/unit/explore/test_copies.py`` checks
+every row against the files, and a query's ranking against DuckDB's read of the run).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+PAPER_BATCH = 128  # papers per record batch of a papers copy
+FENCE = 512  # sorted hashes per block; memory holds the first of each
+COPIED_TOP = 10  # each query's top this many papers of every run, held in memory
+PAPER_COLUMNS = ("paper_id", "title", "abstract", "year", "fields", "n_in")
+RUN_BATCH = 4096  # run rows per record batch of a run copy
+NOT_RANKED = -1  # RunCopy.first: the run holds no ranking of that query
+SCATTERED = -2  # RunCopy.first: its rows are not together in the run (read the file)
+
+
+class SessionFiles:
+    """The session's temporary folder and the copies made in it, each made once (on first
+    use) and shared by the server's threads; :meth:`close` removes them."""
+
+    def __init__(self, *, quiet: bool = True) -> None:
+        self.quiet = quiet
+        self._temp: tempfile.TemporaryDirectory[str] | None = None
+        self._papers: dict[Path, PaperCopy] = {}
+        self._lock = threading.Lock()
+
+    def _folder(self) -> Path:
+        if self._temp is None:
+            self._temp = tempfile.TemporaryDirectory(prefix="mdcr-explore-")
+        folder = Path(self._temp.name) / str(len(list(Path(self._temp.name).iterdir())))
+        folder.mkdir()
+        return folder
+
+    def papers(self, path: Path) -> PaperCopy:
+        """The copy of the papers file ``path`` (made now if it is not yet)."""
+        with self._lock:
+            found = self._papers.get(path)
+            if found is None:
+                if not self.quiet:
+                    rows = _rows(path)
+                    _say(f"copying {rows:,} papers for this session (looked up by id) ...")
+                found = self._papers[path] = PaperCopy(path, self._folder())
+            return found
+
+    def run(self, path: Path, unit_of: Callable[[str, str], int | None], units: int) -> RunCopy:
+        """A copy of the run ``path`` by unit (``unit_of(pool_id, query_id)``); several
+        are made at once from threads (the reads and compression run outside the GIL)."""
+        with self._lock:
+            folder = self._folder()
+        return RunCopy(path, folder, unit_of, units)
+
+    def read_papers(self, path: Path, ids: set[str], columns: list[str]) -> pa.Table:
+        """The rows of the papers file ``path`` whose id is in ``ids``, in file order
+        (``columns`` of them): the per-query facts' reader, answered from the copy."""
+        return self.papers(path).rows(ids).select(columns)
+
+    def close(self) -> None:
+        with self._lock:
+            for copy in self._papers.values():
+                copy.close()
+            self._papers.clear()
+            if self._temp is not None:
+                self._temp.cleanup()
+                self._temp = None
+
+
+def _say(line: str) -> None:
+    import sys
+
+    print(line, file=sys.stderr, flush=True)
+
+
+def _rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return int(pq.ParquetFile(path).metadata.num_rows)
+
+
+def _hashes(con: Any, ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """DuckDB's hash of each id (as VARCHAR), as uint64."""
+    import pyarrow as pa
+
+    con.register("hashed_ids", pa.table({"id": ids}))
+    try:
+        found = con.execute("SELECT hash(id::VARCHAR) AS h FROM hashed_ids").fetchnumpy()["h"]
+    finally:
+        con.unregister("hashed_ids")
+    return np.asarray(found, dtype=np.uint64)
+
+
+class PaperCopy:
+    """A papers file's rows by id: :data:`PAPER_COLUMNS` (those it has), in batches of
+    :data:`PAPER_BATCH` rows in file order, and the ids' hashes sorted with their rows."""
+
+    def __init__(self, source: Path, folder: Path) -> None:
+        import duckdb
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+        import pyarrow.parquet as pq
+
+        self.source = source
+        self._con = duckdb.connect(config={"threads": 1})
+        self._lock = threading.Lock()
+        parquet = pq.ParquetFile(source)
+        names = set(parquet.schema_arrow.names)
+        columns = [c for c in PAPER_COLUMNS if c in names]
+        schema = pa.schema([parquet.schema_arrow.field(c) for c in columns])
+        hashes: list[np.ndarray] = []
+        sizes: list[np.ndarray] = []
+        path = folder / "papers.arrow"
+        options = ipc.IpcWriteOptions(compression="lz4")
+        with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, schema, options=options) as w:
+            for batch in parquet.iter_batches(batch_size=PAPER_BATCH * 256, columns=columns):
+                w.write_table(pa.Table.from_batches([batch], schema=schema), PAPER_BATCH)
+                full, rest = divmod(batch.num_rows, PAPER_BATCH)
+                sizes.append(np.array([PAPER_BATCH] * full + ([rest] if rest else [])))
+                hashes.append(_hashes(self._con, batch.column("paper_id")))
+        every_size = np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(every_size)[:-1]]).astype(np.int64)
+        rows = int(every_size.sum())
+        self.n_rows = rows
+        self._starts = starts
+        every = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.uint64)
+        order = np.argsort(every, kind="stable")
+        np.save(folder / "hashes.npy", every[order])
+        np.save(folder / "rows.npy", order.astype(np.int64))
+        del every, order, hashes
+        self._hashes = np.load(folder / "hashes.npy", mmap_mode="r")
+        self._rows = np.load(folder / "rows.npy", mmap_mode="r")
+        self._fences = np.array(self._hashes[::FENCE])
+        self._file = pa.OSFile(str(path))  # read per batch, never mapped into memory
+        self._reader = ipc.open_file(self._file)
+
+    def close(self) -> None:
+        self._file.close()
+        self._con.close()
+
+    def _found_rows(self, ids: list[str]) -> np.ndarray:
+        """The rows whose id hashes as one of ``ids`` (a superset: hashes may collide)."""
+        import pyarrow as pa
+
+        with self._lock:
+            wanted = _hashes(self._con, pa.array(ids, pa.string()))
+        found = []
+        for h in wanted:
+            lo = max(0, int(np.searchsorted(self._fences, h, "left")) - 1) * FENCE
+            hi = min(self.n_rows, int(np.searchsorted(self._fences, h, "right")) * FENCE)
+            block = np.asarray(self._hashes[lo:hi])
+            first, last = np.searchsorted(block, h, "left"), np.searchsorted(block, h, "right")
+            found.append(np.asarray(self._rows[lo + first : lo + last]))
+        return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+
+    def rows(self, ids: Iterable[str]) -> pa.Table:
+        """Every row whose paper_id is one of ``ids``, in file order."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        wanted = sorted(set(ids))
+        found = self._found_rows(wanted)
+        batch_of = np.searchsorted(self._starts, found, "right") - 1
+        pieces = []
+        for b in np.unique(batch_of):
+            at = found[batch_of == b] - self._starts[b]
+            with self._lock:
+                batch = self._reader.get_batch(int(b))
+            pieces.append(batch.take(pa.array(at)))
+        table = pa.Table.from_batches(pieces, schema=self._reader.schema)
+        keep = pc.is_in(table.column("paper_id").cast(pa.string()), pa.array(wanted, pa.string()))
+        return table.filter(keep)
+
+
+class RunCopy:
+    """One run's rankings by unit (a query in a pool: a row of the result's units): the
+    run's rows (paper_id, score, rank, as it holds them) in its order, in batches of
+    :data:`RUN_BATCH` rows, with each unit's first row and number of rows; and each unit's
+    first :data:`COPIED_TOP` papers in memory (``top``: unit x rank, held where
+    ``top_held``)."""
+
+    def __init__(self, source: Path, folder: Path, unit_of: Callable[[str, str], int | None],
+                 units: int) -> None:  # fmt: skip
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+        import pyarrow.parquet as pq
+
+        self.source = source
+        self.first = np.full(units, NOT_RANKED, dtype=np.int64)  # or SCATTERED
+        self.count = np.zeros(units, dtype=np.int64)
+        self.top = np.full((units, COPIED_TOP), None, dtype=object)
+        self.top_held = np.zeros((units, COPIED_TOP), dtype=bool)
+        self._lock = threading.Lock()
+        kept = ["paper_id", "score", "rank"]
+        parquet = pq.ParquetFile(source)
+        schema = pa.schema([parquet.schema_arrow.field(c) for c in kept])
+        path = folder / "run.arrow"
+        sizes: list[np.ndarray] = []
+        written = 0
+        last = (-1, -1)  # the unit of the rows written last, and the row after them
+        options = ipc.IpcWriteOptions(compression="lz4")
+        with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, schema, options=options) as w:
+            for g in range(parquet.num_row_groups):
+                group = parquet.read_row_group(g, columns=["pool_id", "query_id", *kept])
+                w.write_table(group.select(kept), RUN_BATCH)
+                full, rest = divmod(group.num_rows, RUN_BATCH)
+                sizes.append(np.array([RUN_BATCH] * full + ([rest] if rest else [])))
+                last = self._place(group, unit_of, written, last)
+                written += group.num_rows
+        every_size = np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)
+        self._starts = np.concatenate([[0], np.cumsum(every_size)[:-1]]).astype(np.int64)
+        self._file = pa.OSFile(str(path))
+        self._reader = ipc.open_file(self._file)
+
+    def _place(self, group: pa.Table, unit_of: Callable[[str, str], int | None], offset: int,
+               last: tuple[int, int]) -> tuple[int, int]:  # fmt: skip
+        """Record where each unit of ``group`` (written from row ``offset``) is, and keep
+        its top papers; ``last``: the unit written last and the row after it."""
+        import pyarrow as pa
+
+        if group.num_rows == 0:
+            return last
+        starts = _starts(group)
+        ends = np.append(starts[1:], group.num_rows)
+        pools = group.column("pool_id").take(pa.array(starts)).to_pylist()
+        queries = group.column("query_id").take(pa.array(starts)).to_pylist()
+        units = np.array([_unit(unit_of, p, q) for p, q in zip(pools, queries, strict=True)])
+        for unit, start, end in zip(units, starts + offset, ends + offset, strict=True):
+            if unit < 0:
+                continue  # a query the result does not hold
+            if (unit, start) == last:  # the same query goes on from the last row group
+                self.count[unit] += end - start
+            elif self.first[unit] != NOT_RANKED:
+                self.first[unit] = SCATTERED
+            else:
+                self.first[unit], self.count[unit] = start, end - start
+            last = (int(unit), int(end))
+        # Each unit's top papers by rank (also from each piece of a scattered unit).
+        rank = group.column("rank").to_numpy(zero_copy_only=False)
+        unit_of_row = np.repeat(units, ends - starts)
+        rows = np.nonzero((rank >= 1) & (rank <= COPIED_TOP) & (unit_of_row >= 0))[0]
+        papers = group.column("paper_id").take(pa.array(rows)).to_numpy(zero_copy_only=False)
+        self.top[unit_of_row[rows], rank[rows] - 1] = papers
+        self.top_held[unit_of_row[rows], rank[rows] - 1] = True
+        return last
+
+    @property
+    def ranked(self) -> np.ndarray:
+        """Whether the run ranks each unit."""
+        return self.first != NOT_RANKED
+
+    def ranking(self, unit: int) -> tuple[list[str], list[float]] | None:
+        """The unit's ranking (paper ids and scores in rank order; empty: the run holds
+        none), or None: the run's rows of it are not together (read them from the run)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        first, count = int(self.first[unit]), int(self.count[unit])
+        if first == SCATTERED:
+            return None
+        if first == NOT_RANKED:
+            return [], []
+        lo = int(np.searchsorted(self._starts, first, "right")) - 1
+        hi = int(np.searchsorted(self._starts, first + count - 1, "right")) - 1
+        with self._lock:
+            batches = [self._reader.get_batch(b) for b in range(lo, hi + 1)]
+        rows = pa.Table.from_batches(batches).slice(first - int(self._starts[lo]), count)
+        rows = rows.take(pc.sort_indices(rows.column("rank")))
+        return (
+            [str(p) for p in rows.column("paper_id").to_pylist()],
+            [float(s) for s in rows.column("score").to_pylist()],
+        )
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _unit(unit_of: Callable[[str, str], int | None], pool_id: Any, query_id: Any) -> int:
+    found = unit_of(str(pool_id), str(query_id))
+    return -1 if found is None else found
+
+
+def _starts(group: pa.Table) -> np.ndarray:
+    """The first row of each run of equal (pool_id, query_id) in ``group``."""
+    import pyarrow.compute as pc
+
+    n = group.num_rows
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    changed = np.zeros(n, dtype=bool)
+    changed[0] = True
+    for name in ("pool_id", "query_id"):
+        col = group.column(name)
+        differs = pc.not_equal(col.slice(1), col.slice(0, n - 1)).fill_null(True)
+        changed[1:] |= differs.to_numpy(zero_copy_only=False)
+    return np.nonzero(changed)[0]
