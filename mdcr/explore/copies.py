@@ -16,8 +16,8 @@ compressed with LZ4: :class:`PaperCopy` in batches of :data:`PAPER_BATCH` papers
 query's ranking is one or two batches. A request reads (and decompresses) only the
 batches it needs, a few kilobytes each, through ordinary file reads, so nothing of a copy
 stays in memory between requests. Papers are found by id through the ids' DuckDB hashes,
-sorted once with their rows and kept on disk beside the copy; memory holds one hash in
-:data:`FENCE` (the start of each block), and a lookup reads one block. The folder is
+sorted once with their rows by DuckDB and kept on disk beside the copy; memory holds one
+hash in :data:`FENCE` (the start of each block), and a lookup reads one block. The folder is
 removed when the session ends.
 
 The copies hold the files' values unchanged (``tests/unit/explore/test_copies.py`` checks
@@ -37,13 +37,14 @@ import numpy as np
 if TYPE_CHECKING:
     import pyarrow as pa
 
-PAPER_BATCH = 128  # papers per record batch of a papers copy
+PAPER_BATCH = 256  # papers per record batch of a papers copy
 FENCE = 512  # sorted hashes per block; memory holds the first of each
 COPIED_TOP = 10  # each query's top this many papers of every run, held in memory
 PAPER_COLUMNS = ("paper_id", "title", "abstract", "year", "fields", "n_in")
 RUN_BATCH = 4096  # run rows per record batch of a run copy
 NOT_RANKED = -1  # RunCopy.first: the run holds no ranking of that query
 SCATTERED = -2  # RunCopy.first: its rows are not together in the run (read the file)
+ID_HASH = "hash({}::VARCHAR)"  # DuckDB's hash of a paper id, the key papers are found by
 
 
 class SessionFiles:
@@ -114,7 +115,8 @@ def _hashes(con: Any, ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
     con.register("hashed_ids", pa.table({"id": ids}))
     try:
-        found = con.execute("SELECT hash(id::VARCHAR) AS h FROM hashed_ids").fetchnumpy()["h"]
+        hashed = ID_HASH.format("id")
+        found = con.execute(f"SELECT {hashed} AS h FROM hashed_ids").fetchnumpy()["h"]
     finally:
         con.unregister("hashed_ids")
     return np.asarray(found, dtype=np.uint64)
@@ -122,7 +124,8 @@ def _hashes(con: Any, ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 class PaperCopy:
     """A papers file's rows by id: :data:`PAPER_COLUMNS` (those it has), in batches of
-    :data:`PAPER_BATCH` rows in file order, and the ids' hashes sorted with their rows."""
+    :data:`PAPER_BATCH` rows in file order; and the ids' hashes in order with their rows
+    (``hashes.u64``, ``rows.u32``), the first of each block of :data:`FENCE` in memory."""
 
     def __init__(self, source: Path, folder: Path) -> None:
         import duckdb
@@ -131,13 +134,14 @@ class PaperCopy:
         import pyarrow.parquet as pq
 
         self.source = source
-        self._con = duckdb.connect(config={"threads": 1})
         self._lock = threading.Lock()
-        parquet = pq.ParquetFile(source)
+        self._con = duckdb.connect(
+            config={"threads": 2, "memory_limit": "256MB", "temp_directory": str(folder)}
+        )
+        parquet = pq.ParquetFile(source, pre_buffer=False)  # one row group's pages at a time
         names = set(parquet.schema_arrow.names)
         columns = [c for c in PAPER_COLUMNS if c in names]
         schema = pa.schema([parquet.schema_arrow.field(c) for c in columns])
-        hashes: list[np.ndarray] = []
         sizes: list[np.ndarray] = []
         path = folder / "papers.arrow"
         options = ipc.IpcWriteOptions(compression="lz4")
@@ -146,22 +150,35 @@ class PaperCopy:
                 w.write_table(pa.Table.from_batches([batch], schema=schema), PAPER_BATCH)
                 full, rest = divmod(batch.num_rows, PAPER_BATCH)
                 sizes.append(np.array([PAPER_BATCH] * full + ([rest] if rest else [])))
-                hashes.append(_hashes(self._con, batch.column("paper_id")))
         every_size = np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)
-        starts = np.concatenate([[0], np.cumsum(every_size)[:-1]]).astype(np.int64)
-        rows = int(every_size.sum())
-        self.n_rows = rows
-        self._starts = starts
-        every = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.uint64)
-        order = np.argsort(every, kind="stable")
-        np.save(folder / "hashes.npy", every[order])
-        np.save(folder / "rows.npy", order.astype(np.int64))
-        del every, order, hashes
-        self._hashes = np.load(folder / "hashes.npy", mmap_mode="r")
-        self._rows = np.load(folder / "rows.npy", mmap_mode="r")
-        self._fences = np.array(self._hashes[::FENCE])
+        self._starts = np.concatenate([[0], np.cumsum(every_size)[:-1]]).astype(np.int64)
+        self.n_rows = int(every_size.sum())
+        self._fences = self._sort_keys(folder)
+        self._hashes = np.memmap(folder / "hashes.u64", np.uint64, "r", shape=(self.n_rows,))
+        self._rows = np.memmap(folder / "rows.u32", np.uint32, "r", shape=(self.n_rows,))
+        pa.default_memory_pool().release_unused()  # the pass's buffers, back to the system
         self._file = pa.OSFile(str(path))  # read per batch, never mapped into memory
         self._reader = ipc.open_file(self._file)
+
+    def _sort_keys(self, folder: Path) -> np.ndarray:
+        """Write the ids' hashes in order with their rows (DuckDB sorts them, spilling to
+        ``folder`` beyond its memory limit); return the first hash of each block."""
+        ordered = self._con.sql(
+            f"SELECT {ID_HASH.format('paper_id')} AS h, file_row_number::UINTEGER AS r "
+            "FROM read_parquet($path, file_row_number = true) ORDER BY h, r",
+            params={"path": str(self.source)},
+        )
+        fences, written = [], 0
+        with open(folder / "hashes.u64", "wb") as hashes, open(folder / "rows.u32", "wb") as rows:
+            for batch in ordered.to_arrow_reader(1 << 20):
+                h = batch.column("h").to_numpy().astype(np.uint64)
+                fences.append(h[(-written) % FENCE :: FENCE])
+                h.tofile(hashes)
+                batch.column("r").to_numpy().astype(np.uint32).tofile(rows)
+                written += len(h)
+        if written != self.n_rows:  # a bug, never the data
+            raise RuntimeError(f"{written} ids sorted for {self.n_rows} papers")
+        return np.concatenate(fences) if fences else np.zeros(0, dtype=np.uint64)
 
     def close(self) -> None:
         self._file.close()
@@ -179,7 +196,7 @@ class PaperCopy:
             hi = min(self.n_rows, int(np.searchsorted(self._fences, h, "right")) * FENCE)
             block = np.asarray(self._hashes[lo:hi])
             first, last = np.searchsorted(block, h, "left"), np.searchsorted(block, h, "right")
-            found.append(np.asarray(self._rows[lo + first : lo + last]))
+            found.append(np.asarray(self._rows[lo + first : lo + last], dtype=np.int64))
         return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
 
     def rows(self, ids: Iterable[str]) -> pa.Table:
@@ -240,6 +257,7 @@ class RunCopy:
         self._starts = np.concatenate([[0], np.cumsum(every_size)[:-1]]).astype(np.int64)
         self._file = pa.OSFile(str(path))
         self._reader = ipc.open_file(self._file)
+        pa.default_memory_pool().release_unused()  # the pass's buffers, back to the system
 
     def _place(self, group: pa.Table, unit_of: Callable[[str, str], int | None], offset: int,
                last: tuple[int, int]) -> tuple[int, int]:  # fmt: skip

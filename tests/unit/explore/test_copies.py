@@ -38,13 +38,13 @@ def _papers_file(path: Path, n: int, seed: int) -> list[str]:
     return ids
 
 
-@pytest.mark.parametrize("weak_hash", [False, True])
+@pytest.mark.parametrize(("weak_hash", "fence"), [(False, 512), (False, 4), (True, 4)])
 def test_a_papers_copy_gives_the_rows_of_a_scan(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, weak_hash: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, weak_hash: bool, fence: int
 ) -> None:
+    monkeypatch.setattr(copies, "FENCE", fence)  # blocks of 4: lookups across blocks
     if weak_hash:  # ids that share a hash: every lookup must tell them apart
-        strong = copies._hashes
-        monkeypatch.setattr(copies, "_hashes", lambda con, ids: strong(con, ids) % np.uint64(5))
+        monkeypatch.setattr(copies, "ID_HASH", "hash({}::VARCHAR) % 5")
     path = tmp_path / "papers.parquet"
     ids = _papers_file(path, 1000, seed=1)
     files = SessionFiles()
