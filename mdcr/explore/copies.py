@@ -1,27 +1,26 @@
-"""The session's copies of the large files a page reads by key: papers by id, and each
-run's ranking of one query.
+"""The session's copies of the large files a page reads by key: papers by id, and a run's
+(or the qrels') rows of one query.
 
 Parquet gives no access below a row group: reading one row decompresses its row group's
 column chunks whole. A corpus's ``papers.parquet`` is not sorted by id, so the 60 papers of
 a query page lie in nearly every row group, and their abstracts are most of the bytes
-(about 0.3 s per row group of 122,880 papers on a 2-core machine: seconds per page at 2M
-papers). A run holds one or two row groups of a million rows per pool, so one query's
-ranking decompresses a million paper ids per retriever, and a page touches about 30 MB of
-runs: seconds when the disk has to give them.
+(0.3 s per row group of 122,880 papers on the 2-core machine: seconds per page at 2M
+papers). A run holds a row group of a million rows per pool, so one query's ranking
+decompresses a million paper ids per retriever: a page reads about 30 MB of runs.
 
 So each is copied once per session, in one pass that decodes it as a reader would, into an
 Arrow IPC file in a temporary folder (never the store) cut into small record batches,
-compressed with LZ4: :class:`PaperCopy` in batches of :data:`PAPER_BATCH` papers,
-:class:`RunCopy` in batches of :data:`RUN_BATCH` rows, in the run's order, so that a
-query's ranking is one or two batches. A request reads (and decompresses) only the
-batches it needs, a few kilobytes each, through ordinary file reads, so nothing of a copy
-stays in memory between requests. Papers are found by id through the ids' DuckDB hashes,
-sorted once with their rows by DuckDB and kept on disk beside the copy; memory holds one
-hash in :data:`FENCE` (the start of each block), and a lookup reads one block. The folder is
-removed when the session ends.
+compressed with LZ4: :class:`PaperCopy` in batches of :data:`PAPER_BATCH` papers, in the
+file's order; :class:`UnitCopy` (runs, qrels) in batches of :data:`RUN_BATCH` rows, in the
+file's order, so that a query's rows are one or two batches. A request reads and
+decompresses only the batches it needs, on its own thread, through ordinary file reads:
+nothing of a copy stays in memory between requests. Papers are found by id through the
+ids' DuckDB hashes, sorted once with their rows by DuckDB and kept on disk beside the
+copy; memory holds the first hash of each block of :data:`FENCE`, and a lookup reads one
+block. The folder is removed when the session ends.
 
 The copies hold the files' values unchanged (``tests/unit/explore/test_copies.py`` checks
-every row against the files, and a query's ranking against DuckDB's read of the run).
+them against a scan of the papers file and against the run's rows).
 """
 
 from __future__ import annotations
@@ -42,8 +41,10 @@ FENCE = 512  # sorted hashes per block; memory holds the first of each
 COPIED_TOP = 10  # each query's top this many papers of every run, held in memory
 PAPER_COLUMNS = ("paper_id", "title", "abstract", "year", "fields", "n_in")
 RUN_BATCH = 4096  # run rows per record batch of a run copy
-NOT_RANKED = -1  # RunCopy.first: the run holds no ranking of that query
-SCATTERED = -2  # RunCopy.first: its rows are not together in the run (read the file)
+RUN_COLUMNS = ("paper_id", "score", "rank")
+QRELS_COLUMNS = ("paper_id", "relevance")
+NOT_RANKED = -1  # UnitCopy.first: the file holds no row of that query
+SCATTERED = -2  # UnitCopy.first: its rows are not together in the file (read the file)
 ID_HASH = "hash({}::VARCHAR)"  # DuckDB's hash of a paper id, the key papers are found by
 
 
@@ -75,12 +76,19 @@ class SessionFiles:
                 found = self._papers[path] = PaperCopy(path, self._folder())
             return found
 
-    def run(self, path: Path, unit_of: Callable[[str, str], int | None], units: int) -> RunCopy:
-        """A copy of the run ``path`` by unit (``unit_of(pool_id, query_id)``); several
-        are made at once from threads (the reads and compression run outside the GIL)."""
+    def run(self, path: Path, unit_of: Callable[[str, str], int | None], units: int
+            ) -> UnitCopy:  # fmt: skip
+        """A copy of the run ``path`` by unit (``unit_of(pool_id, query_id)``)."""
         with self._lock:
             folder = self._folder()
-        return RunCopy(path, folder, unit_of, units)
+        return UnitCopy(path, folder, unit_of, units, RUN_COLUMNS, top=True)
+
+    def qrels(self, path: Path, unit_of: Callable[[str, str], int | None], units: int
+              ) -> UnitCopy:  # fmt: skip
+        """A copy of the qrels ``path`` by unit."""
+        with self._lock:
+            folder = self._folder()
+        return UnitCopy(path, folder, unit_of, units, QRELS_COLUMNS, top=False)
 
     def read_papers(self, path: Path, ids: set[str], columns: list[str]) -> pa.Table:
         """The rows of the papers file ``path`` whose id is in ``ids``, in file order
@@ -95,6 +103,15 @@ class SessionFiles:
             if self._temp is not None:
                 self._temp.cleanup()
                 self._temp = None
+
+
+def _one_thread() -> Any:
+    """Read options that decompress a batch on the calling thread: a page reads a few
+    small batches, and handing each to a pool of threads costs more than it saves when
+    the machine is busy (every handoff waits for a core)."""
+    import pyarrow.ipc as ipc
+
+    return ipc.IpcReadOptions(use_threads=False)
 
 
 def _say(line: str) -> None:
@@ -154,11 +171,12 @@ class PaperCopy:
         self._starts = np.concatenate([[0], np.cumsum(every_size)[:-1]]).astype(np.int64)
         self.n_rows = int(every_size.sum())
         self._fences = self._sort_keys(folder)
+        self._con.execute("SET threads = 1")  # a page's lookups: no thread handoffs
         self._hashes = np.memmap(folder / "hashes.u64", np.uint64, "r", shape=(self.n_rows,))
         self._rows = np.memmap(folder / "rows.u32", np.uint32, "r", shape=(self.n_rows,))
         pa.default_memory_pool().release_unused()  # the pass's buffers, back to the system
         self._file = pa.OSFile(str(path))  # read per batch, never mapped into memory
-        self._reader = ipc.open_file(self._file)
+        self._reader = ipc.open_file(self._file, options=_one_thread())
 
     def _sort_keys(self, folder: Path) -> np.ndarray:
         """Write the ids' hashes in order with their rows (DuckDB sorts them, spilling to
@@ -207,26 +225,26 @@ class PaperCopy:
         wanted = sorted(set(ids))
         found = self._found_rows(wanted)
         batch_of = np.searchsorted(self._starts, found, "right") - 1
-        pieces = []
-        for b in np.unique(batch_of):
-            at = found[batch_of == b] - self._starts[b]
-            with self._lock:
-                batch = self._reader.get_batch(int(b))
-            pieces.append(batch.take(pa.array(at)))
-        table = pa.Table.from_batches(pieces, schema=self._reader.schema)
+        blocks = np.unique(batch_of)
+        with self._lock:
+            batches = [self._reader.get_batch(int(b)) for b in blocks]
+        table = pa.Table.from_batches(batches, schema=self._reader.schema)
+        offsets = np.cumsum([0, *(b.num_rows for b in batches)])[:-1]
+        at = offsets[np.searchsorted(blocks, batch_of)] + found - self._starts[batch_of]
+        table = table.take(pa.array(at, pa.int64()))
         keep = pc.is_in(table.column("paper_id").cast(pa.string()), pa.array(wanted, pa.string()))
         return table.filter(keep)
 
 
-class RunCopy:
-    """One run's rankings by unit (a query in a pool: a row of the result's units): the
-    run's rows (paper_id, score, rank, as it holds them) in its order, in batches of
-    :data:`RUN_BATCH` rows, with each unit's first row and number of rows; and each unit's
-    first :data:`COPIED_TOP` papers in memory (``top``: unit x rank, held where
-    ``top_held``)."""
+class UnitCopy:
+    """A file's rows by unit (a query in a pool: a row of the result's units), for a run
+    or qrels: its rows (the ``kept`` columns, as it holds them) in its order, in batches of
+    :data:`RUN_BATCH` rows, with each unit's first row and number of rows; for a run
+    (``top``), each unit's first :data:`COPIED_TOP` papers in memory (``top``: unit x
+    rank, held where ``top_held``)."""
 
     def __init__(self, source: Path, folder: Path, unit_of: Callable[[str, str], int | None],
-                 units: int) -> None:  # fmt: skip
+                 units: int, kept: tuple[str, ...], *, top: bool) -> None:  # fmt: skip
         import pyarrow as pa
         import pyarrow.ipc as ipc
         import pyarrow.parquet as pq
@@ -234,13 +252,13 @@ class RunCopy:
         self.source = source
         self.first = np.full(units, NOT_RANKED, dtype=np.int64)  # or SCATTERED
         self.count = np.zeros(units, dtype=np.int64)
-        self.top = np.full((units, COPIED_TOP), None, dtype=object)
-        self.top_held = np.zeros((units, COPIED_TOP), dtype=bool)
+        width = COPIED_TOP if top else 0
+        self.top = np.full((units, width), None, dtype=object)
+        self.top_held = np.zeros((units, width), dtype=bool)
         self._lock = threading.Lock()
-        kept = ["paper_id", "score", "rank"]
         parquet = pq.ParquetFile(source)
         schema = pa.schema([parquet.schema_arrow.field(c) for c in kept])
-        path = folder / "run.arrow"
+        path = folder / "rows.arrow"
         sizes: list[np.ndarray] = []
         written = 0
         last = (-1, -1)  # the unit of the rows written last, and the row after them
@@ -248,7 +266,7 @@ class RunCopy:
         with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, schema, options=options) as w:
             for g in range(parquet.num_row_groups):
                 group = parquet.read_row_group(g, columns=["pool_id", "query_id", *kept])
-                w.write_table(group.select(kept), RUN_BATCH)
+                w.write_table(group.select(list(kept)), RUN_BATCH)
                 full, rest = divmod(group.num_rows, RUN_BATCH)
                 sizes.append(np.array([RUN_BATCH] * full + ([rest] if rest else [])))
                 last = self._place(group, unit_of, written, last)
@@ -256,7 +274,7 @@ class RunCopy:
         every_size = np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)
         self._starts = np.concatenate([[0], np.cumsum(every_size)[:-1]]).astype(np.int64)
         self._file = pa.OSFile(str(path))
-        self._reader = ipc.open_file(self._file)
+        self._reader = ipc.open_file(self._file, options=_one_thread())
         pa.default_memory_pool().release_unused()  # the pass's buffers, back to the system
 
     def _place(self, group: pa.Table, unit_of: Callable[[str, str], int | None], offset: int,
@@ -282,6 +300,8 @@ class RunCopy:
             else:
                 self.first[unit], self.count[unit] = start, end - start
             last = (int(unit), int(end))
+        if not self.top.shape[1]:
+            return last
         # Each unit's top papers by rank (also from each piece of a scattered unit).
         rank = group.column("rank").to_numpy(zero_copy_only=False)
         unit_of_row = np.repeat(units, ends - starts)
@@ -296,22 +316,30 @@ class RunCopy:
         """Whether the run ranks each unit."""
         return self.first != NOT_RANKED
 
-    def ranking(self, unit: int) -> tuple[list[str], list[float]] | None:
-        """The unit's ranking (paper ids and scores in rank order; empty: the run holds
-        none), or None: the run's rows of it are not together (read them from the run)."""
+    def rows(self, unit: int) -> pa.Table | None:
+        """The unit's rows (none: the file holds none), or None: they are not together in
+        the file (read them from the file)."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         first, count = int(self.first[unit]), int(self.count[unit])
         if first == SCATTERED:
             return None
         if first == NOT_RANKED:
-            return [], []
+            return self._reader.schema.empty_table()
         lo = int(np.searchsorted(self._starts, first, "right")) - 1
         hi = int(np.searchsorted(self._starts, first + count - 1, "right")) - 1
         with self._lock:
             batches = [self._reader.get_batch(b) for b in range(lo, hi + 1)]
-        rows = pa.Table.from_batches(batches).slice(first - int(self._starts[lo]), count)
+        return pa.Table.from_batches(batches).slice(first - int(self._starts[lo]), count)
+
+    def ranking(self, unit: int) -> tuple[list[str], list[float]] | None:
+        """A run's ranking of the unit (paper ids and scores in rank order; empty: the run
+        holds none), or None: its rows are not together in the run (read them from it)."""
+        import pyarrow.compute as pc
+
+        rows = self.rows(unit)
+        if rows is None:
+            return None
         rows = rows.take(pc.sort_indices(rows.column("rank")))
         return (
             [str(p) for p in rows.column("paper_id").to_pylist()],

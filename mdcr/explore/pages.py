@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mdcr.core.errors import MdcrError
 from mdcr.explore.contrast import CONTRAST, CONTRAST_LABEL, CONTRAST_SOURCE, weighted_tau_codes
-from mdcr.explore.words import pieces, shared_count, words
+from mdcr.explore.words import pieces, shared_in, words
 
 if TYPE_CHECKING:
     import numpy as np
@@ -446,17 +446,19 @@ class Explorer:
         for i, (paper, score) in enumerate(zip(ranked.paper_ids[:k], ranked.scores, strict=False)):
             info = papers.get(paper, {})
             title = info.get("title", "")
+            title_pieces = pieces(title, query_words)
+            abstract_pieces = pieces(info.get("abstract", ""), query_words)
             items.append(
                 {
                     "rank": i + 1,
                     "paper_id": paper,
                     "score": score,
                     "title": title,
-                    "pieces": pieces(title, query_words),
-                    "abstract_pieces": pieces(info.get("abstract", ""), query_words),
+                    "pieces": title_pieces,
+                    "abstract_pieces": abstract_pieces,
                     "year": info.get("year"),
                     "positive": paper in positive,
-                    "shared": shared_count(f"{title} {info.get('abstract', '')}", query_words),
+                    "shared": shared_in(title_pieces, abstract_pieces),
                 }
             )
         return {

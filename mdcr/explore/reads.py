@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-    from mdcr.explore.copies import RunCopy
+    from mdcr.explore.copies import UnitCopy
     from mdcr.explore.result import Ranking, Result, Setup
 
 
@@ -69,9 +69,11 @@ class TopLists:
 class Reader:
     """The result's files, read through the session's copies (``files``; a reader given
     none makes its own and removes them on :meth:`close`) and a DuckDB connection; each
-    call takes its own cursor, so the server's threads read in parallel."""
+    call takes its own cursor, so the server's threads read in parallel. One DuckDB thread
+    per call: its reads are small, and on a busy machine each handoff to another thread
+    waits for a core."""
 
-    def __init__(self, result: Result, files: SessionFiles | None = None, threads: int = 2,
+    def __init__(self, result: Result, files: SessionFiles | None = None, threads: int = 1,
                  memory_limit: str = "512MB", *, quiet: bool = True) -> None:  # fmt: skip
         import duckdb
 
@@ -90,10 +92,15 @@ class Reader:
             import sys
 
             print(f"copying {len(pools_runs)} runs for this session ...", file=sys.stderr)
-        self._runs: dict[str, RunCopy] = {
+        self._runs: dict[str, UnitCopy] = {
             name: self.files.run(ranking.file, result.unit, len(result.units))
             for name, ranking in pools_runs.items()
         }
+        self._qrels = (
+            self.files.qrels(result.qrels, result.unit, len(result.units))
+            if result.qrels is not None
+            else None
+        )
 
     def close(self) -> None:
         """Close the connection and, if this reader made them, remove the copies."""
@@ -195,6 +202,11 @@ class Reader:
         else:
             if self.result.qrels is None:
                 return []
+            held = self._qrels.rows(unit) if self._qrels is not None else None
+            if held is not None:
+                relevance = held.column("relevance").to_numpy(zero_copy_only=False)
+                papers = held.column("paper_id").to_pylist()
+                return sorted({str(p) for p, r in zip(papers, relevance, strict=True) if r >= 1})
             found = self._frame(
                 "SELECT DISTINCT paper_id FROM read_parquet(?) WHERE pool_id = ? "
                 "AND query_id = ? AND relevance >= 1 ORDER BY paper_id",

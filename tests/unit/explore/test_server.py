@@ -365,14 +365,17 @@ def test_a_ranking_the_copy_does_not_hold_together_is_read_from_the_run(
     setup = explorer.result.setups["dataset-test-800"]
     units = explorer.result.setup_units(setup.key)[:5]
     copied = {int(u): reader.rankings(setup, int(u)) for u in units}
+    positives = {int(u): reader.positives(setup, int(u)) for u in units}
     tops = reader.top_lists(setup, "minilm", 20, units)
-    for name in setup.retrievers:
-        first = reader._runs[name].first.copy()
+    for copy in [*reader._runs.values(), reader._qrels]:
+        assert copy is not None
+        first = copy.first.copy()
         first[units] = SCATTERED
-        monkeypatch.setattr(reader._runs[name], "first", first)
+        monkeypatch.setattr(copy, "first", first)
     for unit, rankings in copied.items():
         assert reader.rankings(setup, unit) == rankings
         assert all(r is not None and r.depth > 0 for r in rankings.values())
+        assert reader.positives(setup, unit) == positives[unit] != []
     again = reader.top_lists(setup, "minilm", 20, units)
     assert tops is not None and again is not None
     assert np.array_equal(again.slots, tops.slots) and again.ids.equals(tops.ids)
