@@ -5,15 +5,17 @@ Every path comes from the opened result (:mod:`mdcr.explore.result`), found thro
 manifests; a request only chooses values (a pool, a query, a retriever), which DuckDB
 receives as bound parameters.
 
-Runs and papers files are read through the session's copies (:mod:`mdcr.explore.copies`),
-made when the reader opens: a query's ranking is one small batch of its run's copy, a
-page's papers a few small batches of the papers' copy, and each query's top 10 of every
-run is held in memory (what the queries page's rank correlation reads by default). What a
-copy does not answer is read from the files with DuckDB: a ranking whose rows are not
-together in its run, the top k beyond 10 of every query of a setup (one scan of the
-run), the positives (qrels) and the MDCR rankings, ranked from the pair scores as
-benchmark-score ranks them (:func:`mdcr.benchmark.scoring.rank_scores`, with the ties the
-benchmark-score output used), so a rank shown is the rank that was scored.
+Runs, qrels and papers files are read through the session's copies
+(:mod:`mdcr.explore.copies`): a query's ranking is one small batch of its run's copy, its
+positives one of the qrels' copy, a page's papers a few small batches of the papers'
+copy, and each query's top 10 of every run is held in memory (what the queries page's rank
+correlation reads by default). The papers' copy is made before the server starts (it
+gives the per-query facts too), the others in the background after it. What a copy does
+not answer (yet) is read from the files with DuckDB: a ranking whose rows are not together
+in its run, the top k beyond 10 of every query of a setup (one scan of the run), and the
+MDCR rankings, ranked from the pair scores as benchmark-score ranks them
+(:func:`mdcr.benchmark.scoring.rank_scores`, with the ties the benchmark-score output
+used), so a rank shown is the rank that was scored.
 """
 
 from __future__ import annotations
@@ -87,20 +89,42 @@ class Reader:
         for path in (result.pool_papers, result.benchmark_papers):
             if path is not None:
                 self.files.papers(path)
-        pools_runs = {n: r for (mdcr, n), r in result.rankings.items() if not mdcr}
-        if pools_runs and not quiet:
-            import sys
+        # The runs' and the qrels' copies are made in the background: until each is made,
+        # what it would answer is read from its file.
+        self._runs: dict[str, UnitCopy] = {}
+        self._qrels: UnitCopy | None = None
+        self._quiet = quiet
+        self._closing = threading.Event()
+        self._copying = threading.Thread(target=self._copy_by_unit, daemon=True)
+        self._copying.start()
 
-            print(f"copying {len(pools_runs)} runs for this session ...", file=sys.stderr)
-        self._runs: dict[str, UnitCopy] = {
-            name: self.files.run(ranking.file, result.unit, len(result.units))
-            for name, ranking in pools_runs.items()
-        }
-        self._qrels = (
-            self.files.qrels(result.qrels, result.unit, len(result.units))
-            if result.qrels is not None
-            else None
-        )
+    def _copy_by_unit(self) -> None:
+        """Make the qrels' and each run's copy, one after the other."""
+        import sys
+        import time
+
+        result = self.result
+        started = time.perf_counter()
+        try:
+            if result.qrels is not None:
+                self._qrels = self.files.qrels(result.qrels, result.unit, len(result.units))
+            for (mdcr, name), ranking in result.rankings.items():
+                if self._closing.is_set():
+                    return
+                if not mdcr:
+                    copy = self.files.run(ranking.file, result.unit, len(result.units))
+                    self._runs[name] = copy
+        except Exception as exc:  # the pages go on reading the files; say why, once
+            if not self._closing.is_set():
+                print(f"mdcr: explore reads the runs from their files ({exc})", file=sys.stderr)
+            return
+        if not self._quiet:
+            took = time.perf_counter() - started
+            print(f"runs and qrels copied for this session in {took:.1f} s", file=sys.stderr)
+
+    def wait_for_copies(self) -> None:
+        """Return when the runs' and the qrels' copies are made (a static export, tests)."""
+        self._copying.join()
 
     def close(self) -> None:
         """Close the connection and, if this reader made them, remove the copies."""
@@ -108,6 +132,8 @@ class Reader:
 
         import duckdb
 
+        self._closing.set()
+        self._copying.join()  # the copy being made is finished (seconds at most)
         with contextlib.suppress(duckdb.Error):  # a read still running: the process ends
             self._con.close()
         if self._own_files:

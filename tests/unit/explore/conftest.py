@@ -89,6 +89,8 @@ def demo_like(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoLike]:
     report = store.execute(SPEC, cfg, inputs, quiet=True).path
     files = SessionFiles()  # the session's copies, as `mdcr explore` makes them
     result = open_result(report, files.read_papers)
+    reader = Reader(result, files)
+    reader.wait_for_copies()  # the pages read the copies (test_server checks the files too)
     yield DemoLike(
         home=home,
         corpus=corpus,
@@ -99,6 +101,7 @@ def demo_like(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoLike]:
         benchmark=benchmark,
         ranks=ranks,
         report=report,
-        explorer=Explorer(result, Reader(result, files)),
+        explorer=Explorer(result, reader),
     )
+    reader.close()
     files.close()

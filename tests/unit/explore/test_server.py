@@ -355,8 +355,9 @@ def test_every_way_to_the_rank_correlation_gives_the_same_values(
             assert (np.isnan(tau) and want is None) or tau == pytest.approx(want, abs=1e-15)
 
 
-def test_a_ranking_the_copy_does_not_hold_together_is_read_from_the_run(
-    demo_like: DemoLike, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("copies", ["rows apart", "not made yet"])
+def test_what_the_copies_do_not_hold_is_read_from_the_files(
+    demo_like: DemoLike, monkeypatch: pytest.MonkeyPatch, copies: str
 ) -> None:
     from mdcr.explore.copies import SCATTERED
 
@@ -367,7 +368,11 @@ def test_a_ranking_the_copy_does_not_hold_together_is_read_from_the_run(
     copied = {int(u): reader.rankings(setup, int(u)) for u in units}
     positives = {int(u): reader.positives(setup, int(u)) for u in units}
     tops = reader.top_lists(setup, "minilm", 20, units)
-    for copy in [*reader._runs.values(), reader._qrels]:
+    tops_10 = reader.top_lists(setup, "minilm", 10, units)
+    if copies == "not made yet":
+        monkeypatch.setattr(reader, "_runs", {})
+        monkeypatch.setattr(reader, "_qrels", None)
+    for copy in [*reader._runs.values(), reader._qrels] if copies == "rows apart" else []:
         assert copy is not None
         first = copy.first.copy()
         first[units] = SCATTERED
@@ -376,6 +381,10 @@ def test_a_ranking_the_copy_does_not_hold_together_is_read_from_the_run(
         assert reader.rankings(setup, unit) == rankings
         assert all(r is not None and r.depth > 0 for r in rankings.values())
         assert reader.positives(setup, unit) == positives[unit] != []
-    again = reader.top_lists(setup, "minilm", 20, units)
-    assert tops is not None and again is not None
-    assert np.array_equal(again.slots, tops.slots) and again.ids.equals(tops.ids)
+    for k, before in ((20, tops), (10, tops_10)):
+        again = reader.top_lists(setup, "minilm", k, units)
+        assert before is not None and again is not None
+        order, again_order = np.argsort(before.slots), np.argsort(again.slots)
+        assert np.array_equal(again.slots[again_order], before.slots[order])
+        assert again.ids.take(again_order).equals(before.ids.take(order))
+        assert np.array_equal(again.ranked, before.ranked)
