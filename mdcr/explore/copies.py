@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 
 PAPER_BATCH = 256  # papers per record batch of a papers copy
 FENCE = 512  # sorted hashes per block; memory holds the first of each
-COPIED_TOP = 10  # each query's top this many papers of every run, held in memory
 PAPER_COLUMNS = ("paper_id", "title", "abstract", "year", "fields", "n_in")
 RUN_BATCH = 4096  # run rows per record batch of a run copy
 RUN_COLUMNS = ("paper_id", "score", "rank")
@@ -81,14 +80,14 @@ class SessionFiles:
         """A copy of the run ``path`` by unit (``unit_of(pool_id, query_id)``)."""
         with self._lock:
             folder = self._folder()
-        return UnitCopy(path, folder, unit_of, units, RUN_COLUMNS, top=True)
+        return UnitCopy(path, folder, unit_of, units, RUN_COLUMNS)
 
     def qrels(self, path: Path, unit_of: Callable[[str, str], int | None], units: int
               ) -> UnitCopy:  # fmt: skip
         """A copy of the qrels ``path`` by unit."""
         with self._lock:
             folder = self._folder()
-        return UnitCopy(path, folder, unit_of, units, QRELS_COLUMNS, top=False)
+        return UnitCopy(path, folder, unit_of, units, QRELS_COLUMNS)
 
     def read_papers(self, path: Path, ids: set[str], columns: list[str]) -> pa.Table:
         """The rows of the papers file ``path`` whose id is in ``ids``, in file order
@@ -239,12 +238,10 @@ class PaperCopy:
 class UnitCopy:
     """A file's rows by unit (a query in a pool: a row of the result's units), for a run
     or qrels: its rows (the ``kept`` columns, as it holds them) in its order, in batches of
-    :data:`RUN_BATCH` rows, with each unit's first row and number of rows; for a run
-    (``top``), each unit's first :data:`COPIED_TOP` papers in memory (``top``: unit x
-    rank, held where ``top_held``)."""
+    :data:`RUN_BATCH` rows, with each unit's first row and number of rows."""
 
     def __init__(self, source: Path, folder: Path, unit_of: Callable[[str, str], int | None],
-                 units: int, kept: tuple[str, ...], *, top: bool) -> None:  # fmt: skip
+                 units: int, kept: tuple[str, ...]) -> None:  # fmt: skip
         import pyarrow as pa
         import pyarrow.ipc as ipc
         import pyarrow.parquet as pq
@@ -252,9 +249,6 @@ class UnitCopy:
         self.source = source
         self.first = np.full(units, NOT_RANKED, dtype=np.int64)  # or SCATTERED
         self.count = np.zeros(units, dtype=np.int64)
-        width = COPIED_TOP if top else 0
-        self.top = np.full((units, width), None, dtype=object)
-        self.top_held = np.zeros((units, width), dtype=bool)
         self._lock = threading.Lock()
         parquet = pq.ParquetFile(source)
         schema = pa.schema([parquet.schema_arrow.field(c) for c in kept])
@@ -279,8 +273,8 @@ class UnitCopy:
 
     def _place(self, group: pa.Table, unit_of: Callable[[str, str], int | None], offset: int,
                last: tuple[int, int]) -> tuple[int, int]:  # fmt: skip
-        """Record where each unit of ``group`` (written from row ``offset``) is, and keep
-        its top papers; ``last``: the unit written last and the row after it."""
+        """Record where each unit of ``group`` (written from row ``offset``) is; ``last``:
+        the unit written last and the row after it."""
         import pyarrow as pa
 
         if group.num_rows == 0:
@@ -300,21 +294,7 @@ class UnitCopy:
             else:
                 self.first[unit], self.count[unit] = start, end - start
             last = (int(unit), int(end))
-        if not self.top.shape[1]:
-            return last
-        # Each unit's top papers by rank (also from each piece of a scattered unit).
-        rank = group.column("rank").to_numpy(zero_copy_only=False)
-        unit_of_row = np.repeat(units, ends - starts)
-        rows = np.nonzero((rank >= 1) & (rank <= COPIED_TOP) & (unit_of_row >= 0))[0]
-        papers = group.column("paper_id").take(pa.array(rows)).to_numpy(zero_copy_only=False)
-        self.top[unit_of_row[rows], rank[rows] - 1] = papers
-        self.top_held[unit_of_row[rows], rank[rows] - 1] = True
         return last
-
-    @property
-    def ranked(self) -> np.ndarray:
-        """Whether the run ranks each unit."""
-        return self.first != NOT_RANKED
 
     def rows(self, unit: int) -> pa.Table | None:
         """The unit's rows (none: the file holds none), or None: they are not together in

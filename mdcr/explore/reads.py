@@ -8,9 +8,10 @@ receives as bound parameters.
 Runs, qrels and papers files are read through the session's copies
 (:mod:`mdcr.explore.copies`): a query's ranking is one small batch of its run's copy, its
 positives one of the qrels' copy, a page's papers a few small batches of the papers'
-copy, and each query's top 10 of every run is held in memory (what the queries page's rank
-correlation reads by default). The papers' copy is made before the server starts (it
-gives the per-query facts too), the others in the background after it. What a copy does
+copy. The papers' copy is made before the server starts (it gives the per-query facts
+too), the others in the background after it. Each query's top 10 of every run is read
+when the reader opens and held in memory (what the queries page's rank correlation reads
+by default). What a copy does
 not answer (yet) is read from the files with DuckDB: a ranking whose rows are not together
 in its run, the top k beyond 10 of every query of a setup (one scan of the run), and the
 MDCR rankings, ranked from the pair scores as benchmark-score ranks them
@@ -26,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mdcr.explore.copies import COPIED_TOP, SessionFiles
+from mdcr.explore.copies import SessionFiles
 
-PER_UNIT_TOP = 2_000  # up to this many queries, a top k beyond 10 is read query by query
+HELD_TOP = 10  # each query's first this many papers of every run, held in memory
+PER_UNIT_TOP = 2_000  # up to this many queries, a longer top k is read query by query
 
 if TYPE_CHECKING:
     import duckdb
@@ -54,6 +56,15 @@ class Ranked:
 
     def rank_of(self) -> dict[str, int]:
         return {p: i + 1 for i, p in enumerate(self.paper_ids)}
+
+
+@dataclass(frozen=True)
+class HeldTop:
+    """A run's first :data:`HELD_TOP` papers of every unit (unit x rank; None where it
+    ranks fewer), and whether it ranks each unit."""
+
+    ids: np.ndarray
+    ranked: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -89,6 +100,8 @@ class Reader:
         for path in (result.pool_papers, result.benchmark_papers):
             if path is not None:
                 self.files.papers(path)
+        pools_runs = {n: r for (mdcr, n), r in result.rankings.items() if not mdcr}
+        self._tops = {name: self._held_top(ranking) for name, ranking in pools_runs.items()}
         # The runs' and the qrels' copies are made in the background: until each is made,
         # what it would answer is read from its file.
         self._runs: dict[str, UnitCopy] = {}
@@ -97,6 +110,26 @@ class Reader:
         self._closing = threading.Event()
         self._copying = threading.Thread(target=self._copy_by_unit, daemon=True)
         self._copying.start()
+
+    def _held_top(self, ranking: Ranking) -> HeldTop:
+        """The run's first :data:`HELD_TOP` papers of every unit, from one scan."""
+        import pandas as pd
+
+        units = self.result.units
+        keys = pd.Index(units["pool_id"].astype(str) + "\x1f" + units["query_id"].astype(str))
+        top = self._frame(
+            "SELECT pool_id, query_id, paper_id, rank FROM read_parquet(?) WHERE rank <= ?",
+            [str(ranking.file), HELD_TOP],
+        )
+        wanted = pd.Index(top["pool_id"].astype(str) + "\x1f" + top["query_id"].astype(str))
+        unit = keys.get_indexer(wanted)
+        held = (unit >= 0) & (top["rank"].to_numpy() >= 1)
+        ids = np.full((len(units), HELD_TOP), None, dtype=object)
+        ranks = top["rank"].to_numpy()[held].astype(np.int64) - 1
+        ids[unit[held], ranks] = top["paper_id"].astype(str).to_numpy()[held]
+        ranked = np.zeros(len(units), dtype=bool)
+        ranked[unit[held]] = True
+        return HeldTop(ids, ranked)
 
     def _copy_by_unit(self) -> None:
         """Make the qrels' and each run's copy, one after the other."""
@@ -268,21 +301,23 @@ class Reader:
         """``retriever``'s first ``k`` papers of each of ``units`` (rows of the result's
         units, all of ``setup``); None: no ranking of it is stored with this result.
 
-        Up to :data:`~mdcr.explore.copies.COPIED_TOP` from the copy's top lists; beyond,
-        query by query from the copy for up to :data:`PER_UNIT_TOP` units, else from one
-        scan of the run (MDCR: always one scan of its pair scores)."""
+        Up to :data:`HELD_TOP` from the top papers held in memory; beyond, query by query
+        from the run's copy for up to :data:`PER_UNIT_TOP` units, else from one scan of the
+        run (MDCR: always one scan of its pair scores)."""
+        import pandas as pd
         import pyarrow as pa
 
         source = self.result.ranking(setup, retriever)
         if source is None:
             return None
+        held_top = None if source.mdcr else self._tops.get(retriever)
+        if held_top is not None and k <= HELD_TOP:
+            block = held_top.ids[units, :k].ravel()
+            slots = np.nonzero(pd.notna(block))[0]
+            return TopLists(k, slots, pa.array(block[slots], pa.string()), held_top.ranked[units])
         copy = self._runs.get(retriever)
-        if source.mdcr or copy is None or (k > COPIED_TOP and len(units) > PER_UNIT_TOP):
+        if source.mdcr or copy is None or held_top is None or len(units) > PER_UNIT_TOP:
             return self._scanned_top(source, setup, k, units)
-        if k <= COPIED_TOP:
-            slots = np.nonzero(copy.top_held[units, :k].ravel())[0]
-            ids = pa.array(copy.top[units, :k].ravel()[slots], pa.string())
-            return TopLists(k, slots, ids, copy.ranked[units])
         slots_of: list[np.ndarray] = []
         papers: list[str] = []
         for at, unit in enumerate(units):
@@ -295,7 +330,7 @@ class Reader:
             papers += top
             slots_of.append(at * k + np.arange(len(top)))
         slots = np.concatenate(slots_of) if slots_of else np.zeros(0, dtype=np.int64)
-        return TopLists(k, slots, pa.array(papers, pa.string()), copy.ranked[units])
+        return TopLists(k, slots, pa.array(papers, pa.string()), held_top.ranked[units])
 
     def _scanned_top(self, source: Ranking, setup: Setup, k: int, units: np.ndarray) -> TopLists:
         """The first ``k`` of each of ``units``, from one scan of the run (MDCR: its pair

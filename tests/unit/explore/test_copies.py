@@ -1,7 +1,7 @@
 """The session's copies answer as the files do: a papers copy gives the rows a scan of the
 papers file gives (ids that share a hash included), a run copy gives each query's rows of
 the run in rank order (queries cut by row groups, rows out of rank order, a query whose
-rows are apart, queries the result does not hold)."""
+rows are apart, queries the result does not hold); the qrels' copy is the same kind."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import mdcr.explore.copies as copies
-from mdcr.explore.copies import COPIED_TOP, NOT_RANKED, SCATTERED, SessionFiles
+from mdcr.explore.copies import NOT_RANKED, SCATTERED, SessionFiles
 from mdcr.scoring.per_query import scan_papers
 
 COLUMNS = ["paper_id", "title", "abstract", "year", "fields", "n_in"]
@@ -94,7 +94,7 @@ def _run_file(path: Path) -> tuple[dict[tuple[str, str], list[tuple[str, float, 
     return want, rows
 
 
-def test_a_run_copy_gives_each_querys_ranking_and_top_papers(tmp_path: Path) -> None:
+def test_a_run_copy_gives_each_querys_ranking(tmp_path: Path) -> None:
     path = tmp_path / "runs.parquet"
     want, _ = _run_file(path)
     held = [k for k in want if k[0] != "p2"] + [("p9", "q0")]  # the result's units
@@ -110,11 +110,5 @@ def test_a_run_copy_gives_each_querys_ranking_and_top_papers(tmp_path: Path) -> 
                 assert ranking == ([], []) and copy.first[unit] == NOT_RANKED
             else:
                 assert ranking == ([p for p, _, _ in want[key]], [s for _, s, _ in want[key]])
-            if key in want:  # the top papers, also of the query written apart
-                top = [p for p, _, _ in want[key][:COPIED_TOP]]
-                assert list(copy.top[unit]) == top and copy.top_held[unit].all()
-                assert copy.ranked[unit]
-            else:
-                assert not copy.top_held[unit].any() and not copy.ranked[unit]
     finally:
         files.close()
