@@ -38,6 +38,7 @@ lint: setup
 	$(BIN)/ruff check mdcr tests scripts
 	$(BIN)/ruff format --check mdcr tests scripts
 	$(BIN)/mypy
+	$(BIN)/vulture
 
 test: lint
 	$(BIN)/pytest

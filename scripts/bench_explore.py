@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from mdcr.core.config import input_path, param
-from mdcr.core.stage import StageContext, StageSpec, register
+from mdcr.core.stage import STAGES, StageContext, StageSpec
 
 
 def write_corpus(out: Path, n: int, seed: int) -> None:
@@ -159,10 +159,10 @@ def run_bench_explore_run(cfg: BenchRunConfig, ctx: StageContext) -> None:
     from mdcr.core.fingerprints import artifact_fingerprint
 
     ctx.record("pools_fingerprint", artifact_fingerprint(pools_dir))
-    ctx.record("retriever_identity", None)
+    ctx.record("builtin_entry", None)
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec("bench-explore-run", "1", BenchRunConfig, run_bench_explore_run, "bench runs")
 )
 NAMES = ("bm25", "specter", "scincl", "aspire-cs", "minilm", "scibert")

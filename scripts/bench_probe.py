@@ -7,11 +7,11 @@ that very object, so the build is not paid twice. This script measures, in one p
 for a ``py:`` encoder that wraps a real model (:class:`mdcr.encoders.models.hf.HFEncoder`):
 
 - ``build``: building the encoder alone (what any run pays);
-- ``identify``: ``identify_encoder`` (import, build, state digest, the fixed probe encoded
-  twice), the plan's cost;
+- ``identify``: ``identify_encoder`` (import, build, state digest, the fixed probe with 4
+  papers encoded again), the plan's cost;
 - ``input probe``: choosing the input probe's papers (the longest and a seeded sample of
   the encode's inputs, a DuckDB query over a corpus of ``--corpus`` papers) and encoding
-  them twice, what the encode step's fingerprint adds;
+  them, what the encode step's fingerprint adds;
 - ``encode N``: the same encoder's ``encode`` over ``--docs`` real S2ORC titles and
   abstracts (``tests/data/s2orc_sample``, resampled), what the step's run then does.
 
@@ -146,7 +146,7 @@ def main() -> None:
         print(f"build                    {best['build']:8.2f} s")
         print(f"identify (plan)          {best['identify']:8.2f} s")
         print(f"input probe: choose      {best['choose']:8.2f} s ({args.corpus:,} corpus papers)")
-        print(f"input probe: encode x2   {best['input']:8.2f} s ({len(chosen)} papers)")
+        print(f"input probe: encode      {best['input']:8.2f} s ({len(chosen)} papers)")
         print(f"encode {args.docs:>6} papers      {best['encode']:8.2f} s ({rate:,.0f} papers/s)")
         print(
             f"identity beyond the build: {extra:.2f} s = {extra / best['encode']:.1%} of "

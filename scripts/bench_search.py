@@ -17,7 +17,7 @@ measures the floor: the pool uploaded to the device once (timed apart), then onl
 ``torch.mm`` and ``torch.topk`` per query batch. It prints the backend's CPU time beside
 its wall time (the share of the search spent on the CPU), and a line ending ``N.NNx the
 floor`` for mdcr's build + search against floor + upload (and the same ratio in CPU
-time, steadier on a shared machine). ``--rank-on device|host`` picks
+time, steadier on a shared machine). ``--rescore-on device|host`` picks
 where the torch backend re-scores the candidates (default: on CUDA the device,
 on the CPU the host); ``--norm`` sets the vectors' length (1: unit vectors; 15: about
 SciBERT's CLS vectors, where every pair's exactness is checked).
@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="measurements of each (best wins)")
     ap.add_argument("--no-raw", action="store_true", help="leave out the raw Faiss baseline")
     ap.add_argument(
-        "--rank-on",
+        "--rescore-on",
         choices=["auto", "device", "host"],
         default="auto",
         help="where the torch backend re-scores the candidates (auto: on CUDA "
@@ -142,9 +142,9 @@ def main() -> None:
         for name in names:
             backends.pop(name, None)  # free the previous repetition's index first
             t0, c0 = time.perf_counter(), time.process_time()
-            if name == "torch" and args.rank_on != "auto":
+            if name == "torch" and args.rescore_on != "auto":
                 backend = backends[name] = TorchBackend(
-                    db, args.metric, device, rank_on_device=args.rank_on == "device"
+                    db, args.metric, device, rescore_on_device=args.rescore_on == "device"
                 )
             else:
                 backend = backends[name] = make_backend(name, db, args.metric, device)  # type: ignore[arg-type]
@@ -218,7 +218,7 @@ def main() -> None:
             ratio_to_raw=round(wall / raw, 3) if raw else None,
             end_to_end_ratio_to_raw=round(e2e / raw_e2e, 3) if raw_e2e else None,
         )
-        where = "device" if results[name].get("device_ranking") else "host"
+        where = "device" if results[name].get("device_rescoring") else "host"
         rescored = results[name].get("host_rescored")
         print(
             f"{backend.name:>16}: build {min(build[name]):6.2f}s  search {wall:7.2f}s  "

@@ -63,18 +63,27 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from mdcr.benchmark.build_config import FIXED_TYPES, POSITIVE, BenchmarkConfig
 from mdcr.benchmark.coverage import require_splits
 from mdcr.benchmark.lists import QueryList, hash_order, take, type_seed
 from mdcr.contracts.artifacts import BENCHMARK, PAPERS, QUERIES
+from mdcr.contracts.paper import (
+    MDCR_FIXED_TYPES,
+    MDCR_MOST_CITED_N,
+    MDCR_PER_TYPE,
+    MDCR_POSITIVE,
+    MDCR_POSITIVES,
+    MDCR_TOP_N,
+)
+from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.core.hints import option
-from mdcr.core.stage import StageContext, StagePlan, StageSpec, Work, register
+from mdcr.core.stage import STAGES, StageContext, StagePlan, StageSpec, Work
 from mdcr.pools.db import arrow_table
+from mdcr.retrievers.builtin import MDCR_MODELS
 
 if TYPE_CHECKING:
     import duckdb
@@ -89,6 +98,66 @@ HF_DIR = "hf"
 # The PCG64 draws per step of the random type (a constant: the stream must not depend
 # on anything but the seed).
 _RANDOM_BATCH = 64
+
+FIXED_TYPES, POSITIVE = MDCR_FIXED_TYPES, MDCR_POSITIVE
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    corpus: str = input_path(
+        help="prefiltered corpus (prefilter output: papers.parquet with n_in, citations.parquet)"
+    )
+    pools: str = input_path(help="pools output; the MDCR queries are its field-level queries")
+    runs: tuple[str, ...] = input_path(
+        (),
+        multiple=True,
+        help="search/bm25 outputs on the field-level pools, one per model in `models` "
+        "(matched by their manifest's info.retriever)",
+    )
+    models: tuple[str, ...] = param(
+        MDCR_MODELS, help="models whose top candidates give the model-based negative types"
+    )
+    n_true: int = param(MDCR_POSITIVES, help="positives per query (sampled from its cited papers)")
+    n_per_type: int = param(MDCR_PER_TYPE, help="negatives per candidate type")
+    top_n: int = param(MDCR_TOP_N, help="model-based types sample from each model's top N ranks")
+    most_cited_n: int = param(
+        MDCR_MOST_CITED_N, help="most_cited samples from the field's N most-cited papers"
+    )
+    pool_rep: int = param(0, help="repetition of the field-level pools whose runs are used")
+    seed: int = param(0, help="master seed of every sample")
+    splits: tuple[Literal["val", "test"], ...] = param(("val", "test"), help="splits to build")
+    fields: tuple[str, ...] = param((), help="fields to build; empty = every field with queries")
+    graph_similarity: Literal["overlap", "intersection"] = param(
+        "overlap",
+        help="graph type: overlap = |C_q ∩ N_c| / min(|C_q|, |N_c|); intersection = |C_q ∩ N_c|",
+    )
+    on_short: Literal["error", "warn"] = param(
+        "error",
+        help="a query lacking positives or a full type: stop, or keep it as it is and warn "
+        "(listed in short_queries.parquet either way)",
+    )
+    hf_export: bool = param(True, help="also save the benchmark as HF datasets (needs datasets)")
+
+    def validate(self) -> None:
+        for key in ("n_true", "n_per_type", "top_n", "most_cited_n"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"benchmark.{key}: must be >= 1, got {getattr(self, key)}")
+        if self.pool_rep < 0 or self.seed < 0:
+            raise ConfigError("benchmark.pool_rep and benchmark.seed must be >= 0")
+        if len(set(self.models)) != len(self.models):
+            raise ConfigError(f"benchmark.models: lists a model twice: {list(self.models)}")
+        reserved = [m for m in self.models if m in (*FIXED_TYPES, POSITIVE) or not m]
+        if reserved:
+            raise ConfigError(
+                f"benchmark.models: '{reserved[0]}' is a reserved type name; name models "
+                "by their retriever names (bm25, specter, scincl, ...)"
+            )
+        if self.top_n < self.n_per_type or self.most_cited_n < self.n_per_type:
+            raise ConfigError(
+                f"benchmark.top_n and most_cited_n must be >= n_per_type ({self.n_per_type})"
+            )
+        if not self.splits or len(set(self.splits)) != len(self.splits):
+            raise ConfigError(f"benchmark.splits: must be val and/or test, got {self.splits}")
 
 
 # ----------------------------------------------------------------------------- loading
@@ -474,13 +543,13 @@ def summary_markdown(
 def run_benchmark(cfg: BenchmarkConfig, ctx: StageContext) -> None:
     from mdcr.contracts.artifacts import POOL_META
     from mdcr.pools.db import CorpusFiles
-    from mdcr.retrievers.identity import require_builtin
+    from mdcr.retrievers.builtin_entry import require_builtin
 
     corpus = CorpusFiles.in_folder(ctx.input("corpus"))
     pools_dir = ctx.input("pools")
     queries = load_queries(pools_dir, cfg)
     run_dirs = find_runs(ctx.inputs.get("runs") or [], cfg.models, pools_dir)
-    for model, folder in run_dirs.items():  # a built-in name needs that entry, by identity
+    for model, folder in run_dirs.items():  # a built-in name needs that built-in entry
         require_builtin(folder, model, "benchmark.runs")
     pool_meta = POOL_META.read_pandas(pools_dir).astype({"pool_id": str})
     groups = sorted({(s, f) for s, f in zip(queries["split"], queries["field"], strict=True)})
@@ -631,7 +700,7 @@ def _record_benchmark(
 ) -> None:
     """The manifest facts: counts, the model runs and pools used, the rules applied."""
     from mdcr.core.fingerprints import artifact_fingerprint
-    from mdcr.retrievers.identity import identity_of
+    from mdcr.retrievers.builtin_entry import entry_of
 
     counts: dict[tuple[str, str], int] = (
         bench.groupby(["split", "candidate_type"]).size().to_dict()  # type: ignore[assignment]
@@ -641,7 +710,7 @@ def _record_benchmark(
     ctx.record("duplicates_skipped", dict(sorted(skipped.items())))
     ctx.record("short_queries", int(short["query_id"].nunique()) if not short.empty else 0)
     ctx.record("model_runs", {m: artifact_fingerprint(p) for m, p in run_dirs.items()})
-    ctx.record("model_identities", {m: identity_of(p) for m, p in run_dirs.items()})
+    ctx.record("model_entries", {m: entry_of(p) for m, p in run_dirs.items()})
     ctx.record("model_pools", {f"{s}|{f}": p for (s, f), p in pools.items()})
     ctx.record("pools_fingerprint", artifact_fingerprint(ctx.input("pools")))
     ctx.record(
@@ -676,10 +745,10 @@ def plan_benchmark(
     return StagePlan(text, facts, work)
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="benchmark",
-        version="1",
+        version="2",
         config=BenchmarkConfig,
         run=run_benchmark,
         help="build the MDCR benchmark (5 positives + 6 x 10 negatives per field-level query)",

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mdcr.core.errors import ConfigError, ManifestMismatchError
-from mdcr.exports.registry import Export, ExportRequest, register_export
+from mdcr.exports.registry import EXPORTS, Export, ExportRequest
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -145,7 +145,7 @@ def export_trec_benchmark(request: ExportRequest) -> list[str]:
     return lines
 
 
-TREC_BENCHMARK = register_export(
+EXPORTS.register(
     Export(
         format="trec",
         kind="benchmark",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from mdcr.contracts.artifacts import PAIR_SCORES
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec
 from mdcr.index.fusion import (
     KEY_SEP,
     VALIDATION,
@@ -139,10 +139,10 @@ def plan_benchmark_fuse(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="benchmark-fuse",
-        version="1",
+        version="2",
         config=BenchFuseConfig,
         run=run_benchmark_fuse,
         help="a hybrid retriever: rankings of a benchmark's candidates fused per query (ranx)",

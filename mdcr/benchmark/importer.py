@@ -22,7 +22,7 @@ from mdcr.contracts.artifacts import BENCHMARK, PAPERS
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.core.hints import key
-from mdcr.core.stage import StageContext, StageSpec, register
+from mdcr.core.stage import STAGES, StageContext, StageSpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -144,7 +144,7 @@ def run_benchmark_import(cfg: ImportConfig, ctx: StageContext) -> None:
     ctx.record("texts", papers is not None)
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="benchmark-import",
         version="2",

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Literal
 from mdcr.contracts.paper import MDCR_TOP_N
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
-from mdcr.core.stage import StageContext, StagePlan, StageSpec, register
+from mdcr.core.stage import STAGES, StageContext, StagePlan, StageSpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -241,7 +241,7 @@ def plan_benchmark_jaccard(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="benchmark-jaccard",
         version="1",

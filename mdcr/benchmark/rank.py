@@ -27,7 +27,7 @@ import numpy as np
 from mdcr.contracts.artifacts import PAIR_SCORES
 from mdcr.core.config import input_path, param, setting
 from mdcr.core.errors import ConfigError
-from mdcr.core.stage import StageContext, StagePlan, StageSpec, Work, register
+from mdcr.core.stage import STAGES, StageContext, StagePlan, StageSpec, Work
 from mdcr.index.bm25.shared import DEFAULT_B, DEFAULT_K1
 
 if TYPE_CHECKING:
@@ -259,7 +259,7 @@ def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
     from mdcr.contracts.artifacts import PAIR_SCORES
     from mdcr.contracts.facts import RankInfo
     from mdcr.core.fingerprints import artifact_fingerprint
-    from mdcr.retrievers.identity import BM25_IDENTITY, identity_of
+    from mdcr.retrievers.builtin_entry import BM25_ENTRY, entry_of
 
     folder = ctx.input("benchmark")
     bench = read_benchmark(folder)
@@ -267,7 +267,7 @@ def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
     splits = benchmark_splits(bench, cfg.splits, "benchmark-rank")
     bench = bench[bench["split"].isin(splits)]
     pairs = bench[["split", "field", "query_id", "paper_id"]]
-    identity: dict[str, Any] | None = None  # a scores file is never a built-in entry
+    entry: dict[str, Any] | None = None  # a scores file is never a built-in entry
     if cfg.method == "embeddings":
         from mdcr.encoders.store import EmbeddingStore
 
@@ -282,7 +282,7 @@ def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
         detail = f"metric {store.metric}" + (", multi-vector" if store.multi_vector else "")
         ctx.record("encoder", store.identity)
         ctx.record("embeddings_fingerprint", artifact_fingerprint(ctx.input("embeddings")))
-        identity = identity_of(ctx.input("embeddings"))
+        entry = entry_of(ctx.input("embeddings"))
     elif cfg.method == "bm25":
         k1, b = cfg.k1, cfg.b
         if ctx.inputs.get("bm25_params"):
@@ -301,7 +301,7 @@ def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
                 ctx,
             )
         detail = f"k1 {k1}, b {b}"
-        identity = dict(BM25_IDENTITY)
+        entry = dict(BM25_ENTRY)
         ctx.record("collection", "one Lucene index per split: all its queries and candidates")
     else:
         path = ctx.input("scores_file")
@@ -316,9 +316,9 @@ def run_benchmark_rank(cfg: RankConfig, ctx: StageContext) -> None:
         part = scored[scored["split"] == split]
         n = write_scores(part, ctx.output(f"scores_{split}.json"))
         ctx.outputs[f"scores_{split}.json"] = n
-    RankInfo(
-        name, cfg.method, artifact_fingerprint(folder), tuple(splits), detail, identity
-    ).record(ctx)
+    RankInfo(name, cfg.method, artifact_fingerprint(folder), tuple(splits), detail, entry).record(
+        ctx
+    )
 
 
 def plan_benchmark_rank(
@@ -341,7 +341,7 @@ def plan_benchmark_rank(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="benchmark-rank",
         version="3",

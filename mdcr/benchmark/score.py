@@ -9,9 +9,9 @@ lose) is drawn by :mod:`mdcr.scoring.mdcr_report`, as the pools report draws its
 section; every interval is in ``intervals.parquet``, every paired test in
 ``significance.parquet``.
 
-Each retriever's registry identity (:mod:`mdcr.retrievers.identity`) decides its label and
-whether it is set beside the paper's Tables 3 and 4 and published MDCR rows; its name
-never does. The manifest records the identities (``info.retriever_identities``) and the
+Each retriever's built-in entry (:mod:`mdcr.retrievers.builtin_entry`) decides its label
+and whether it is set beside the paper's Tables 3 and 4 and published MDCR rows; its name
+never does. The manifest records the entries (``info.builtin_entries``) and the
 queries whose ``true`` list is empty (``info.queries_without_positives``).
 """
 
@@ -27,7 +27,7 @@ from mdcr.contracts.artifacts import BENCHMARK_METRICS, INTERVALS
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, ManifestMismatchError
 from mdcr.core.hints import key
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec
 from mdcr.scoring.comparison_params import IntervalParams, PairedTestParams
 
 if TYPE_CHECKING:
@@ -61,13 +61,13 @@ class BenchScoreConfig(PairedTestParams, IntervalParams):
 
 @dataclass(frozen=True)
 class Ranked:
-    """One benchmark-rank output: its info, its pair scores, its folder and its registry
-    identity (None: not a built-in entry)."""
+    """One benchmark-rank output: its info, its pair scores, its folder and its built-in
+    entry (None: not one)."""
 
     info: RankInfo
     scores: pd.DataFrame
     folder: Path
-    identity: dict[str, Any] | None = None
+    entry: dict[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -77,7 +77,7 @@ class Ranked:
 def _load_ranks(folders: list[Path], bench_fp: str) -> list[Ranked]:
     from mdcr.contracts.artifacts import PAIR_SCORES
     from mdcr.contracts.outputs import rank_info
-    from mdcr.retrievers.identity import identity_of
+    from mdcr.retrievers.builtin_entry import entry_of
 
     out = []
     names: set[str] = set()
@@ -91,7 +91,7 @@ def _load_ranks(folders: list[Path], bench_fp: str) -> list[Ranked]:
                 f"'{folder}' ({info.retriever}) ranks another benchmark "
                 f"({info.benchmark_fingerprint}); rank this one"
             )
-        out.append(Ranked(info, PAIR_SCORES.read_pandas(folder), folder, identity_of(folder)))
+        out.append(Ranked(info, PAIR_SCORES.read_pandas(folder), folder, entry_of(folder)))
     return out
 
 
@@ -167,7 +167,7 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
         bench,
         folder,
         origin,
-        tuple(RankedRetriever(r.info, r.folder, r.identity) for r in ranks),
+        tuple(RankedRetriever(r.info, r.folder, r.entry) for r in ranks),
         tuple(splits),
         cfg.ties,
         cfg.by_type,
@@ -184,7 +184,7 @@ def run_benchmark_score(cfg: BenchScoreConfig, ctx: StageContext) -> None:
     write_report(report, ctx)
     empty = queries_without_positives(bench[bench["split"].isin(splits)])
     ctx.record("retrievers", [r.name for r in ranks])
-    ctx.record("retriever_identities", {r.name: r.identity for r in ranks})
+    ctx.record("builtin_entries", {r.name: r.entry for r in ranks})
     ctx.record(
         "queries_without_positives",
         {
@@ -242,7 +242,7 @@ def plan_benchmark_score(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="benchmark-score",
         version="6",

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mdcr.contracts.facts import ScoreInfo
 from mdcr.core.errors import ConfigError
 from mdcr.core.integrity import Damage, damage, damage_mark
 from mdcr.core.locks import LockBusyError, busy_holder, exclusive
@@ -124,7 +123,7 @@ class Entry:
             out.append(str(info["retriever"]))
         if isinstance(info.get("retrievers"), list):
             out += [str(r) for r in info["retrievers"]]
-        scored = info.get(ScoreInfo.keys()["runs"])
+        scored = info.get("runs")  # ScoreInfo.runs
         if isinstance(scored, list):  # score: the runs it scored
             out += [str(r.get("retriever")) for r in scored if isinstance(r, dict)]
         if isinstance(info.get("suggested_models"), list):
@@ -261,13 +260,11 @@ def check_stages(names: Iterable[str], present: Iterable[str] = ()) -> None:
 
 
 def _stage_order() -> list[str]:
-    """Stage names in pipeline order (their modules' order in ``STAGE_MODULES``, whatever
-    order they were imported in), then the Lucene indexes."""
-    from mdcr.core.stage import STAGE_MODULES, stages
+    """Stage names in pipeline order (:func:`mdcr.core.stage.stages`), then the Lucene
+    indexes."""
+    from mdcr.core.stage import stages
 
-    rank = {module: i for i, module in enumerate(STAGE_MODULES)}
-    specs = sorted(stages().values(), key=lambda s: rank.get(s.run.__module__, len(rank)))
-    return [*(s.name for s in specs), INDEX_STAGE]
+    return [*stages(), INDEX_STAGE]
 
 
 def select(entries: Iterable[Entry], retriever: str | None = None) -> list[Entry]:

@@ -265,7 +265,7 @@ def _outputs(outputs: dict[str, Any]) -> list[str]:
 
 
 _NUMBER_KEYS = ("means", "macro", "chosen", "counts")
-_SKIP_FACTS = (*_NUMBER_KEYS, "indexes", "retriever_runs", "retriever", "retrievers", "pools")
+_SKIP_FACTS = (*_NUMBER_KEYS, "indexes", "runs", "retriever", "retrievers", "pools")
 
 
 def _facts(info: dict[str, Any]) -> list[str]:

@@ -17,7 +17,6 @@ from mdcr.core.config import (
     from_mapping,
     has_default,
     is_input,
-    renamed_keys,
     type_name,
 )
 from mdcr.core.errors import MdcrError
@@ -64,8 +63,6 @@ def _add_stage_parser(sub: Any, spec: StageSpec, groups: dict[str, Any]) -> None
             )
         else:
             p.add_argument(_option(f.name), dest=f.name, default=argparse.SUPPRESS, help=help_text)
-    for old in renamed_keys(spec.config):  # a former key: a one-line error naming its new name
-        p.add_argument(_option(old), dest=old, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.add_argument(
         "--config",
         dest="_config",
@@ -91,7 +88,7 @@ def _run_stage(args: argparse.Namespace) -> int:
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise MdcrError(f"cannot read config file '{args._config}': {exc}") from None
     base = from_mapping(spec.config, values, spec.name) if values else None
-    keys = [f.name for f in config_fields(spec.config)] + list(renamed_keys(spec.config))
+    keys = [f.name for f in config_fields(spec.config)]
     cli = {key: getattr(args, key) for key in keys if hasattr(args, key)}
     cfg: Any
     if base is None:

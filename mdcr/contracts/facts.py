@@ -1,23 +1,21 @@
 """The facts a stage records in its manifest for later stages, typed and declared once.
 
-A facts class is a frozen dataclass of :func:`fact` fields: each field declares its
-manifest key (its own name unless given: ``runs`` is stored as ``retriever_runs``) and
-its default, and the class names the stages that record it (``stages``). Each class is
-registered once, by :func:`register_facts` on its definition, into :data:`FACTS` (a
+A facts class is a frozen dataclass whose fields are the facts, each recorded under its
+own name, and the class names the stages that record it (``stages``). Each class is
+registered once, by ``@FACTS.register`` on its definition, into :data:`FACTS` (a
 :class:`mdcr.core.registry.Registry` keyed by stage: a stage records one facts class at
-most; :func:`facts_of_stage` looks it up). :meth:`Facts.record` writes
-the facts into a running stage's manifest (``info``), :meth:`Facts.of` reads them back
-from a finished output, and :meth:`mdcr.core.store.Store.find` takes the field names as the
-only keys it matches on. Manifests keep their keys and values, so existing stores stay
-readable.
+most; :func:`facts_of_stage` looks it up). :meth:`Facts.record` writes the facts into a
+running stage's manifest (``info``), :meth:`Facts.of` reads them back from a finished
+output (a fact missing from it is a one-line error), and
+:meth:`mdcr.core.store.Store.find` takes the field names as the only keys it matches on.
 
 | facts | recorded by | keys |
 |---|---|---|
-| :class:`RunInfo` | search, bm25, fuse | retriever, pools_fingerprint, retriever_identity |
+| :class:`RunInfo` | search, bm25, fuse | retriever, pools_fingerprint, builtin_entry |
 | :class:`RankInfo` | benchmark-rank, | retriever, method, benchmark_fingerprint, splits, detail, |
-| | benchmark-fuse | retriever_identity |
-| :class:`ScoreInfo` | score | pools_fingerprint, depth, recall_k, retriever_runs |
-| :class:`EncodeInfo` | encode | encoder_key |
+| | benchmark-fuse | builtin_entry |
+| :class:`ScoreInfo` | score | pools_fingerprint, depth, recall_k, runs |
+| :class:`EncodeInfo` | encode | encoder_key, builtin_entry |
 
 :class:`BenchmarkOrigin` is the value benchmark-import records as ``origin``.
 """
@@ -28,9 +26,8 @@ import dataclasses
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-from mdcr.contracts.paper import DEPTH, RECALL_K
 from mdcr.core.errors import ConfigError, ManifestMismatchError
 from mdcr.core.registry import Registry
 
@@ -38,17 +35,9 @@ if TYPE_CHECKING:
     from mdcr.core.manifests import Output
     from mdcr.core.stage import StageContext
 
-_KEY = "mdcr_manifest_key"
-# Which built-in registry entry ranked (mdcr.retrievers.identity): a run's name never says.
-RETRIEVER_IDENTITY = "retriever_identity"
-# The stages whose outputs record facts, and the class each records (register_facts).
-FACTS: Registry[type[Facts]] = Registry("facts of stage")
-
-
-def fact(key: str | None = None, *, default: Any = dataclasses.MISSING) -> Any:
-    """A fact field: its manifest key (the field's name when None) and its default (a
-    fact without a default must be in the manifest)."""
-    return dataclasses.field(default=default, metadata={_KEY: key})
+# Which built-in entry encoded or ranked (mdcr.retrievers.builtin_entry): a run's name
+# never says.
+BUILTIN_ENTRY = "builtin_entry"
 
 
 def _to_record(value: Any) -> Any:
@@ -69,22 +58,19 @@ def _from_record(hint: Any, value: Any) -> Any:
 
 
 class Facts:
-    """Base of the facts classes (a frozen dataclass of :func:`fact` fields). ``stages``:
+    """Base of the facts classes (a frozen dataclass, one field per fact). ``stages``:
     the stages that record them; a stage records one facts class at most."""
 
     stages: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def keys(cls) -> dict[str, str]:
-        """Field name -> manifest key, in declaration order."""
-        return {
-            f.name: f.metadata.get(_KEY) or f.name
-            for f in dataclasses.fields(cls)  # type: ignore[arg-type]
-        }
+    def names(cls) -> list[str]:
+        """The facts' names (their manifest keys), in declaration order."""
+        return [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
 
     def as_record(self) -> dict[str, Any]:
-        """The facts as the manifest's ``info`` holds them, by manifest key."""
-        return {key: _to_record(getattr(self, name)) for name, key in self.keys().items()}
+        """The facts as the manifest's ``info`` holds them."""
+        return {key: _to_record(getattr(self, key)) for key in self.names()}
 
     def record(self, ctx: StageContext) -> None:
         """Record the facts in the running stage's manifest."""
@@ -95,16 +81,12 @@ class Facts:
     def from_record(cls, info: Mapping[str, Any], where: str) -> Self:
         """The facts in a manifest's ``info`` (``where``: the folder, for the error)."""
         hints = typing.get_type_hints(cls)
-        values: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            key = f.metadata.get(_KEY) or f.name
-            if key in info:
-                values[f.name] = _from_record(hints[f.name], info[key])
-            elif f.default is dataclasses.MISSING:
-                raise ManifestMismatchError(
-                    f"'{where}': its manifest records no '{key}'; re-run the step that made it"
-                )
-        return cls(**values)
+        missing = [key for key in cls.names() if key not in info]
+        if missing:
+            raise ManifestMismatchError(
+                f"'{where}': its manifest records no '{missing[0]}'; re-run the step that made it"
+            )
+        return cls(**{key: _from_record(hints[key], info[key]) for key in cls.names()})
 
     @classmethod
     def match_record(cls, stage: str, given: Mapping[str, Any]) -> dict[str, Any]:
@@ -119,12 +101,8 @@ class Facts:
         return cls.from_record(out.info_record, str(out.path))
 
 
-FactsClass = TypeVar("FactsClass", bound=type[Facts])
-
-
-def register_facts(cls: FactsClass) -> FactsClass:
-    """``@register_facts`` on a facts class: registers it in :data:`FACTS` under each of its
-    ``stages`` (a stage that records another class already is refused, one line)."""
+def _check_facts(cls: type[Facts]) -> None:
+    """A facts class names the stages that record it, and a stage records one class."""
     if not cls.stages:
         raise ConfigError(f"{cls.__name__}: a facts class names the stages that record it")
     for stage in cls.stages:
@@ -134,9 +112,14 @@ def register_facts(cls: FactsClass) -> FactsClass:
                 f"stage '{stage}' records {held.__name__} already; "
                 f"{cls.__name__} cannot be registered for it"
             )
-    for stage in cls.stages:
-        FACTS.register(stage, cls)
-    return cls
+
+
+# The stages whose outputs record facts, and the class each records: ``@FACTS.register`` on
+# each class, filed under each of its ``stages`` (others by the modules of the entry-point
+# group mdcr.facts).
+FACTS: Registry[type[Facts]] = Registry(
+    "facts of stage", key=lambda cls: cls.stages, group="mdcr.facts", check=_check_facts
+)
 
 
 def facts_of_stage(stage: str) -> type[Facts] | None:
@@ -152,80 +135,80 @@ def _finds_by(cls: type[Facts], stage: str, given: Mapping[str, Any]) -> dict[st
     if recorded is not cls:
         which = f"records {recorded.__name__}" if recorded else "records no facts"
         registered = [s for s in cls.stages if facts_of_stage(s) is cls]
-        by = ", ".join(registered) or "no stage (register it with @register_facts)"
+        by = ", ".join(registered) or "no stage (register it with @FACTS.register)"
         raise ConfigError(
             f"Store.find('{stage}', {cls.__name__}): the {stage} stage {which}; "
             f"{cls.__name__} is recorded by {by}"
         )
-    keys = cls.keys()
+    keys = cls.names()
     unknown = [k for k in given if k not in keys]
     if unknown:
         raise ConfigError(
             f"Store.find('{stage}'): unknown fact '{unknown[0]}'; valid: {', '.join(keys)}"
         )
-    return {keys[k]: _to_record(v) for k, v in given.items()}
+    return {k: _to_record(v) for k, v in given.items()}
 
 
 # -- the facts ---------------------------------------------------------------------------
 
 
-@register_facts
+@FACTS.register
 @dataclass(frozen=True)
 class RunInfo(Facts):
-    """What a run-making stage (search, bm25) records: who ranked, on which pools, and
-    the retriever's registry identity (None: not a built-in entry; for runs recorded
-    before identities were, :func:`mdcr.retrievers.identity.identity_of` derives it)."""
+    """What a run-making stage (search, bm25, fuse) records: who ranked, on which pools,
+    and the built-in entry it is (None: not a built-in entry)."""
 
     stages: ClassVar[tuple[str, ...]] = ("search", "bm25", "fuse")
 
-    retriever: str = fact()
-    pools_fingerprint: str = fact(default="")
-    identity: Mapping[str, Any] | None = fact(RETRIEVER_IDENTITY, default=None)
+    retriever: str
+    pools_fingerprint: str
+    builtin_entry: Mapping[str, Any] | None
 
 
-@register_facts
+@FACTS.register
 @dataclass(frozen=True)
 class RankInfo(Facts):
     """What benchmark-rank records: who scored the pairs, how, on which benchmark."""
 
     stages: ClassVar[tuple[str, ...]] = ("benchmark-rank", "benchmark-fuse")
 
-    retriever: str = fact()
-    method: str = fact()
-    benchmark_fingerprint: str = fact()
-    splits: tuple[str, ...] = fact(default=())
-    detail: str = fact(default="")  # "metric cos", "k1 0.9, b 0.4", "scores file x.json"
-    identity: Mapping[str, Any] | None = fact(RETRIEVER_IDENTITY, default=None)
+    retriever: str
+    method: str
+    benchmark_fingerprint: str
+    splits: tuple[str, ...]
+    detail: str  # "metric cos", "k1 0.9, b 0.4", "scores file x.json"
+    builtin_entry: Mapping[str, Any] | None
 
 
-@register_facts
+@FACTS.register
 @dataclass(frozen=True)
 class ScoreInfo(Facts):
     """What score records: the pools it scored on, its cut-offs and the runs it scored."""
 
     stages: ClassVar[tuple[str, ...]] = ("score",)
 
-    pools_fingerprint: str = fact(default="")
-    depth: int = fact(default=DEPTH)
-    recall_k: int = fact(default=RECALL_K)
-    # Each run: retriever, path, fingerprint, identity, counts.
-    runs: tuple[dict[str, Any], ...] = fact("retriever_runs", default=())
+    pools_fingerprint: str
+    depth: int
+    recall_k: int
+    # Each run: retriever, path, fingerprint, builtin_entry, counts.
+    runs: tuple[dict[str, Any], ...]
 
     @property
     def retrievers(self) -> set[str]:
         return {str(r.get("retriever")) for r in self.runs}
 
 
-@register_facts
+@FACTS.register
 @dataclass(frozen=True)
 class EncodeInfo(Facts):
-    """What encode records to be found again: its encoder key (the encode fingerprint
-    without its inputs; :func:`mdcr.encoders.stage.encoder_key`). Outputs of one key hold
-    the same vector for one text."""
+    """What encode records: its encoder key, to be found again (the encode fingerprint
+    without its inputs; :func:`mdcr.encoders.stage.encoder_key`; outputs of one key hold
+    the same vector for one text), and the built-in entry it is (None: not one)."""
 
     stages: ClassVar[tuple[str, ...]] = ("encode",)
 
-    encoder_key: str = fact()
+    encoder_key: str
+    builtin_entry: Mapping[str, Any] | None
 
 
 # What a benchmark's files are. benchmark-import records it as "origin" (decided by

@@ -99,17 +99,19 @@ def encode_outputs(store: Store, encoder_key: str) -> list[Path]:
 
 
 def benchmark_origin(folder: Path) -> BenchmarkOrigin:
-    """The origin of a benchmark or benchmark-import output; any other folder, and an import
-    recorded before origins were, is an MDCR-format benchmark."""
+    """The origin of a benchmark or benchmark-import output (the import records it); any
+    other folder is an MDCR-format benchmark."""
     out = open_output(folder)
     if out is None or not writes(folder, BENCHMARK):
         return BenchmarkOrigin(MDCR_FORMAT, "not made by the benchmark or import stage")
     if out.stage == "benchmark":
         return BenchmarkOrigin(BUILT, "built from a corpus by the benchmark stage")
     rec = out.info("origin")
-    if isinstance(rec, dict) and rec.get("kind") in ORIGIN_LABELS:
-        return BenchmarkOrigin(str(rec["kind"]), str(rec.get("detail", "")))
-    return BenchmarkOrigin(MDCR_FORMAT, "imported without a provenance check")
+    if not isinstance(rec, dict) or rec.get("kind") not in ORIGIN_LABELS:
+        raise ManifestMismatchError(
+            f"'{folder}': its manifest records no valid 'origin'; re-run the import that made it"
+        )
+    return BenchmarkOrigin(str(rec["kind"]), str(rec["detail"]))
 
 
 def input_paths(folder: Path, name: str) -> list[Path]:

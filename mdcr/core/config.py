@@ -9,8 +9,6 @@ Each config field is declared once, as one of three kinds:
   lists and tuples alike; mappings by sorted key). ``param(..., resolved=True)`` marks
   one whose *resolved* value is hashed instead, through the stage's identity (the encode
   stage's ``precision = "auto"`` is hashed as the ``fp32`` or ``bf16`` it becomes).
-  ``param(None, unset=X)`` hashes and records ``None`` (unset) as ``X``: the encoder
-  options, unset as ``None`` now, keep the fingerprints their former sentinels gave.
 - :func:`setting`: how the work is done (threads, device, batch size, workers, backend,
   engine). It cannot change the outputs beyond the last bits of floating point, so it is
   validated and recorded in the manifest but never hashed: changing it resumes and reuses.
@@ -18,8 +16,7 @@ Each config field is declared once, as one of three kinds:
   by the fingerprint of what it points to.
 
 Fields shared by several configs are declared once in a keyword-only mixin (the engine
-settings, the encoder options) and listed after the config's own. A key renamed is kept
-in the config's ``RENAMED_KEYS``, so the old key is a one-line error naming the new one.
+settings, the encoder options) and listed after the config's own.
 """
 
 from __future__ import annotations
@@ -40,17 +37,13 @@ T = TypeVar("T")
 _MISSING = dataclasses.MISSING
 
 
-def param(
-    default: Any = _MISSING, *, help: str = "", resolved: bool = False, unset: Any = None
-) -> Any:
+def param(default: Any = _MISSING, *, help: str = "", resolved: bool = False) -> Any:
     """A parameter of a stage config (hashed into the fingerprint by value).
 
     ``resolved=True``: the stage's identity hashes the value this parameter resolves to
     (for example ``"auto"`` -> ``"fp32"``), so the raw value is left out of the hash.
-    ``unset``: how the value ``None`` (unset) is hashed and recorded (the encoder options'
-    former sentinels, ``0`` or ``"default"``, so that their fingerprints stay the same).
     """
-    meta = {"help": help, "kind": "param", "resolved": resolved, "unset": unset}
+    meta = {"help": help, "kind": "param", "resolved": resolved}
     if default is _MISSING:
         return dataclasses.field(metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -109,14 +102,9 @@ def default_of(f: dataclasses.Field[Any]) -> Any:
     return _MISSING
 
 
-def recorded(f: dataclasses.Field[Any], value: Any) -> Any:
-    """A parameter's value as it is hashed and recorded: ``None`` as its ``unset`` form."""
-    return f.metadata.get("unset") if value is None else value
-
-
 def recorded_default(f: dataclasses.Field[Any]) -> Any:
-    """A field's default as a manifest records it (tuples as lists; unset in its form)."""
-    d = recorded(f, default_of(f))
+    """A field's default as a manifest records it (tuples as lists)."""
+    d = default_of(f)
     return list(d) if isinstance(d, tuple) else d
 
 
@@ -198,16 +186,8 @@ def _coerce(tp: Any, value: Any, where: str, from_text: bool) -> Any:
     raise ConfigError(f"{where}: unsupported config type {tp!r}")  # pragma: no cover
 
 
-def renamed_keys(cls: type) -> Mapping[str, str]:
-    """A config's former keys and their new names (a class attribute ``RENAMED_KEYS``)."""
-    return dict(getattr(cls, "RENAMED_KEYS", {}))
-
-
 def unknown_key(cls: type, key: str, where: str) -> ConfigError:
-    """The one line for a key ``cls`` does not have: a former key names its new name."""
-    new = renamed_keys(cls).get(key)
-    if new is not None:
-        return ConfigError(f"{where}: key '{key}' is now called '{new}'; rename it to '{new}'")
+    """The one line for a key ``cls`` does not have, listing the valid ones."""
     valid = ", ".join(sorted(f.name for f in config_fields(cls)))
     return ConfigError(f"{where}: unknown key '{key}'; valid keys: {valid}")
 
@@ -306,9 +286,6 @@ def params_of(cfg: Any, *, hashed: bool) -> dict[str, Any]:
             continue
         where = f"{type(cfg).__name__}.{f.name}"
         value = getattr(cfg, f.name)
-        if value is None and f.metadata.get("unset") is not None:
-            out[f.name] = f.metadata["unset"]  # how unset was written before None meant it
-            continue
         if hashed:
             value = _typed(hints.get(f.name, Any), value, where)
         out[f.name] = _jsonable(value, where)

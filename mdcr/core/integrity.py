@@ -79,7 +79,7 @@ def damage(folder: Path, manifest: dict[str, Any], *, hashes: Hashes = "cheap") 
             return Damage(name, f"cannot be read ({exc.strerror or exc})")
         size = record.get("bytes")
         if not isinstance(size, int) or not all(isinstance(record.get(k), str) for k in HASHES):
-            return Damage(name, "has no size and hashes in its manifest (an older or edited one)")
+            return Damage(name, "has no size and hashes in its manifest (an edited one)")
         if st.st_size != size:
             return Damage(name, f"has {st.st_size:,} bytes; its manifest records {size:,}")
         stats[name] = st

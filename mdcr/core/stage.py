@@ -1,9 +1,12 @@
 """Stages: a registry of pure functions from input artifacts and a typed config to outputs.
 
 A stage module registers the :class:`StageSpec` of the one stage it holds
-(``register(spec)``, into :data:`STAGES`, one :class:`~mdcr.core.registry.Registry`;
+(``STAGES.register(spec)``, into :data:`STAGES`, one :class:`~mdcr.core.registry.Registry`;
 ``bm25-tune`` and ``bm25`` are ``mdcr/index/bm25/tune.py`` and ``search.py``, which share
-``shared.py``). The CLI builds one subcommand per registered stage from its config
+``shared.py``), and is named by an entry point of the group ``mdcr.stages`` (mdcr's, in
+pipeline order, in its ``pyproject.toml``), so that the registry imports it when first
+read. Importing a stage module must be cheap: heavy libraries are imported inside the
+stage functions. The CLI builds one subcommand per registered stage from its config
 dataclass, and pipeline files name stages by the same names. A duplicate registration is an
 error.
 """
@@ -23,28 +26,6 @@ from mdcr.core.errors import ConfigError
 from mdcr.core.registry import Registry
 
 T = TypeVar("T")
-
-# Modules that register stages, in pipeline order. Importing them must be cheap:
-# heavy libraries are imported inside the stage functions.
-STAGE_MODULES = (
-    "mdcr.corpus.synth.stage",
-    "mdcr.corpus.prefilter.stage",
-    "mdcr.pools.build",
-    "mdcr.encoders.stage",
-    "mdcr.index.dense",
-    "mdcr.index.bm25.tune",
-    "mdcr.index.bm25.search",
-    "mdcr.index.fusion",
-    "mdcr.scoring.score",
-    "mdcr.scoring.report",
-    "mdcr.benchmark.build",
-    "mdcr.benchmark.jaccard",
-    "mdcr.benchmark.importer",
-    "mdcr.benchmark.rank",
-    "mdcr.benchmark.fusion",
-    "mdcr.benchmark.score",
-    "mdcr.ecosystem.beir.importer",
-)
 
 
 @dataclass(frozen=True)
@@ -149,19 +130,18 @@ class StageSpec:
         return tuple((self.command or self.name).split())
 
 
-# Every stage by name; the built-in ones are registered by the modules above, imported the
-# first time the registry is read.
-STAGES: Registry[StageSpec] = Registry("stage", STAGE_MODULES)
-
-
-def register(spec: StageSpec) -> StageSpec:
-    """Register ``spec`` under its name (one call next to the stage's definition)."""
-    return STAGES.register(spec.name, spec)
+# Every stage by name, registered by the modules of the entry-point group mdcr.stages.
+STAGES: Registry[StageSpec] = Registry("stage", key=lambda spec: spec.name, group="mdcr.stages")
 
 
 def stages() -> dict[str, StageSpec]:
-    """All registered stages, importing the stage modules on first use."""
-    return STAGES.items()
+    """All registered stages in pipeline order (their modules' order in the group
+    ``mdcr.stages``; stages registered otherwise, such as the tests', last), importing the
+    stage modules on first use."""
+    specs = STAGES.items()
+    rank = {module: i for i, module in enumerate(STAGES.modules())}
+    order = sorted(specs, key=lambda name: rank.get(specs[name].run.__module__, len(rank)))
+    return {name: specs[name] for name in order}
 
 
 def get_stage(name: str) -> StageSpec:

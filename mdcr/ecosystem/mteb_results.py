@@ -1,4 +1,5 @@
-"""``mdcr export --format mteb-results``: a scored retriever as MTEB result files.
+"""``mdcr export --format mteb-results``: scored retrievers as MTEB result files (every
+retriever of the output, or the one ``--retriever`` names).
 
 The layout of MTEB's results repository, written by MTEB's own ``ResultCache``::
 
@@ -27,31 +28,40 @@ from typing import Any
 
 from mdcr.core.errors import ConfigError, require
 from mdcr.ecosystem.beir.export import folder_name
-from mdcr.exports.registry import Export, ExportRequest, register_export
+from mdcr.exports.registry import EXPORTS, Export, ExportRequest
 
 TASK_PREFIX = "mdcr."
 
 
-def _pick(names: list[str], wanted: str | None, where: Path) -> str:
+def _pick(names: list[str], wanted: str | None, where: Path) -> list[str]:
+    """The retrievers to write: ``wanted``, else every one ``where`` scores."""
     if wanted:
         if wanted not in names:
             raise ConfigError(
                 f"export --retriever: '{where}' scores no '{wanted}'; it scores: {', '.join(names)}"
             )
-        return wanted
-    if len(names) != 1:
-        raise ConfigError(f"export: '{where}' scores {', '.join(names)}; pick one with --retriever")
-    return names[0]
+        return [wanted]
+    return names
 
 
-def _pool_scores(score: Path, retriever: str | None) -> tuple[str, str, dict[str, Any]]:
-    """(retriever, run fingerprint, {task: {split: scores}}) of a score output."""
+def _retrievers(score: Path, kind: str, wanted: str | None) -> list[str]:
+    if kind == "score":
+        from mdcr.contracts.artifacts import POOL_MEANS
+
+        names = POOL_MEANS.read_pandas(score)["retriever"].astype(str)
+    else:
+        names = _read_parquet(score / "per_query.parquet")["retriever"].astype(str)
+    return _pick(sorted(set(names)), wanted, score)
+
+
+def _pool_scores(score: Path, name: str) -> tuple[str, str, dict[str, Any]]:
+    """(retriever, run fingerprint, {task: {split: scores}}) of one retriever of a score
+    output."""
     from mdcr.contracts.artifacts import POOL_MEANS, POOL_META
     from mdcr.contracts.outputs import input_paths, score_info
     from mdcr.measures.registry import parse
 
     means = POOL_MEANS.read_pandas(score).astype({"retriever": str, "pool_id": str})
-    name = _pick(sorted(set(means["retriever"])), retriever, score)
     found = score_info(score)
     runs = list(found[1].runs) if found else []
     fingerprint = next((str(r["fingerprint"]) for r in runs if r.get("retriever") == name), "")
@@ -78,13 +88,13 @@ def _pool_scores(score: Path, retriever: str | None) -> tuple[str, str, dict[str
     return name, fingerprint, out
 
 
-def _mdcr_scores(score: Path, retriever: str | None) -> tuple[str, str, dict[str, Any]]:
-    """(retriever, ranking fingerprint, {task: {split: scores}}) of a benchmark-score output."""
+def _mdcr_scores(score: Path, name: str) -> tuple[str, str, dict[str, Any]]:
+    """(retriever, ranking fingerprint, {task: {split: scores}}) of one retriever of a
+    benchmark-score output."""
     from mdcr.core.manifests import read_manifest
 
     per_query = _read_parquet(score / "per_query.parquet")
     per_query = per_query[per_query["subset"] == "all"].astype({"retriever": str, "field": str})
-    name = _pick(sorted(set(per_query["retriever"])), retriever, score)
     manifest = read_manifest(score) or {}
     ranked = zip(manifest["info"]["retrievers"], manifest["inputs"]["ranks"], strict=False)
     fingerprint = next((str(r["fingerprint"]) for n, r in ranked if n == name), "")
@@ -110,25 +120,31 @@ def _read_parquet(path: Path) -> Any:
 
 
 def write_results(score: Path, out: Path, retriever: str | None = None) -> list[Path]:
-    """Write one retriever's scores in ``score`` as MTEB result files; return them."""
+    """Write the scores in ``score`` of ``retriever`` (default: every retriever it scores)
+    as MTEB result files in the results cache ``out``; return them."""
     require("mteb")
+    from mdcr.contracts.outputs import stage_of
+
+    kind = stage_of(score)
+    if kind not in ("score", "benchmark-score"):
+        raise ConfigError(
+            f"export --format mteb-results: '{score}' is a {kind or 'folder of no stage'}; "
+            "give a score or benchmark-score output"
+        )
+    written = []
+    for name in _retrievers(score, str(kind), retriever):
+        scored = _pool_scores(score, name) if kind == "score" else _mdcr_scores(score, name)
+        written += _write_model(out, *scored)
+    return written
+
+
+def _write_model(out: Path, name: str, fingerprint: str, tasks: dict[str, Any]) -> list[Path]:
+    """One retriever's tasks, written by MTEB's ``ResultCache`` under ``out``."""
     import mteb
     from mteb.cache import ResultCache
     from mteb.models.model_meta import ModelMeta
     from mteb.results import TaskResult
 
-    from mdcr.contracts.outputs import stage_of
-
-    kind = stage_of(score)
-    if kind == "score":
-        name, fingerprint, tasks = _pool_scores(score, retriever)
-    elif kind == "benchmark-score":
-        name, fingerprint, tasks = _mdcr_scores(score, retriever)
-    else:
-        raise ConfigError(
-            f"export --format mteb-results: '{score}' is a {kind or 'folder of no stage'}; "
-            "give a score or benchmark-score output"
-        )
     meta = ModelMeta.create_empty(overwrites={"name": name, "revision": fingerprint or "mdcr"})
     cache = ResultCache(out)
     written = []
@@ -168,9 +184,7 @@ def _mteb_export(kind: str, help: str) -> Export:
     )
 
 
-MTEB_POOLS = register_export(
-    _mteb_export("pools", "a score output as MTEB result files, one task per pool")
-)
-MTEB_BENCHMARK = register_export(
+EXPORTS.register(_mteb_export("pools", "a score output as MTEB result files, one task per pool"))
+EXPORTS.register(
     _mteb_export("benchmark", "a benchmark-score output as MTEB result files, one task per field")
 )

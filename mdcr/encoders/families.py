@@ -25,12 +25,7 @@ from typing import Any
 
 from mdcr.encoders.base import EncoderOptions
 from mdcr.encoders.models.in_memory import MEM_PREFIX
-from mdcr.encoders.registry import (
-    AnyEncoder,
-    EncoderFamily,
-    option_or_default,
-    register_family,
-)
+from mdcr.encoders.registry import FAMILIES, AnyEncoder, EncoderFamily, option_or_default
 from mdcr.retrievers.builtin import HF_OPTIONS, EncoderRecord
 
 HF_PREFIX = "hf:"
@@ -86,7 +81,7 @@ class HfFamily(EncoderFamily):
         return _hub_identity(record, o)
 
 
-register_family(HfFamily())
+FAMILIES.register(HfFamily())
 
 
 class MinilmFamily(EncoderFamily):
@@ -121,7 +116,7 @@ class MinilmFamily(EncoderFamily):
         }
 
 
-register_family(MinilmFamily())
+FAMILIES.register(MinilmFamily())
 
 
 class Specter2Family(EncoderFamily):
@@ -158,7 +153,7 @@ class Specter2Family(EncoderFamily):
         }
 
 
-register_family(Specter2Family())
+FAMILIES.register(Specter2Family())
 
 
 class AspireFamily(EncoderFamily):
@@ -188,7 +183,7 @@ class AspireFamily(EncoderFamily):
         return out
 
 
-register_family(AspireFamily())
+FAMILIES.register(AspireFamily())
 
 
 class RandomFamily(EncoderFamily):
@@ -201,8 +196,14 @@ class RandomFamily(EncoderFamily):
 
         return RandomEncoder(dim=_option(o, record, "dim"), seed=_option(o, record, "seed"))
 
+    def identify(self, record: EncoderRecord, arg: str, o: EncoderOptions) -> dict[str, Any]:
+        """Nothing beyond mdcr's code: the vectors are a function of (seed, paper_id),
+        computed by mdcr itself (hashed through the encode stage's version); dim and seed
+        are hashed as options or their defaults."""
+        return {}
 
-register_family(RandomFamily())
+
+FAMILIES.register(RandomFamily())
 
 
 class HfAnyFamily(EncoderFamily):
@@ -260,7 +261,7 @@ class HfAnyFamily(EncoderFamily):
         return model_source_identity(arg, o.revision)
 
 
-register_family(HfAnyFamily())
+FAMILIES.register(HfAnyFamily())
 
 
 class MemFamily(EncoderFamily):
@@ -292,4 +293,4 @@ class MemFamily(EncoderFamily):
         return registered(arg)[0]  # type: ignore[no-any-return]
 
 
-register_family(MemFamily())
+FAMILIES.register(MemFamily())

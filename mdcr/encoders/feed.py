@@ -149,7 +149,6 @@ class Feed(Generic[P]):
     ) -> None:
         self._prepare = prepare
         self._bounds = deque(bounds)
-        self._threads = threads
         self._stats = stats
         self._lock = threading.Lock()
         self._pending: deque[tuple[int, int, Future[P]]] = deque()

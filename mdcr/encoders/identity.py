@@ -189,14 +189,15 @@ def _library_dirs() -> tuple[Path, ...]:
 
 
 def _is_user_file(path: Path, libraries: tuple[Path, ...]) -> bool:
-    """Whether ``path`` is a source file of the user's: an absolute path to an existing
-    ``.py`` file outside the standard library, installed packages and mdcr. A module whose
-    ``__file__`` is relative (``torch.classes``: ``_classes.py``) or names no file is never
-    the user's, whatever the working folder holds."""
+    """Whether ``path`` is a source file of the user's: an absolute path to a ``.py`` file
+    outside the standard library, installed packages and mdcr (one deleted since it was
+    loaded included: hashing it then fails in one line, never silently). A module whose
+    ``__file__`` is relative (``torch.classes``: ``_classes.py``) is never the user's,
+    whatever the working folder holds."""
     if not path.is_absolute() or path.suffix != ".py":
         return False
     resolved = path.resolve()
-    return resolved.is_file() and not any(resolved.is_relative_to(d) for d in libraries)
+    return not any(resolved.is_relative_to(d) for d in libraries)
 
 
 def _imported_names(tree: ast.AST, package: str | None) -> list[str]:

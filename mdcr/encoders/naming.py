@@ -1,7 +1,7 @@
 """Names a person can read for retrievers, and the setup that tells two retrievers apart.
 
 A retriever's name is a label: it is what reports, printouts and ``mdcr ls`` show, and
-it never decides what computes the scores (:mod:`mdcr.retrievers.identity`). ``mdcr
+it never decides what computes the scores (:mod:`mdcr.retrievers.builtin_entry`). ``mdcr
 evaluate --encoder NAME=SPEC`` (``name=`` in the API) gives one; without it the name is:
 
 - a registry name (``minilm``, ``random``, ``bm25``): itself;

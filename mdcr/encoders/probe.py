@@ -15,9 +15,10 @@ of behaviour that moves one of those vectors changes the fingerprint, whatever c
   encode output's fingerprint only, so a change reached only by texts longer than any
   fixed probe paper, or by another field's, re-encodes.
 
-Every probe paper is encoded twice, one paper per call (so the batch size, a setting,
-cannot move a vector through its padding). An encoder whose two vectors for the same paper
-differ is **not deterministic** (unseeded random vectors, dropout left on): its identity
+Every probe paper is encoded one per call (so the batch size, a setting, cannot move a
+vector through its padding), and the first :data:`AGAIN` fixed ones a second time, after
+all the others. An encoder whose two vectors for the same paper differ is **not
+deterministic** (unseeded random vectors, dropout left on): its identity
 then records that (:data:`NONDETERMINISTIC`) in place of the vectors, so the same code and
 state keep one fingerprint, and the encode stage says so in one line, records it in the
 manifest (``info.reproducible``) and marks every output made from it as not reproducible.
@@ -44,14 +45,22 @@ from mdcr.core.errors import InputDataError, MdcrError
 from mdcr.encoders.base import PaperText, encoder_failed, is_asymmetric, is_multi_vector
 
 PROBE_FILE = "probe_papers.json"
-# Said with an error met on a probe paper, which the user never gave.
-WHY = "mdcr encodes probe papers to identify an encoder by what it computes"
+# Said with an error met on a probe paper: the fixed ones the user never gave, or papers of
+# the user's inputs encoded before the run.
+WHY = "mdcr encodes fixed probe papers to identify an encoder by what it computes"
+WHY_INPUTS = (
+    "one of the papers of its inputs that mdcr encodes first to identify an encoder by what "
+    "it computes"
+)
 # What an identity holds in place of the probe vectors of an encoder that is not
 # deterministic.
 NONDETERMINISTIC = "nondeterministic"
 # The input probe: the longest papers of the encode's inputs and a seeded sample of more.
 LONGEST = 8
 SAMPLED = 8
+# Fixed probe papers encoded a second time (one call each, after all the first ones): an
+# encoder that is not deterministic differs on any of them.
+AGAIN = 4
 
 
 @functools.cache
@@ -70,8 +79,8 @@ def probe_roles(encoder: Any) -> list[str | None]:
 
 @dataclass(frozen=True)
 class Probe:
-    """An encoder's vectors for probe papers, encoded twice: the sha256 of the first
-    encoding, and how far the second one strayed from it (0.0: the same bits)."""
+    """An encoder's vectors for probe papers: the sha256 of their first encoding, and how
+    far the second encoding of some of them strayed from it (0.0: the same bits)."""
 
     digest: str
     largest_difference: float
@@ -86,8 +95,11 @@ class Probe:
         return self.digest if self.deterministic else NONDETERMINISTIC
 
 
-def _encode_one(spec: str, encoder: Any, paper: PaperText, role: str | None) -> np.ndarray:
-    """One paper's vectors in the store's form (float16; unit length for cosine)."""
+def _encode_one(
+    spec: str, encoder: Any, paper: PaperText, role: str | None, why: str
+) -> np.ndarray:
+    """One paper's vectors in the store's form (float16; unit length for cosine); ``why``
+    it is encoded, said with an error."""
     from mdcr.encoders.store import checked_vectors
 
     one = [paper]
@@ -96,34 +108,39 @@ def _encode_one(spec: str, encoder: Any, paper: PaperText, role: str | None) -> 
     except MdcrError:
         raise
     except Exception as exc:  # the encoder's own code may raise anything
-        raise encoder_failed(spec, exc, f"probe paper {paper.paper_id} ({WHY})") from exc
+        raise encoder_failed(spec, exc, f"probe paper {paper.paper_id} ({why})") from exc
     try:
         vectors, _ = checked_vectors(
             spec, result, one, encoder.dim, is_multi_vector(encoder), "float32", encoder.metric
         )
     except InputDataError as exc:
-        raise InputDataError(f"{exc} [on probe paper {paper.paper_id}: {WHY}]") from None
+        raise InputDataError(f"{exc} [on probe paper {paper.paper_id}: {why}]") from None
     with np.errstate(over="ignore"):
         return np.ascontiguousarray(vectors.astype(np.float16))
 
 
-def probe(spec: str, encoder: Any, papers: Sequence[PaperText] | None = None) -> Probe:
+def probe(
+    spec: str, encoder: Any, papers: Sequence[PaperText] | None = None, *, again: int = AGAIN
+) -> Probe:
     """The encoder's vectors for ``papers`` (default: the fixed probe papers) in each of
-    its roles, each paper encoded twice, one per call (a multi-vector encoder's vectors of
-    one paper by their count too); an encoder that raises or returns vectors the store
-    would refuse is a one-line error naming it."""
+    its roles, one paper per call (a multi-vector encoder's vectors of one paper by their
+    count too), the first ``again`` papers encoded a second time to tell whether it is
+    deterministic; an encoder that raises or returns vectors the store would refuse is a
+    one-line error naming it."""
     chosen = list(probe_papers() if papers is None else papers)
+    why = WHY if papers is None else WHY_INPUTS
     h = hashlib.sha256()
     largest = 0.0
     for role in probe_roles(encoder):
-        first = [_encode_one(spec, encoder, paper, role) for paper in chosen]
-        for paper, stored in zip(chosen, first, strict=True):
-            again = _encode_one(spec, encoder, paper, role)
-            if again.shape != stored.shape:
+        first = [_encode_one(spec, encoder, paper, role, why) for paper in chosen]
+        for paper, stored in zip(chosen[:again], first, strict=False):
+            second = _encode_one(spec, encoder, paper, role, why)
+            if second.shape != stored.shape:
                 largest = float("inf")
-            elif again.tobytes() != stored.tobytes():
-                diff = np.abs(again.astype(np.float32) - stored.astype(np.float32))
+            elif second.tobytes() != stored.tobytes():
+                diff = np.abs(second.astype(np.float32) - stored.astype(np.float32))
                 largest = max(largest, float(np.nan_to_num(diff, nan=np.inf).max()))
+        for stored in first:
             h.update(f"{role}\0{stored.shape}\0".encode())
             h.update(stored.view(np.uint8).tobytes())
     return Probe("sha256:" + h.hexdigest()[:32], largest)

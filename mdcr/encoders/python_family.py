@@ -15,7 +15,7 @@ from typing import Any
 
 from mdcr.core.errors import ConfigError
 from mdcr.encoders.base import METRICS, EncoderOptions
-from mdcr.encoders.registry import AnyEncoder, EncoderFamily, register_family
+from mdcr.encoders.registry import FAMILIES, AnyEncoder, EncoderFamily
 from mdcr.retrievers.builtin import EncoderRecord
 
 PY_PREFIX = "py:"
@@ -85,7 +85,7 @@ class PythonFamily(EncoderFamily):
         return BUILT.get((arg, repr(o)))
 
 
-register_family(PythonFamily())
+FAMILIES.register(PythonFamily())
 
 
 def _builds_with_options(obj: Any) -> bool | None:

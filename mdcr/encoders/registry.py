@@ -23,6 +23,7 @@ ignore is refused rather than silently dropped.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,11 +33,7 @@ from mdcr.encoders.base import METRICS, Encoder, EncoderOptions, MultiVectorEnco
 from mdcr.retrievers.builtin import (
     BM25 as BM25_RECORD,
 )
-from mdcr.retrievers.builtin import (
-    ENCODER_RECORDS,
-    EncoderRecord,
-    register_encoder,
-)
+from mdcr.retrievers.builtin import ENCODER_RECORDS, EncoderRecord
 
 AnyEncoder = Encoder | MultiVectorEncoder
 
@@ -44,16 +41,15 @@ AnyEncoder = Encoder | MultiVectorEncoder
 BM25 = BM25_RECORD.name
 
 
-class EncoderFamily:
-    """How the encoders of one family are built and identified (subclass it, register one
-    instance with :func:`register_family` next to its definition).
+class EncoderFamily(ABC):
+    """How the encoders of one family are built and identified (subclass it, implement
+    ``build`` and ``identify``, and register one instance with ``FAMILIES.register`` next to
+    its definition).
 
     ``name``: what a record's ``family`` says. ``prefix`` (with ``record``): specs
     ``<prefix><argument>`` name this family, with ``record`` as their entry; ``usage``:
     how the valid specs list it (empty: not listed, e.g. ``mem:``, which mdcr makes
-    itself). ``build(record, arg, options)``: the encoder (load models lazily, inside
-    it); ``identify(record, arg, options)``: the identity of its code and weights, hashed
-    into the encode fingerprint, computed without loading it where possible.
+    itself).
     """
 
     name: str = ""
@@ -61,11 +57,15 @@ class EncoderFamily:
     record: EncoderRecord | None = None
     usage: str = ""
 
+    @abstractmethod
     def build(self, record: EncoderRecord, arg: str, options: EncoderOptions) -> AnyEncoder:
-        raise NotImplementedError
+        """The encoder (load its models lazily, inside this call)."""
 
+    @abstractmethod
     def identify(self, record: EncoderRecord, arg: str, options: EncoderOptions) -> dict[str, Any]:
-        return {}
+        """The identity of its code and weights, hashed into the encode fingerprint,
+        computed without loading the model where possible. A family has no default: one
+        that forgot its weights would reuse vectors after they changed."""
 
     def probed(self, record: EncoderRecord, arg: str, options: EncoderOptions) -> Any:
         """The encoder built to be identified, when this family identifies its encoders
@@ -94,15 +94,9 @@ class EncoderFamily:
             )
 
 
-# Every encoder family; the built-in ones' modules are imported on first read.
-FAMILIES: Registry[EncoderFamily] = Registry(
-    "encoder family", ("mdcr.encoders.families", "mdcr.encoders.python_family")
-)
-
-
-def register_family(family: EncoderFamily) -> EncoderFamily:
-    """Add an encoder family (one call next to its definition); a prefix family needs its
-    ``record``, and a prefix another family holds is refused."""
+def _check_family(family: EncoderFamily) -> None:
+    """A prefix family needs its ``record``, and a prefix another family holds is
+    refused."""
     if family.prefix is not None:
         if family.record is None or not family.prefix.endswith(":"):
             raise ConfigError(
@@ -115,13 +109,16 @@ def register_family(family: EncoderFamily) -> EncoderFamily:
                     f"encoder family '{family.name}': prefix '{family.prefix}' is taken by "
                     f"'{other.name}'"
                 )
-    return FAMILIES.register(family.name, family)
 
 
-def register(record: EncoderRecord) -> EncoderRecord:
-    """Add an encoder record at run time (never a built-in: it may not stand for the
-    paper's models, published rows or MDCR negative types)."""
-    return register_encoder(record)
+# Every encoder family, registered by the modules of the entry-point group
+# mdcr.encoder_families.
+FAMILIES: Registry[EncoderFamily] = Registry(
+    "encoder family",
+    key=lambda family: family.name,
+    group="mdcr.encoder_families",
+    check=_check_family,
+)
 
 
 def _prefix_families() -> list[EncoderFamily]:
@@ -145,7 +142,7 @@ def lookup(spec: str) -> tuple[EncoderRecord, str]:
     for family in _prefix_families():
         prefix = str(family.prefix)
         if spec.startswith(prefix) and family.accepts(spec[len(prefix) :]):
-            assert family.record is not None  # register_family checks it
+            assert family.record is not None  # FAMILIES checks it
             return family.record, spec[len(prefix) :]
     raise ConfigError(f"unknown encoder '{spec}'; valid encoders: {valid_specs()}")
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from mdcr.core.config import canonical_json, input_path, param, params_of, setting
 from mdcr.core.errors import ConfigError, MdcrError
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec, Work
 from mdcr.encoders.feed import FeedStats
 from mdcr.encoders.probe import NONDETERMINISTIC
 from mdcr.encoders.registry import valid_specs
@@ -156,7 +156,7 @@ def _input_probe_papers(cfg: EncodeConfig, inputs: Mapping[str, list[Path]]) -> 
 def _input_probe(cfg: EncodeConfig, inputs: Mapping[str, list[Path]], encoder: Any) -> Any:
     from mdcr.encoders.probe import probe
 
-    return probe(cfg.label or cfg.encoder, encoder, _input_probe_papers(cfg, inputs))
+    return probe(cfg.label or cfg.encoder, encoder, _input_probe_papers(cfg, inputs), again=0)
 
 
 def encoder_key(cfg: EncodeConfig, identity: dict[str, Any]) -> str:
@@ -216,7 +216,7 @@ def _probe_texts(cfg: EncodeConfig, encoder: Any, papers: Path) -> str:
 
     rows = pq.read_table(papers).to_pylist()
     texts = [PaperText(r["paper_id"], r["title"], r["abstract"]) for r in rows]
-    return probe(cfg.label or cfg.encoder, encoder, texts).identity
+    return probe(cfg.label or cfg.encoder, encoder, texts, again=0).identity
 
 
 def _write_probe_texts(cfg: EncodeConfig, ctx: StageContext) -> None:
@@ -502,7 +502,7 @@ def run_encode(cfg: EncodeConfig, ctx: StageContext) -> None:
     _remove_work_files(ctx)
     if cfg.encoder.startswith("py:"):
         _name_unhashed_code(cfg.encoder, ctx, modules_before, ran)
-    _record_encode(ctx, encoder, identity, key, reuse, tally)
+    _record_encode(cfg, ctx, encoder, identity, key, reuse, tally)
 
 
 def _watched(spec: str) -> Any:
@@ -663,6 +663,7 @@ def _remove_work_files(ctx: StageContext) -> None:
 
 
 def _record_encode(
+    cfg: EncodeConfig,
     ctx: StageContext,
     encoder: Any,
     identity: Any,
@@ -673,11 +674,12 @@ def _record_encode(
     """What the manifest tells later stages and readers about this encode."""
     from mdcr.contracts.facts import EncodeInfo
     from mdcr.encoders.base import is_asymmetric, is_multi_vector
+    from mdcr.retrievers.builtin_entry import encode_entry
 
     runner = getattr(encoder, "runner", None)
     counts, encode_s = tally.counts, tally.encode_s
     ctx.record("encoder", identity)
-    EncodeInfo(key).record(ctx)
+    EncodeInfo(key, encode_entry(params_of(cfg, hashed=False), ctx.identity)).record(ctx)
     ctx.record("retriever", encoder.name)
     ctx.record("model_id", identity.get("model_id"))
     ctx.record("revision", identity.get("revision"))
@@ -754,7 +756,7 @@ def plan_encode(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="encode",
         version="3",

@@ -7,12 +7,11 @@
 - numpy arrays and scalars: dtype, shape and bytes; torch tensors: dtype, shape and the
   bytes of their CPU copy; torch modules: every attribute (parameters, buffers,
   sub-modules, config, hooks) except the ``training`` flag, which ``encode`` sets itself;
-- not where the model runs, a setting: a tensor's device, a ``torch.device``, and
+- not where and how the model runs, a setting: a tensor's device, a ``torch.device``,
   attributes named ``device``, ``_device``, ``device_map``, ``_device_map``,
-  ``hf_device_map`` or ``_target_device`` (hashed by name alone), and those a class
-  lists in ``state_settings`` (likewise) or ``state_unhashed`` (left out, names too: the
-  settings a class adds later, and what exists only to run it, such as thread pools,
-  statistics or copies of a model on other devices, so adding one moves no digest);
+  ``hf_device_map`` or ``_target_device``, and those a class lists in ``state_settings``
+  (what it derives from the device, and what exists only to run it, such as thread
+  pools, locks, statistics or copies of a model on other devices): hashed by name alone;
 - classes, functions and modules of installed packages by their qualified name (library
   versions are recorded in manifests, not hashed); those of the user's code also by their
   code: a class's attributes and methods, a function's bytecode, constants, defaults,
@@ -109,15 +108,9 @@ _NEWOBJ = (copyreg.__newobj__, copyreg.__newobj_ex__, copyreg._reconstructor)  #
 
 def _settings_of(obj: Any) -> frozenset[str]:
     """The attribute names of ``obj`` that are settings: the common ones, and those its
-    class declares in ``state_settings`` (what it derives from the device)."""
+    class declares in ``state_settings``."""
     declared = getattr(type(obj), "state_settings", ())
     return _SETTINGS | frozenset(declared) if declared else _SETTINGS
-
-
-def _unhashed_of(obj: Any) -> frozenset[str]:
-    """The attribute names of ``obj`` its class leaves out of a digest altogether
-    (``state_unhashed``)."""
-    return frozenset(getattr(type(obj), "state_unhashed", ()))
 
 
 def _qualname(obj: Any) -> str:
@@ -313,7 +306,7 @@ class _Walker:
             return False
         extra = getattr(obj, "__dict__", None)  # a subclass's own attributes
         if extra:
-            self._attributes(extra, path, depth, _settings_of(obj), _unhashed_of(obj))
+            self._attributes(extra, path, depth, _settings_of(obj))
         return True
 
     def _apart(self, obj: Any, path: str, depth: int) -> str:
@@ -330,12 +323,11 @@ class _Walker:
         path: str,
         depth: int,
         settings: frozenset[str] = _SETTINGS,
-        unhashed: frozenset[str] = frozenset(),
     ) -> None:
         if not isinstance(attrs, dict):
             self.walk(attrs, path, depth)
             return
-        items = [(k, v) for k, v in list(attrs.items()) if k not in unhashed]
+        items = list(attrs.items())
         self.put("attrs", str(len(items)))
         for k, v in items:
             self.walk(k, path, depth)
@@ -456,12 +448,12 @@ class _Walker:
             self.walk(func, path, depth)
             self.walk(args, f"{path}.<args>", depth)
         state, items, pairs = rest
-        settings, unhashed = _settings_of(obj), _unhashed_of(obj)
+        settings = _settings_of(obj)
         if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
-            self._attributes(state[0], path, depth, settings, unhashed)  # (__dict__, slots)
-            self._attributes(state[1], path, depth, settings, unhashed)
+            self._attributes(state[0], path, depth, settings)  # (__dict__, slots)
+            self._attributes(state[1], path, depth, settings)
         else:
-            self._attributes(state, path, depth, settings, unhashed)
+            self._attributes(state, path, depth, settings)
         if items is not None:
             self.walk(list(items), path, depth)
         if pairs is not None:

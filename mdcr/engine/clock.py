@@ -20,6 +20,8 @@ def _on_ray(cfg: Any) -> bool:
 class WallClock:
     """Wall time on the target machine (``MDCR_PLAN_CORES``, ``MDCR_PLAN_GPUS``)."""
 
+    name = WALL_TIME
+
     def step(self, cfg: Any, work: Work) -> tuple[float, list[str]]:
         machine = Machine.target()
         est = estimate(work, machine)
@@ -45,4 +47,4 @@ class WallClock:
         return lines
 
 
-CLOCKS.register(WALL_TIME, WallClock())
+CLOCKS.register(WallClock())

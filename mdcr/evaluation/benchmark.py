@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdcr.core.errors import ConfigError
+from mdcr.evaluation.arguments import arg
 from mdcr.evaluation.fused import earlier_ranks, fused_steps, is_fused
 from mdcr.evaluation.request import (
     BM25,
     Evaluated,
     EvaluateRequest,
-    arg,
     bm25_values,
     encode_options,
     safe_id,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdcr.core.errors import ConfigError
-from mdcr.evaluation.request import arg
+from mdcr.evaluation.arguments import arg
 
 if TYPE_CHECKING:
     from mdcr.core.store import Store

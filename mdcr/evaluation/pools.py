@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 from mdcr.contracts.paper import DEPTH, RECALL_K
 from mdcr.core.errors import ConfigError
 from mdcr.core.hints import flag
+from mdcr.evaluation.arguments import arg
 from mdcr.evaluation.fused import earlier_pool_runs, fused_steps, is_fused
 from mdcr.evaluation.request import (
     BM25,
     Evaluated,
     EvaluateRequest,
-    arg,
     bm25_values,
     encode_options,
     safe_id,

@@ -17,32 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from mdcr.core.errors import ConfigError
 from mdcr.core.hints import flag
+from mdcr.evaluation.arguments import arg
 
 if TYPE_CHECKING:
     from mdcr.contracts.facts import BenchmarkOrigin
     from mdcr.core.pipeline import Step
 
 BM25 = "bm25"
-
-# mdcr evaluate's arguments: (the command line's flag, the Python API's argument).
-_ARGUMENTS = {
-    "benchmark": ("--benchmark", "benchmark="),
-    "pools": ("--pools", "pools="),
-    "encoder": ("--encoder", "model"),
-    "encode-set": ("--encode-set", "encode_options"),
-    "name": ("--name", "name="),
-    "split": ("--split", "splits="),
-}
-
-
-def arg(name: str, syntax: str | None = None) -> str:
-    """``mdcr evaluate``'s argument ``name`` as the user writes it: ``--pools`` on the
-    command line, ``pools=`` in Python (``syntax``; default: where the user is now,
-    :func:`mdcr.core.hints.flag`)."""
-    cli, python = _ARGUMENTS[name]
-    if syntax is not None:
-        return cli if syntax == "cli" else python
-    return flag(cli, python)
 
 
 def typed_arguments(req: EvaluateRequest, syntax: str) -> dict[str, Any]:

@@ -410,8 +410,8 @@ def benchmark_lines(done: Finished, summary: pd.DataFrame) -> list[str]:
             )
         lines.append("")
     scored = open_output(done.result)
-    # Published rows go by the registry identity benchmark-score recorded, never a name.
-    identities = scored.info("retriever_identities", {}) if scored else {}
+    # Published rows go by the built-in entry benchmark-score recorded, never a name.
+    entries = scored.info("builtin_entries", {}) if scored else {}
     empty = scored.info("queries_without_positives", {}) if scored else {}
     for name in order_retrievers(list(official)):
         for split, fields in official[name].items():
@@ -431,7 +431,7 @@ def benchmark_lines(done: Finished, summary: pd.DataFrame) -> list[str]:
             # Only beside the official release; the label says which (declared or not).
             if published and done.origin is not None and split == "test":
                 files = done.origin.files(split)
-                for row in published_mdcr(identities.get(name)):
+                for row in published_mdcr(entries.get(name)):
                     if row["field"] == "AVG":
                         keys = [official_key(m) for m in MDCR_METRICS]
                         cells = [f"{k}: {row[k]:g}" for k in keys if k in row]

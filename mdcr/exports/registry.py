@@ -5,9 +5,9 @@ kind of output it exports (``kind``, below), the function that writes the files
 (``write``, handed an :class:`ExportRequest`; it returns the lines the command prints), the
 inputs it takes (``run`` and ``qrels``: "required", "optional" or "refused"; at least one
 input is always needed) and the command's optional flags it reads (``options``). It is
-registered by one call next to its definition, ``register_export(Export(...))``, under the
-key ``<format>:<kind>``; the command's ``--format`` choices, its help and its dispatch all
-read :data:`EXPORTS`.
+registered by one call next to its definition, ``EXPORTS.register(Export(...))``, under the
+key ``<format>:<kind>``, in a module named by an entry point of the group ``mdcr.exports``;
+the command's ``--format`` choices, its help and its dispatch all read :data:`EXPORTS`.
 
 Input kinds: which contract the exported outputs are, told by the contracts the stage that
 made them declares it writes (``StageSpec.writes``). ``benchmark``: an MDCR benchmark and
@@ -74,22 +74,8 @@ class Export:
         return f"{self.format}:{self.kind}"
 
 
-# Every export by "<format>:<kind>"; the modules that register the built-in ones are
-# imported the first time it is read.
-EXPORTS: Registry[Export] = Registry(
-    "export",
-    (
-        "mdcr.scoring.trec",
-        "mdcr.benchmark.export",
-        "mdcr.ecosystem.beir.export",
-        "mdcr.ecosystem.mteb_results",
-        "mdcr.scoring.per_query_export",
-    ),
-)
-
-
-def register_export(export: Export) -> Export:
-    """Register ``export`` under ``<format>:<kind>`` (one call next to its definition)."""
+def _check_export(export: Export) -> None:
+    """An export of an unknown input kind, or reading an unknown flag, is refused."""
     if export.kind not in KINDS:
         raise ConfigError(
             f"export '{export.format}': kind {export.kind!r} is not valid; valid: "
@@ -101,7 +87,13 @@ def register_export(export: Export) -> Export:
             f"export '{export.key}': unknown option(s) {', '.join(unknown)}; valid: "
             + ", ".join(OPTIONS)
         )
-    return EXPORTS.register(export.key, export)
+
+
+# Every export by "<format>:<kind>", registered by the modules of the entry-point group
+# mdcr.exports.
+EXPORTS: Registry[Export] = Registry(
+    "export", key=lambda export: export.key, group="mdcr.exports", check=_check_export
+)
 
 
 def formats() -> list[str]:

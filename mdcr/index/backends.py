@@ -224,7 +224,7 @@ def _float32_rows(vectors: np.ndarray) -> tuple[np.ndarray, float]:
 class TorchBackend:
     """Chunked matmul + per-chunk top-k + merge, on CUDA (float16) or the CPU (float32).
 
-    ``rank_on_device``: whether :func:`mdcr.index.exact.exact_topk` re-scores the candidates
+    ``rescore_on_device``: whether :func:`mdcr.index.exact.exact_topk` re-scores the candidates
     here, where the rows are (:mod:`mdcr.index.exact_device`), instead of on the host. By
     default on CUDA; on the CPU it is the same code, which the tests run (the host's
     compiled re-scoring is faster there). A setting: the results are the same bits.
@@ -237,7 +237,7 @@ class TorchBackend:
         device: Device,
         *,
         chunk_rows: int | None = None,
-        rank_on_device: bool | None = None,
+        rescore_on_device: bool | None = None,
     ) -> None:
         import torch
 
@@ -245,7 +245,7 @@ class TorchBackend:
         self.n = int(vectors.shape[0])
         self.dim = int(vectors.shape[1])
         self.cuda = device.is_cuda
-        self.rank_on_device = self.cuda if rank_on_device is None else rank_on_device
+        self.rescore_on_device = self.cuda if rescore_on_device is None else rescore_on_device
         devices = [torch.device(f"cuda:{g}") for g in device.gpus] or [torch.device("cpu")]
         self.out_device = devices[0]
         # float16 on CUDA for float16 stores; a float32 store keeps its range in float32.

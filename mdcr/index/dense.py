@@ -29,7 +29,7 @@ import numpy as np
 from mdcr.contracts.paper import DEPTH
 from mdcr.core.config import input_path, param, setting
 from mdcr.core.errors import ConfigError
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec
 from mdcr.engine import EngineSettings, check_engine_settings
 from mdcr.retrievers.device import DEVICE_HELP, check_device_spec
 
@@ -379,10 +379,10 @@ def run_search(cfg: SearchConfig, ctx: StageContext) -> None:
             writer.write(run_table(pool_id, result.query_ids, result.ranked))
             per_pool[pool_id] = result.stats
     ctx.outputs[RUNS.file] = writer.rows
-    from mdcr.retrievers.identity import identity_of
+    from mdcr.retrievers.builtin_entry import entry_of
 
-    identity = identity_of(ctx.input("embeddings"))
-    RunInfo(store.name, artifact_fingerprint(pools_dir), identity).record(ctx)
+    entry = entry_of(ctx.input("embeddings"))
+    RunInfo(store.name, artifact_fingerprint(pools_dir), entry).record(ctx)
     ctx.record("encoder", store.identity)
     ctx.record("embeddings_fingerprint", artifact_fingerprint(ctx.input("embeddings")))
     ctx.record("metric", metric)
@@ -404,7 +404,7 @@ def plan_search(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="search",
         version="1",

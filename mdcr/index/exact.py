@@ -267,10 +267,10 @@ def _scorer(
     norm: float,
 ) -> PairScorer:
     """Where the candidates are re-scored: where the backend's rows are when it says so
-    (``rank_on_device``: the torch backend on CUDA) and pool and queries are float16
+    (``rescore_on_device``: the torch backend on CUDA) and pool and queries are float16
     (float32 products round, and only numpy's order gives their sums' bits), else on the
     host (``compiled`` there: :func:`compiled_rescoring`)."""
-    if getattr(backend, "rank_on_device", False) and db.dtype == queries.dtype == np.float16:
+    if getattr(backend, "rescore_on_device", False) and db.dtype == queries.dtype == np.float16:
         from mdcr.index.exact_device import DeviceScorer
 
         return DeviceScorer(backend, db, queries, l2=l2, q_norm=q_norm, db_norm=norm)

@@ -98,8 +98,8 @@ class DeviceScorer:
 
     @property
     def extra(self) -> dict[str, int]:
-        """Re-scored on the device (``device_ranking``), so many pairs on the host."""
-        return {"device_ranking": 1, "host_rescored": self.host_rescored}
+        """Re-scored on the device (``device_rescoring``), so many pairs on the host."""
+        return {"device_rescoring": 1, "host_rescored": self.host_rescored}
 
     def pair_dots(
         self, qrows: np.ndarray, owner: np.ndarray, rows: np.ndarray

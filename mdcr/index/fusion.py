@@ -29,7 +29,7 @@ from mdcr.contracts.artifacts import RUNS
 from mdcr.contracts.paper import DEPTH
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -364,10 +364,10 @@ def plan_fuse(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="fuse",
-        version="1",
+        version="2",
         config=FuseConfig,
         run=run_fuse,
         help="a hybrid retriever: runs of the same pools fused per query (ranx: rrf, "

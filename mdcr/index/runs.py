@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from mdcr.contracts.artifacts import RUNS
 
 if TYPE_CHECKING:
-    from types import TracebackType
+    pass
 
 
 def rank_candidates(
@@ -84,10 +84,5 @@ class RunWriter:
     def __enter__(self) -> RunWriter:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

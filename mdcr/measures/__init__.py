@@ -1,7 +1,7 @@
 """Measures: one typed, registered entry per measure (``registry.py``), their values
 computed with ranx (``compute.py``) and their expectation under a random ranking
 (``chance.py``). A core package: it imports only mdcr's core modules (errors, paper, the
-user cache folder), so every stage that scores (``index`` for BM25 tuning, ``eval``,
+user cache folder), so every stage that scores (``index`` for BM25 tuning, ``scoring``,
 ``benchmark``) uses the same entries without importing one another.
 
 ranx compiles its measures with numba on first use (seconds). numba caches the compiled

@@ -11,10 +11,10 @@ A config names a measure by its kind (``score.metrics = ["map", "ndcg", "recall"
 - ``cutoff = "k"``: the k of R@k (``score.recall_k``; the paper's 30; MDCR's 5). Its
   label shows it (``R@30``).
 
-Adding a measure is one :func:`register` call (see docs/architecture.md, "How to extend
-mdcr"); a duplicate kind is refused. An unknown name is a one-line error listing the
-registered ones: a :class:`~mdcr.core.errors.ConfigError` for a config value, an
-:class:`~mdcr.core.errors.InputDataError` for a stored name.
+Adding a measure is one ``MEASURES.register(Measure(...))`` call (see
+docs/architecture.md, "How to extend mdcr"); a duplicate kind is refused. An unknown name
+is a one-line error listing the registered ones: a :class:`~mdcr.core.errors.ConfigError`
+for a config value, an :class:`~mdcr.core.errors.InputDataError` for a stored name.
 """
 
 from __future__ import annotations
@@ -91,9 +91,10 @@ class Measure:
         """The table label: ``MAP``, ``nDCG`` (cut-off implied), ``R@30``."""
         return f"{self.label}@{k}" if self.cutoff == "k" and k is not None else self.label
 
-    def identity(self) -> dict[str, Any]:
-        """What defines this measure's values, for the fingerprint of a measure registered
-        at run time (the built-in ones are mdcr's code, covered by the stage versions)."""
+    def definition(self) -> dict[str, Any]:
+        """What defines this measure's values (ranx's name, the cut-off, the chance
+        formula's code), hashed into the fingerprints that use a measure registered at run
+        time (the built-in ones are mdcr's code, covered by the stage versions)."""
         chance = None
         if self.chance is not None:
             try:
@@ -107,9 +108,6 @@ class Measure:
         return {"ranx": self.ranx, "cutoff": self.cutoff, "chance": chance}
 
 
-# Every measure by kind; the built-in ones are registered at the end of this module.
-MEASURES: Registry[Measure] = Registry("measure")
-
 # How every value is shown (report.md, `mdcr evaluate`, `mdcr show`): metric x 100 with one
 # decimal, under its table label (``MAP``, ``nDCG``, ``R@30``; ``R@5`` on MDCR).
 PERCENT = 100.0
@@ -121,18 +119,22 @@ def percent(value: float) -> str:
     return f"{value * PERCENT:.{DIGITS}f}"
 
 
-def register(measure: Measure) -> Measure:
-    """Add ``measure``; a kind registered before, or a malformed one, is refused."""
+def _check_measure(measure: Measure) -> None:
+    """A malformed kind or cut-off is refused (one line)."""
     if not _KIND.match(measure.kind):
         raise ConfigError(
             f"measure kind {measure.kind!r}: use lower-case letters, digits and '_' "
             "(it is written as kind@k)"
         )
-    if measure.kind in MEASURES:
-        raise ConfigError(f"measure '{measure.kind}' is registered already; pick another kind")
     if measure.cutoff not in ("depth", "k"):
         raise ConfigError(f"measure '{measure.kind}': cutoff must be 'depth' or 'k'")
-    return MEASURES.register(measure.kind, measure)
+
+
+# Every measure by kind: the built-in ones registered at the end of this module, others by
+# the modules of the entry-point group mdcr.measures or at run time.
+MEASURES: Registry[Measure] = Registry(
+    "measure", key=lambda measure: measure.kind, group="mdcr.measures", check=_check_measure
+)
 
 
 def measures() -> tuple[Measure, ...]:
@@ -207,13 +209,14 @@ def expected(name: str, n: int, m: int, r: int) -> float | None:
     return measure.chance(n, m, r, n if k is None else k)
 
 
-def identity(config_kinds: Iterable[str]) -> dict[str, Any]:
-    """The fingerprint's share of measures registered at run time; empty for built-ins."""
-    added = {k: get(k).identity() for k in sorted(set(config_kinds)) if k not in BUILT_IN}
+def definitions(config_kinds: Iterable[str]) -> dict[str, Any]:
+    """The definitions of the measures registered at run time among ``config_kinds``, for a
+    stage's identity (empty for the built-in ones)."""
+    added = {k: get(k).definition() for k in sorted(set(config_kinds)) if k not in BUILT_IN}
     return {"measures": added} if added else {}
 
 
-MAP = register(
+MAP = MEASURES.register(
     Measure(
         kind="map",
         mteb="map",
@@ -227,7 +230,7 @@ MAP = register(
         order=0,
     )
 )
-NDCG = register(
+NDCG = MEASURES.register(
     Measure(
         kind="ndcg",
         mteb="ndcg",
@@ -240,7 +243,7 @@ NDCG = register(
         order=1,
     )
 )
-RECALL = register(
+RECALL = MEASURES.register(
     Measure(
         kind="recall",
         mteb="recall",

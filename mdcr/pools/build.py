@@ -57,7 +57,7 @@ from mdcr.contracts.paper import (
 )
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec, Work
 from mdcr.pools.db import arrow_table
 
 if TYPE_CHECKING:
@@ -550,7 +550,7 @@ def plan_pools(
     return StagePlan(text + "\n" + estimate, facts, Work("pools", units=float(papers)))
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="pools",
         version="1",

@@ -1,1 +1,1 @@
-"""The retrievers as records: built-ins, options, identity, setups; no torch."""
+"""The retrievers as records: built-ins, options, built-in entries, setups; no torch."""

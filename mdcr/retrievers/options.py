@@ -10,12 +10,10 @@ from the declarations below.
   batch size, workers, attention, compile (settings, never hashed) and the precision
   (hashed as what it resolves to).
 
-An unset option is hashed, and recorded in the manifest, as the value that meant "unset"
-before ``None`` did (``0``, ``"default"``, ``""``, ``False``; each declaration names
-it), so fingerprints made before stay valid; a value given equal to that form counts as
-unset too (``seed = 0``, ``trust_remote_code = false``: the same fingerprint, the same
-vectors). Adding an option is one declaration here, plus the factories that use it and
-the records that take it.
+An unset option is hashed, and recorded in the manifest, as ``None``; what the encoder
+then uses (its record's default) is hashed through the encode stage's identity
+(``option_defaults``). Adding an option is one declaration here, plus the factories that
+use it and the records that take it.
 """
 
 from __future__ import annotations
@@ -34,10 +32,10 @@ METRICS: tuple[str, ...] = ("ip", "l2", "cos")
 DEFAULT_STORAGE = "float16"
 
 
-def option(recorded_unset: Any, *, help: str, minimum: int | None = None) -> Any:
-    """A model option: unset (``None``) by default, hashed and recorded as
-    ``recorded_unset`` when unset; ``minimum``: the least value of a number."""
-    field = param(None, help=help, unset=recorded_unset)
+def option(*, help: str, minimum: int | None = None) -> Any:
+    """A model option: unset (``None``) by default; ``minimum``: the least value of a
+    number."""
+    field = param(None, help=help)
     meta = {**field.metadata, "option": True, "minimum": minimum}
     return dataclasses.field(default=None, metadata=meta)
 
@@ -47,48 +45,43 @@ class ModelOptions:
     """The options that change the vectors; ``None``: the encoder's own default."""
 
     max_length: int | None = option(
-        0, help="max tokens per paper; unset = the encoder's default", minimum=1
+        help="max tokens per paper; unset = the encoder's default", minimum=1
     )
     pooling: Literal["cls", "mean", "max", "last"] | None = option(
-        "default",
         help="token pooling; unset = the encoder's own (a sentence-transformers config's, if "
         "the model has one); last = the last non-padding token",
     )
     metric: Literal["ip", "l2", "cos"] | None = option(
-        "default", help="similarity override; unset = what the encoder was trained for"
+        help="similarity override; unset = what the encoder was trained for"
     )
     input_format: Literal["sep", "pair", "space"] | None = option(
-        "default",
         help="sep = title [SEP] abstract; pair = tokenizer pair; space = 'title abstract'",
     )
     layers: Literal["last", "all"] | None = option(
-        "default", help="token vectors from the last layer, or the mean over all layers"
+        help="token vectors from the last layer, or the mean over all layers"
     )
-    dim: int | None = option(0, help="random encoder: vector size; unset = 768", minimum=1)
-    seed: int | None = option(0, help="random encoder: seed; unset = 0", minimum=0)
+    dim: int | None = option(help="random encoder: vector size; unset = 768", minimum=1)
+    seed: int | None = option(help="random encoder: seed; unset = 0", minimum=0)
     trust_remote_code: bool | None = option(
-        False, help="allow model code from the hub (hf: models); unset = no"
+        help="allow model code from the hub (hf: models); unset = no"
     )
     revision: str | None = option(
-        "", help="hub revision (branch, tag or commit) of the model; unset = its default branch"
+        help="hub revision (branch, tag or commit) of the model; unset = its default branch"
     )
     query_prompt: str | None = option(
-        None,
         help="text put before each query paper, or a prompt name from the model's "
         "sentence-transformers config; unset = the config's 'query' prompt (if any). A "
         "query prompt other than the document prompt makes the encoder asymmetric: query "
         "papers are encoded once more, as queries",
     )
     document_prompt: str | None = option(
-        None,
         help="text or prompt name put before each candidate paper; unset = the config's "
         "'document' prompt, else its default prompt (if any)",
     )
 
     def is_unset(self, name: str) -> bool:
-        """Whether model option ``name`` is unset: ``None``, or the form unset is hashed as."""
-        value = getattr(self, name)
-        return value is None or value == _RECORDED_UNSET[name]
+        """Whether model option ``name`` is unset (``None``)."""
+        return getattr(self, name) is None
 
     def given(self) -> list[str]:
         """Names of the model options that are set."""
@@ -173,7 +166,6 @@ RUNTIME_OPTIONS: tuple[str, ...] = (
     "compile",
 )
 ENCODER_OPTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(EncoderOptions))
-_RECORDED_UNSET = {f.name: f.metadata["unset"] for f in dataclasses.fields(ModelOptions)}
 _MINIMUM = {f.name: f.metadata["minimum"] for f in dataclasses.fields(ModelOptions)}
 
 
@@ -182,9 +174,10 @@ def options_of(cfg: Any) -> EncoderOptions:
     return EncoderOptions(**{name: getattr(cfg, name) for name in ENCODER_OPTIONS})
 
 
-def recorded_option_defaults() -> dict[str, Any]:
-    """The model and runtime parameters at their defaults, as a manifest records them."""
-    out = dict(_RECORDED_UNSET)
+def default_option_params() -> dict[str, Any]:
+    """The encode parameters among the options (the model options and the precision) at
+    their defaults, as a manifest records them."""
+    out: dict[str, Any] = dict.fromkeys(MODEL_OPTIONS)
     out["precision"] = next(
         f.default for f in dataclasses.fields(RuntimeOptions) if f.name == "precision"
     )

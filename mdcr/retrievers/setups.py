@@ -38,14 +38,14 @@ def _describe_model(model: Mapping[str, Any]) -> str:
 
 def _changed_options(params: Mapping[str, Any]) -> dict[str, Any]:
     """The encode parameters set away from their defaults (the spec and shard size aside)."""
-    from mdcr.retrievers.options import DEFAULT_STORAGE, recorded_option_defaults
+    from mdcr.retrievers.options import DEFAULT_STORAGE, default_option_params
 
-    defaults = {**recorded_option_defaults(), "storage": DEFAULT_STORAGE}
+    defaults = {**default_option_params(), "storage": DEFAULT_STORAGE}
     return {k: v for k, v in sorted(params.items()) if k in defaults and v != defaults[k]}
 
 
 def run_setup(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """The setup of a run a ``score`` output records (a ``retriever_runs`` entry): what
+    """The setup of a run a ``score`` output records (an entry of its ``runs``): what
     made its ranking (see the module docstring). ``key`` compares two setups; ``spec``
     and ``detail`` describe it. A run folder gone or changed since: its fingerprint."""
     from mdcr.contracts.outputs import input_paths

@@ -1,4 +1,5 @@
-"""Evaluation: per-pool scoring, aggregation, significance, chance baselines, tables, plots.
+"""Scoring: per-pool scores, aggregation, significance and intervals, chance baselines, and
+the reports (tables, plots).
 
 The measures themselves are :mod:`mdcr.measures`; importing it first sets numba's cache
 folder before ranx (used here too, for significance and TREC files) loads numba.

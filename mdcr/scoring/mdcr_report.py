@@ -5,7 +5,7 @@ the encoders win and lose. benchmark-score draws its own report with it, and the
 report its section of each benchmark, from every benchmark-score output of that benchmark
 together (so every retriever scored on it, fused ones included, is in one section).
 
-Each retriever's registry identity (:mod:`mdcr.retrievers.identity`) decides its label and
+Each retriever's built-in entry (:mod:`mdcr.retrievers.builtin_entry`) decides its label and
 whether it is set beside the paper's Tables 3 and 4 and published MDCR rows; its name never
 does.
 """
@@ -29,11 +29,11 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class RankedRetriever:
     """One retriever scored on the benchmark: its benchmark-rank (or benchmark-fuse) facts,
-    output folder and registry identity (None: not a built-in entry)."""
+    output folder and built-in entry (None: not one)."""
 
     info: RankInfo
     folder: Path
-    identity: dict[str, Any] | None = None
+    entry: dict[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -128,14 +128,14 @@ def _split_section(
 
     held = set(scores.per_query.loc[scores.per_query["split"] == split, "retriever"])
     ranks = [r for r in scores.retrievers if r.name in held]
-    labels = {r.name: label_for(r.name, r.identity) for r in ranks}
-    identities = {r.name: r.identity for r in ranks}
+    labels = {r.name: label_for(r.name, r.entry) for r in ranks}
+    entries = {r.name: r.entry for r in ranks}
     s = Section(split)
     s.tables += [
         table3(per_field, macro, split, labels=labels),
         table_ndcg(per_field, macro, split, labels=labels),
     ]
-    annotate_split(c, s, split, scores.per_query, identities)
+    annotate_split(c, s, split, scores.per_query, entries)
     if scores.by_type:
         s.tables.append(table4(macro, split, labels=labels))
     note = without_positives_line(empty, split)
@@ -143,7 +143,7 @@ def _split_section(
         s.body += [note, ""]
     s.body += comparison_lines(sig, c.cfg, labels)
     if split == "test":
-        s.body += _comparison_lines(macro, scores.origin, identities)
+        s.body += _comparison_lines(macro, scores.origin, entries)
     s.body += ["Original scorer's printout (x100, rounded as `evaluate.py` rounds):", ""]
     for r in sorted(ranks, key=lambda r: c.retrievers.index(r.name)):
         s.body += [f"`{r.name}`:", "", "```", *summary_lines(per_field, split, r.name), "```", ""]
@@ -153,7 +153,7 @@ def _split_section(
 def _method_lines(
     scores: MdcrScores, options: SectionOptions, interval_options: IntervalOptions
 ) -> list[str]:
-    from mdcr.retrievers.identity import describe
+    from mdcr.retrievers.builtin_entry import describe
     from mdcr.scoring.published import order_retrievers
 
     sizes = scores.bench.groupby(["split", "field", "query_id"]).size()
@@ -186,7 +186,7 @@ def _method_lines(
     order = order_retrievers(sorted(r.name for r in scores.retrievers))
     for r in sorted(scores.retrievers, key=lambda r: order.index(r.name)):
         extra = f" ({r.info.detail})" if r.info.detail else ""
-        lines.append(f"- `{r.name}`: {r.info.method}{extra}; {describe(r.identity)}; `{r.folder}`")
+        lines.append(f"- `{r.name}`: {r.info.method}{extra}; {describe(r.entry)}; `{r.folder}`")
     return lines
 
 
@@ -198,10 +198,10 @@ def _per_split(counts: pd.Series) -> str:
 
 
 def _comparison_lines(
-    macro: pd.DataFrame, origin: BenchmarkOrigin, identities: Mapping[str, Any]
+    macro: pd.DataFrame, origin: BenchmarkOrigin, entries: Mapping[str, Any]
 ) -> list[str]:
     """The paper's and other published numbers beside ours: on the official release only,
-    and for built-in retrievers only (by registry identity, never by name)."""
+    and for built-in retrievers only (by built-in entry, never by name)."""
     from mdcr.scoring.published import comparable_with_published
 
     if not comparable_with_published(origin):
@@ -212,12 +212,12 @@ def _comparison_lines(
             "",
         ]
     files = origin.files("test")
-    return _paper_lines(macro, identities, files) + _published_lines(macro, identities, files)
+    return _paper_lines(macro, entries, files) + _published_lines(macro, entries, files)
 
 
-def _published_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: str) -> list[str]:
+def _published_lines(macro: pd.DataFrame, entries: Mapping[str, Any], files: str) -> list[str]:
     """Our test AVG next to MDCR results published beyond the paper (model cards, the MDCR
-    README), for the retrievers whose identity has them (built-in entries only)."""
+    README), for the retrievers whose built-in entry has them."""
     from mdcr.scoring.mdcr_tables import MDCR_METRICS, official_key
     from mdcr.scoring.published import published_mdcr
 
@@ -225,7 +225,7 @@ def _published_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: 
     rows = []
     for r in ours.itertuples(index=False):
         key = official_key(str(r.metric)) if r.metric in MDCR_METRICS else None
-        for row in published_mdcr(identities.get(str(r.retriever))):
+        for row in published_mdcr(entries.get(str(r.retriever))):
             if row["field"] == "AVG" and key in row:
                 ours_v = 100 * float(r.value)  # type: ignore[arg-type]
                 rows.append(
@@ -244,14 +244,14 @@ def _published_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: 
     ]
 
 
-def _paper_lines(macro: pd.DataFrame, identities: Mapping[str, Any], files: str) -> list[str]:
-    """Our AVG next to the paper's (Tables 3 and 4) for the retrievers whose identity is
+def _paper_lines(macro: pd.DataFrame, entries: Mapping[str, Any], files: str) -> list[str]:
+    """Our AVG next to the paper's (Tables 3 and 4) for the retrievers whose built-in entry is
     one of the paper's models (built in, default setup); a name alone never matches."""
     from mdcr.measures.registry import label as measure_label
     from mdcr.scoring.mdcr_tables import TABLE_METRICS, paper_type_column, type_label
     from mdcr.scoring.published import paper_models, paper_values
 
-    ids = paper_models(identities)
+    ids = paper_models(entries)
     mine = macro[(macro["split"] == "test") & macro["retriever"].isin(list(ids))]
     if mine.empty:
         return []

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mdcr.core.errors import ConfigError, InputDataError
-from mdcr.exports.registry import Export, ExportRequest, register_export
+from mdcr.exports.registry import EXPORTS, Export, ExportRequest
 from mdcr.scoring.per_query import (
     ReadPapers,
     benchmark_rows,
@@ -83,7 +83,7 @@ def _export_per_query(request: ExportRequest) -> list[str]:
 
 _USAGE = "--run OUTPUT (a score, benchmark-score or report output) and --out DIR, nothing else"
 for _kind, _what in (("pools", "a score or report output's"), ("benchmark", "MDCR's")):
-    register_export(
+    EXPORTS.register(
         Export(
             format=PER_QUERY_FORMAT,
             kind=_kind,

@@ -7,9 +7,9 @@ transcribed exactly into ``mdcr/data/paper_results.json`` (values x 100, one dec
 A number of ours is compared with the paper's only when the setup is the paper's: the
 test split, the same model, dataset-level pools of 200k/500k/1M/2M or field-level pools
 of 100k, and the same metric definition (MAP and nDCG at depth 500, R@30; MDCR: R@5).
-"The same model" is decided by the retriever's registry identity
-(:mod:`mdcr.retrievers.identity`: the built-in record with a ``paper_name``, and BM25, at
-its default setup), never by its name: a ``py:`` encoder called ``specter`` gets no paper row.
+"The same model" is decided by the retriever's built-in entry
+(:mod:`mdcr.retrievers.builtin_entry`: the built-in record with a ``paper_name``, and BM25,
+at its default setup), never by its name: a ``py:`` encoder called ``specter`` gets no paper row.
 Published MDCR rows beyond the paper are matched the same way (and, where a row names the
 model's commit, only at that commit).
 """
@@ -79,24 +79,24 @@ def retriever_label(name: str) -> str:
     return label(name)
 
 
-def label_for(name: str, identity: Mapping[str, Any] | None) -> str:
+def label_for(name: str, entry: Mapping[str, Any] | None) -> str:
     """A retriever's display name: the paper's or the registry's label when it is the
-    built-in entry of that name (by identity), else its name as recorded."""
-    from mdcr.retrievers.identity import builtin_key
+    built-in entry of that name, else its name as recorded."""
+    from mdcr.retrievers.builtin_entry import builtin_key
 
-    return retriever_label(name) if builtin_key(identity) == name else name
+    return retriever_label(name) if builtin_key(entry) == name else name
 
 
-def paper_models(identities: Mapping[str, Mapping[str, Any] | None]) -> dict[str, str]:
-    """Retriever name -> the paper's model it is, for the retrievers whose identity is one
-    of the paper's models at its default setup (the others are not compared)."""
-    from mdcr.retrievers.identity import builtin_key, paper_model
+def paper_models(entries: Mapping[str, Mapping[str, Any] | None]) -> dict[str, str]:
+    """Retriever name -> the paper's model it is, for the retrievers whose built-in entry is
+    one of the paper's models at its default setup (the others are not compared)."""
+    from mdcr.retrievers.builtin_entry import builtin_key, paper_model
 
     # One retriever per paper model: the one named after its entry, else the first by name.
-    order = sorted(identities, key=lambda n: (builtin_key(identities[n]) != n, n))
+    order = sorted(entries, key=lambda n: (builtin_key(entries[n]) != n, n))
     out: dict[str, str] = {}
     for name in order:
-        model = paper_model(identities[name])
+        model = paper_model(entries[name])
         if model is not None and model not in out.values():
             out[name] = model
     return dict(sorted(out.items()))
@@ -148,7 +148,7 @@ def compare_with_paper(
     ``ours`` has setup ('dataset' | 'field'), retriever, column (size label or field
     abbreviation or 'AVG'), size, metric (our name, e.g. ``map@500``) and value (x 100),
     already restricted to the test split. ``models``: retriever name -> the paper's model
-    it is (:func:`paper_models`, from identities); other retrievers are left out.
+    it is (:func:`paper_models`, from built-in entries); other retrievers are left out.
     Returns (cells, correlations): cells has table,
     column, metric, model, ours, paper, delta (ours - paper); correlations has table,
     column, metric, n_models, spearman (NaN below three models or for constant values).
@@ -197,23 +197,23 @@ def load_published_mdcr() -> dict[str, Any]:
     return json.loads(text)  # type: ignore[no-any-return]
 
 
-def published_mdcr(identity: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The published MDCR test rows of a retriever, by its registry identity
-    (:mod:`mdcr.retrievers.identity`), each with its source's citation (``field`` is a field
-    name or ``AVG``; metrics x100 as published).
+def published_mdcr(entry: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The published MDCR test rows of a retriever, by its built-in entry
+    (:mod:`mdcr.retrievers.builtin_entry`), each with its source's citation (``field`` is a
+    field name or ``AVG``; metrics x100 as published).
 
     A row applies only to the built-in entry it names, at its default setup, and, where
     the row records the model's ``commit``, only at that commit. A retriever that is not a
     built-in entry (a ``py:``/``hf:`` encoder, a model object, a scores file) gets none,
     whatever its name.
     """
-    from mdcr.retrievers.identity import default_setup, model_commit
+    from mdcr.retrievers.builtin_entry import default_setup, model_commit
 
-    key = default_setup(identity)
+    key = default_setup(entry)
     if key is None:
         return []
     data = load_published_mdcr()
-    commit = model_commit(identity)
+    commit = model_commit(entry)
     return [
         {**row, "citation": data["sources"][row["source"]]["citation"]}
         for row in data["results"]

@@ -30,7 +30,7 @@ from mdcr.contracts.artifacts import INTERVALS
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError, ManifestMismatchError
 from mdcr.core.hints import key
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec, Work
 from mdcr.scoring.comparison_params import IntervalParams, PairedTestParams
 
 if TYPE_CHECKING:
@@ -185,16 +185,14 @@ def _keep_last(
     return per_pool, per_query
 
 
-def retriever_identities(scores: Scores) -> dict[str, Any]:
-    """Each reported retriever's registry identity (:mod:`mdcr.retrievers.identity`), from
-    the score output it is taken from; None where it is not a built-in entry."""
-    from mdcr.retrievers.identity import run_identity
-
+def builtin_entries(scores: Scores) -> dict[str, Any]:
+    """Each reported retriever's built-in entry (:mod:`mdcr.retrievers.builtin_entry`), as
+    the score output it is taken from recorded it; None where it is not one."""
     out: dict[str, Any] = {}
     for src in scores.sources:  # oldest first: a later output's run wins, as its scores do
         for r in src["runs"]:
             if r.get("retriever") not in src["left_out"]:
-                out[str(r.get("retriever"))] = run_identity(r)
+                out[str(r.get("retriever"))] = r["builtin_entry"]
     return out
 
 
@@ -217,7 +215,7 @@ def _retriever_lines(scores: Scores, retrievers: list[str]) -> list[str]:
 
 
 def _inputs_lines(scores: Scores) -> list[str]:
-    from mdcr.retrievers.identity import describe
+    from mdcr.retrievers.builtin_entry import describe
 
     lines = [
         "| score output | fingerprint | pools fingerprint | depth | R@k |",
@@ -230,17 +228,17 @@ def _inputs_lines(scores: Scores) -> list[str]:
         )
     lines += [
         "",
-        "| retriever | registry entry | run fingerprint | run folder | pools | queries | "
+        "| retriever | built-in entry | run fingerprint | run folder | pools | queries | "
         "queries without results |",
         "|---|---|---|---|---:|---:|---:|",
     ]
-    identities = retriever_identities(scores)
+    entries = builtin_entries(scores)
     for src in scores.sources:
         for r in src["runs"]:
             if r.get("retriever") in src["left_out"]:
                 continue
             lines.append(
-                f"| {r.get('retriever')} | {describe(identities.get(str(r.get('retriever'))))} | "
+                f"| {r.get('retriever')} | {describe(entries.get(str(r.get('retriever'))))} | "
                 f"`{r.get('fingerprint')}` | `{r.get('path')}` | "
                 f"{r.get('pools', '')} | {r.get('queries', '')} | "
                 f"{r.get('queries_without_results', '')} |"
@@ -387,7 +385,7 @@ def mdcr_scores(outputs: list[Path], splits: tuple[str, ...], repeated: str) -> 
     from mdcr.contracts.artifacts import BENCHMARK, BENCHMARK_METRICS
     from mdcr.contracts.outputs import benchmark_origin, input_paths, rank_info
     from mdcr.core.manifests import read_manifest
-    from mdcr.retrievers.identity import identity_of
+    from mdcr.retrievers.builtin_entry import entry_of
     from mdcr.scoring.mdcr_report import MdcrScores, RankedRetriever
 
     params = [(read_manifest(f) or {}).get("params", {}) for f in outputs]
@@ -410,7 +408,7 @@ def mdcr_scores(outputs: list[Path], splits: tuple[str, ...], repeated: str) -> 
                     f"outputs ('{taken[name].folder}' and '{rank}'); give it once, or set "
                     'report.repeated_retrievers = "last"'
                 )
-            taken[name] = RankedRetriever(info, rank, identity_of(rank))
+            taken[name] = RankedRetriever(info, rank, entry_of(rank))
             values[name] = per_query[per_query["retriever"] == name]
     (bench_folder,) = input_paths(outputs[0], "benchmark")
     if not bench_folder.is_dir():
@@ -459,7 +457,7 @@ def run_report(cfg: ReportConfig, ctx: StageContext) -> None:
         metrics,
         ctx.out,
     )
-    c.identities = retriever_identities(scores)
+    c.entries = builtin_entries(scores)
     c.values = pool_values(per_query, scores.pool_meta)
     c.interval_options = IntervalOptions(cfg.resamples, cfg.seed, cfg.interval_method)
 
@@ -554,10 +552,11 @@ def _write_significance(c: Context, ctx: StageContext) -> pd.DataFrame:
 def _record_report(
     ctx: StageContext, report: Report, c: Context, scores: Scores, sig: pd.DataFrame
 ) -> None:
-    """The manifest facts: tables, retrievers and identities, inputs, significant counts."""
+    """The manifest facts: tables, retrievers and built-in entries, inputs, significant
+    counts."""
     ctx.record("tables", [t.name for s in report.sections for t in s.tables if t.files])
     ctx.record("retrievers", c.retrievers)
-    ctx.record("retriever_identities", {r: c.identities.get(r) for r in c.retrievers})
+    ctx.record("builtin_entries", {r: c.entries.get(r) for r in c.retrievers})
     ctx.record("score_inputs", [s["fingerprint"] for s in scores.sources])
     if not sig.empty:
         ctx.record(
@@ -578,7 +577,7 @@ def plan_report(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="report",
         version="7",

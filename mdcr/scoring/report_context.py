@@ -66,8 +66,8 @@ class Context:
     significance: list[pd.DataFrame] = field(default_factory=list)
     # Tables only written under tables/ (full versions of tables shown in part).
     file_tables: list[Table] = field(default_factory=list)
-    # Each retriever's registry identity (mdcr.retrievers.identity); None: not a built-in entry.
-    identities: dict[str, Any] = field(default_factory=dict)
+    # Each retriever's built-in entry (mdcr.retrievers.builtin_entry); None: not one.
+    entries: dict[str, Any] = field(default_factory=dict)
     # Per-query values with their pools' keys (intervals), how intervals are drawn, and
     # every table's intervals (mdcr.scoring.table_intervals), for intervals.parquet.
     values: pd.DataFrame | None = None

@@ -462,15 +462,15 @@ def _field_plots(
 
 def _not_compared_lines(c: Context, models: dict[str, str]) -> list[str]:
     """Retrievers named like one of the paper's models that are not that built-in entry."""
-    from mdcr.retrievers.identity import describe
+    from mdcr.retrievers.builtin_entry import describe
 
     names = [r for r in c.retrievers if r in paper_retrievers() and r not in models]
     if not names:
         return []
     return [
         "Not compared with the paper, as they are not the paper's model at its default "
-        "setup (a retriever is matched by its registry identity, never by its name): "
-        + "; ".join(f"`{r}` ({describe(c.identities.get(r))})" for r in names)
+        "setup (a retriever is matched by its built-in entry, never by its name): "
+        + "; ".join(f"`{r}` ({describe(c.entries.get(r))})" for r in names)
         + "."
     ]
 
@@ -481,7 +481,7 @@ def paper_section(c: Context, agg: pd.DataFrame) -> Section:
 
     s = Section("Comparison with the paper")
     s.intro.append(f"Source of the published numbers: {citation()}")
-    models = paper_models({r: c.identities.get(r) for r in c.retrievers})
+    models = paper_models({r: c.entries.get(r) for r in c.retrievers})
     s.intro += _not_compared_lines(c, models)
     t = agg[agg["split"] == "test"]
     mine = _ours_as_paper_cells(t)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from mdcr.contracts.paper import DEPTH, RECALL_K
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec
 from mdcr.measures import registry as measures
 
 if TYPE_CHECKING:
@@ -237,7 +237,7 @@ def _score_runs(
     from mdcr.contracts.artifacts import RUNS
     from mdcr.contracts.outputs import check_run_pools
     from mdcr.core.fingerprints import artifact_fingerprint
-    from mdcr.retrievers.identity import identity_of
+    from mdcr.retrievers.builtin_entry import entry_of
 
     pools_dir = ctx.input("pools")
     frames = []
@@ -254,7 +254,7 @@ def _score_runs(
                 "path": str(folder),
                 "fingerprint": artifact_fingerprint(folder),
                 # which built-in entry ranked (None: none); a name never says
-                "identity": identity_of(folder),
+                "builtin_entry": entry_of(folder),
                 **counts,
             }
         )
@@ -337,7 +337,7 @@ def run_score(cfg: ScoreConfig, ctx: StageContext) -> None:
 def identify_score(cfg: ScoreConfig, inputs: Mapping[str, list[Path]]) -> dict[str, Any]:
     """The definitions of measures registered at run time (none for the built-in ones, so
     their fingerprints are those of mdcr's code alone)."""
-    return measures.identity(cfg.metrics)
+    return measures.definitions(cfg.metrics)
 
 
 def plan_score(
@@ -353,10 +353,10 @@ def plan_score(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="score",
-        version="1",
+        version="2",
         config=ScoreConfig,
         run=run_score,
         plan=plan_score,

@@ -342,7 +342,7 @@ def field_comparisons(
 
 
 def annotate_split(
-    c: Context, section: Section, split: str, per_query: pd.DataFrame, identities: dict[str, Any]
+    c: Context, section: Section, split: str, per_query: pd.DataFrame, entries: dict[str, Any]
 ) -> None:
     """Add intervals to one split's MDCR tables (``c``: a
     :class:`~mdcr.scoring.report_context.Context` whose ``cfg`` holds the paired tests and
@@ -360,7 +360,7 @@ def annotate_split(
     if not names:
         return
     bc = dataclasses.replace(c, retrievers=order_retrievers(names))
-    labels = {r: label_for(r, identities.get(r)) for r in bc.retrievers}
+    labels = {r: label_for(r, entries.get(r)) for r in bc.retrievers}
     shown: list[Table] = []
     for table in section.tables:
         shown.append(table)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdcr.core.errors import InputDataError
-from mdcr.exports.registry import Export, ExportRequest, register_export
+from mdcr.exports.registry import EXPORTS, Export, ExportRequest
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -222,7 +222,7 @@ def export_trec_pools(request: ExportRequest) -> list[str]:
     return lines
 
 
-TREC_POOLS = register_export(
+EXPORTS.register(
     Export(
         format="trec",
         kind="pools",

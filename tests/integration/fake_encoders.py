@@ -4,7 +4,7 @@ Each is a hashed bag of words over the title and abstract, salted by its name, s
 the five encoders rank differently but all find topical neighbours. They are named after
 the paper's models with a ``-standin`` suffix: being user encoders, they may not carry a
 built-in's name into the paper comparison or the benchmark's negative types (a run is the
-built-in ``specter`` by its registry identity only). The two Aspire stand-ins are
+built-in ``specter`` by its built-in entry only). The two Aspire stand-ins are
 multi-vector (one vector per abstract sentence), as Aspire is.
 """
 

@@ -107,8 +107,14 @@ def test_demo_pipeline_end_to_end(
     # A second run builds nothing.
     out2, _ = _run(home, capsys)
     assert out2.strip().splitlines()[-1] == last
-    summary = [ln for ln in out2.splitlines() if ln.startswith("  ")]
-    assert summary and all(" up to date " in ln for ln in summary)
+    summary = [ln for ln in out2.splitlines() if re.match(r"^  \S+ +(built|up to date) ", ln)]
+    assert len(summary) == 22 and all(" up to date " in ln for ln in summary)
+    # ... and names the pools and the benchmark that `mdcr evaluate` scores an encoder on
+    hints = [ln.split() for ln in out2.splitlines() if ln.startswith("  mdcr evaluate ")]
+    folders = {h[-2]: Path(h[-1]) for h in hints}
+    assert set(folders) == {"--pools", "--benchmark"}
+    assert folders["--pools"].parent.name == "pools" and folders["--pools"].is_dir()
+    assert folders["--benchmark"].parent.name == "benchmark" and folders["--benchmark"].is_dir()
     manifest = json.loads((report.parent / "manifest.json").read_text())
     assert manifest["complete"] is True and manifest["stage"] == "report"
 

@@ -19,10 +19,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import mdcr.encoders.stage
-import mdcr.index.bm25.search
-import mdcr.index.bm25.tune
-import mdcr.index.dense  # noqa: F401  (registers encode, search, bm25 if STAGE_MODULES lacks them)
 from mdcr.cli import main
 from mdcr.contracts.paper import FIELD_ABBREVIATIONS
 from mdcr.core.manifests import read_manifest

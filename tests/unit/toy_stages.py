@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mdcr.core.config import input_path, param
-from mdcr.core.stage import StageContext, StageSpec, register
+from mdcr.core.stage import STAGES, StageContext, StageSpec
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,8 @@ def run_shards(cfg: ShardsConfig, ctx: StageContext) -> None:
         ctx.output(path.name, rows=1)
 
 
-SOURCE = register(StageSpec("toy-source", "1", SourceConfig, run_source, "toy source"))
-DOUBLE = register(StageSpec("toy-double", "1", DoubleConfig, run_double, "toy double"))
-SHARDS = register(
+SOURCE = STAGES.register(StageSpec("toy-source", "1", SourceConfig, run_source, "toy source"))
+DOUBLE = STAGES.register(StageSpec("toy-double", "1", DoubleConfig, run_double, "toy double"))
+SHARDS = STAGES.register(
     StageSpec("toy-shards", "1", ShardsConfig, run_shards, "toy shards", resumable=True)
 )

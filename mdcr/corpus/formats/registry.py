@@ -15,8 +15,9 @@ folder; none: the default format (the one registered without ``detect``, S2ORC);
 than one: a one-line error asking to name it. An unknown format is a one-line error
 listing the valid ones. Each built-in format is one module holding its reader, scan, size
 model and registration (:mod:`mdcr.corpus.formats.s2orc`, :mod:`mdcr.corpus.formats.s2ag`),
-imported on first use as the stage registry imports the stage modules. Adding a format is
-one :func:`register_format` call next to its definition.
+named by entry points of the group ``mdcr.input_formats`` and imported on first use, as
+every registry finds its plug-ins. Adding a format is one ``FORMATS.register`` call next to
+its definition.
 """
 
 from __future__ import annotations
@@ -38,10 +39,6 @@ if TYPE_CHECKING:
     from mdcr.core.stage import PlanFacts, Work
 
 AUTO = "auto"
-# The modules that register the built-in formats, imported on first use.
-BUILTIN_MODULES = ("mdcr.corpus.formats.s2orc", "mdcr.corpus.formats.s2ag")
-# Every input format by name (one registry, filled by :func:`register_format`).
-FORMATS: Registry[InputFormat] = Registry("input format", BUILTIN_MODULES)
 
 
 @dataclass
@@ -118,25 +115,24 @@ class InputFormat:
         return self.describe(cfg) if self.describe is not None else self.label
 
 
-def register_format(fmt: InputFormat) -> InputFormat:
-    """Add an input format; a second one of the same name, or a second default, is an error."""
+def _check_format(fmt: InputFormat) -> None:
+    """A reserved name, or a second default format (one without ``detect``), is an error."""
     if fmt.name == AUTO or not fmt.name:
         raise ConfigError(f"input format name {fmt.name!r} is reserved; choose another")
     held = FORMATS.items()  # the built-ins first (a no-op while they register)
-    if fmt.name in held and held[fmt.name] is not fmt:
-        raise ConfigError(f"input format '{fmt.name}' is registered twice; names must be unique")
     default = [f.name for f in held.values() if f.detect is None and f.name != fmt.name]
     if fmt.detect is None and default:
         raise ConfigError(
             f"input format '{fmt.name}' has no detect function, and '{default[0]}' is already "
             "the default format; give it one"
         )
-    return FORMATS.register(fmt.name, fmt)
 
 
-def unregister_format(name: str) -> None:
-    """Remove a registered format (the tests restore the registry with it)."""
-    FORMATS.unregister(name)
+# Every input format by name, registered by the modules of the entry-point group
+# mdcr.input_formats.
+FORMATS: Registry[InputFormat] = Registry(
+    "input format", key=lambda fmt: fmt.name, group="mdcr.input_formats", check=_check_format
+)
 
 
 def input_formats() -> dict[str, InputFormat]:

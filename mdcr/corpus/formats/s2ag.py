@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 from mdcr.core.errors import InputDataError
 from mdcr.core.stage import PlanFacts, Work
 from mdcr.corpus import jsonl
-from mdcr.corpus.formats.registry import InputFormat, InputSize, Scanned, register_format
+from mdcr.corpus.formats.registry import FORMATS, InputFormat, InputSize, Scanned
 from mdcr.corpus.prefilter.output import KEEP, SEQ_SHIFT, EdgeTable
 from mdcr.corpus.prefilter.rules import (
     PrefilterConfig,
@@ -572,7 +572,7 @@ def size_s2ag(
     return InputSize(records, work, layout_words=size)
 
 
-S2AG = register_format(
+FORMATS.register(
     InputFormat(
         name="s2ag",
         label="an S2AG release",

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from mdcr.core.errors import InputDataError
 from mdcr.core.stage import PlanFacts, Work
 from mdcr.corpus import jsonl
-from mdcr.corpus.formats.registry import InputFormat, InputSize, Scanned, register_format
+from mdcr.corpus.formats.registry import FORMATS, InputFormat, InputSize, Scanned
 from mdcr.corpus.prefilter.output import SEQ_SHIFT
 from mdcr.corpus.prefilter.rules import (
     PrefilterConfig,
@@ -210,7 +210,7 @@ def size_s2orc(
     return InputSize(records, Work("prefilter", units=float(records)), source_words=counted)
 
 
-S2ORC = register_format(
+FORMATS.register(
     InputFormat(
         name="s2orc",
         label="S2ORC shards",

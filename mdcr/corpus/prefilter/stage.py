@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 
 from mdcr.contracts.artifacts import CITATIONS, CORPUS_PAPERS
 from mdcr.core.errors import ConfigError, InputDataError
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec, Work
 from mdcr.corpus.formats import registry as formats
 from mdcr.corpus.formats.registry import InputFormat, Scanned
 from mdcr.corpus.prefilter.output import write_outputs
@@ -379,7 +379,7 @@ def plan_prefilter(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="prefilter",
         version="4",

@@ -41,7 +41,7 @@ import numpy as np
 from mdcr.contracts.paper import QUERY_YEAR
 from mdcr.core.atomic import atomic_path
 from mdcr.core.errors import ConfigError
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, Work, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec, Work
 from mdcr.corpus.formats.s2ag_write import (
     S2agWriter,
     abstract_record,
@@ -656,7 +656,7 @@ def plan_synth(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="synth",
         version="1",

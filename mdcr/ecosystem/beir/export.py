@@ -33,7 +33,7 @@ from typing import Any
 
 from mdcr.core.errors import ConfigError
 from mdcr.ecosystem.beir.layout import BeirFolder, paper_text, write_folder
-from mdcr.exports.registry import Export, ExportRequest, register_export
+from mdcr.exports.registry import EXPORTS, Export, ExportRequest
 
 # (title, abstract) -> (corpus title, corpus text, query text)
 TextFormat = Callable[[str, str], tuple[str, str, str]]
@@ -259,7 +259,7 @@ def export_beir_benchmark(request: ExportRequest) -> list[str]:
     return _lines(request.out, folders)
 
 
-BEIR_POOLS = register_export(
+EXPORTS.register(
     Export(
         format="beir",
         kind="pools",
@@ -272,7 +272,7 @@ BEIR_POOLS = register_export(
         options=frozenset({"encoder"}),
     )
 )
-BEIR_BENCHMARK = register_export(
+EXPORTS.register(
     Export(
         format="beir",
         kind="benchmark",

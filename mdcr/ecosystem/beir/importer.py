@@ -38,7 +38,7 @@ from mdcr.contracts.artifacts import PAPERS, POOL_META, POOLS, QRELS, QUERIES
 from mdcr.core.config import input_path, param
 from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.core.hints import key
-from mdcr.core.stage import StageContext, StageSpec, register
+from mdcr.core.stage import STAGES, StageContext, StageSpec
 
 QUERY_PREFIX = "q:"
 POOL_PREFIX = "beir/"
@@ -89,7 +89,7 @@ def _splits(source: Path, cfg: BeirImportConfig) -> tuple[dict[str, str], list[s
         if len(both) > 1:
             raise ConfigError(
                 f"'{source}': qrels/{both[0]}.tsv and qrels/{both[1]}.tsv are both mdcr's "
-                f"{target} split; pick one with beir-import.splits (--splits)"
+                f"{target} split; pick one with {key('beir-import', 'splits')}"
             )
     return mapped, [s for s in have if s not in mapped]
 
@@ -201,7 +201,7 @@ def identify_beir_import(cfg: BeirImportConfig, inputs: Mapping[str, list[Path]]
     return {"query_prefix": QUERY_PREFIX, "pool_prefix": POOL_PREFIX, "split_map": SPLIT_MAP}
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="beir-import",
         version="2",

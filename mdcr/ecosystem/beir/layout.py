@@ -22,7 +22,7 @@ entry (title, a space, text), so a paper reads the same as a query and as a cand
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -253,8 +253,3 @@ def check_beir_folder(folder: Path) -> None:
             f"'{folder}' is not a BEIR folder: no {', '.join(missing)}; give a folder with "
             "corpus.jsonl, queries.jsonl and qrels/<split>.tsv (as BEIR's datasets unpack)"
         )
-
-
-def mapping_rows(rows: Mapping[str, Mapping[str, int]]) -> list[tuple[str, str, int]]:
-    """{query: {doc: score}} as sorted (query, doc, score) rows."""
-    return sorted((q, d, int(s)) for q, docs in rows.items() for d, s in docs.items())

@@ -20,7 +20,7 @@ fast:
 
 None of these changes what a vector is (a setting may move float results in their last
 bits): they are settings, never hashed, and left out of a state digest
-(``state_settings``, ``state_unhashed``). What its runs did, and how long the model side
+(``state_settings``). What its runs did, and how long the model side
 waited for tokens, is in :attr:`TransformerRunner.stats`. Each batch's papers are
 reported to the encode stage's progress bar (:mod:`mdcr.encoders.progress`).
 
@@ -94,14 +94,14 @@ _ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")
 class TransformerRunner:
     """A loaded transformer plus the fast batched forward pass shared by all HF encoders."""
 
-    # What it derives from the device: settings, left out of a state digest
-    # (mdcr.encoders.state_digest), as the device itself is.
-    state_settings = ("torch_device", "pad_multiple", "prefetch", "chunk_docs")
-    # Settings added since digests of runners were first stored, and what exists only to
-    # run (replicas, statistics, a lock): left out of a digest altogether, names included,
-    # so the digest of an encoder holding a runner is what it was.
-    state_unhashed = (
-        "workers",
+    # Settings, left out of a state digest (mdcr.encoders.state_digest) as the device
+    # itself is: what it derives from the device, how it runs, and what exists only to run
+    # (replicas, statistics, a lock).
+    state_settings = (
+        "torch_device",
+        "pad_multiple",
+        "prefetch",
+        "chunk_docs",
         "attention",
         "compile",
         "stats",

@@ -10,12 +10,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mdcr.contracts.paper import DEPTH
 from mdcr.core.config import input_path, param, setting
 from mdcr.core.errors import ConfigError, InputDataError
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec
 from mdcr.engine import EngineSettings, check_engine_settings
 from mdcr.index.bm25.data import PoolData, PoolInfo, PoolWorker
 from mdcr.index.bm25.shared import (
@@ -42,9 +42,6 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BM25Config(EngineSettings):
-    # What runs BM25 was called ``engine`` before ``--engine`` came to name local or Ray.
-    RENAMED_KEYS: ClassVar[dict[str, str]] = {"engine": "backend"}
-
     corpus: str = input_path(help="prefilter output (papers.parquet with title and abstract)")
     pools: str = input_path(help="pools output")
     params: str | None = input_path(
@@ -83,7 +80,7 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
     from mdcr.contracts.facts import RunInfo
     from mdcr.index.runs import RunWriter
     from mdcr.retrievers.builtin import BM25
-    from mdcr.retrievers.identity import BM25_IDENTITY
+    from mdcr.retrievers.builtin_entry import BM25_ENTRY
 
     params = ctx.inputs.get("params") or []
     if params:
@@ -114,7 +111,7 @@ def run_bm25(cfg: BM25Config, ctx: StageContext) -> None:
                 terms.append(np.asarray(side["n_terms"], dtype=np.int64))
         ctx.outputs[RUNS.file] = writer.rows
         shutil.rmtree(ctx.out / PARTS, ignore_errors=True)
-        RunInfo(BM25.name, data.pools_fp, dict(BM25_IDENTITY)).record(ctx)
+        RunInfo(BM25.name, data.pools_fp, dict(BM25_ENTRY)).record(ctx)
         ctx.record("k1", k1)
         ctx.record("b", b)
         ctx.record("k", cfg.k)
@@ -184,10 +181,10 @@ def plan_bm25(
     )
 
 
-SPEC = register(
+SPEC = STAGES.register(
     StageSpec(
         name="bm25",
-        version="1",
+        version="2",
         config=BM25Config,
         run=run_bm25,
         help="BM25 runs (Lucene via Anserini) for every pool of the chosen splits",

@@ -12,12 +12,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mdcr.contracts.paper import DEPTH, RECALL_K
 from mdcr.core.config import input_path, param, setting
 from mdcr.core.errors import ConfigError, InputDataError
-from mdcr.core.stage import PlanFacts, StageContext, StagePlan, StageSpec, register
+from mdcr.core.stage import STAGES, PlanFacts, StageContext, StagePlan, StageSpec
 from mdcr.engine import EngineSettings, check_engine_settings
 from mdcr.index.bm25.data import PoolData, PoolInfo, PoolWorker
 from mdcr.index.bm25.shared import (
@@ -69,9 +69,6 @@ def metric_name(metric: str, depth: int) -> str:
 
 @dataclass(frozen=True)
 class TuneConfig(EngineSettings):
-    # What runs BM25 was called ``engine`` before ``--engine`` came to name local or Ray.
-    RENAMED_KEYS: ClassVar[dict[str, str]] = {"engine": "backend"}
-
     corpus: str = input_path(help="prefilter output (papers.parquet with title and abstract)")
     pools: str = input_path(help="pools output; only its validation (split 'val') pools are used")
     k1: tuple[float, ...] = param(DEFAULT_K1_GRID, help="k1 values of the grid")
@@ -300,10 +297,10 @@ def plan_bm25_tune(
 
 def identify_bm25_tune(cfg: TuneConfig, inputs: Mapping[str, list[Path]]) -> dict[str, Any]:
     """The definition of the maximised measure when it was registered at run time."""
-    return measures.identity([measures.parse(metric_name(cfg.metric, cfg.depth))[0].kind])
+    return measures.definitions([measures.parse(metric_name(cfg.metric, cfg.depth))[0].kind])
 
 
-TUNE_SPEC = register(
+TUNE_SPEC = STAGES.register(
     StageSpec(
         name="bm25-tune",
         version="1",

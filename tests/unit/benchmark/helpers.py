@@ -3,7 +3,7 @@
 ``test-bench-run`` is a test-only stage that writes a run in the run contract for every
 field-level pool: each query's candidates are ranked by a seeded hash of (name, query,
 paper), so different names give different (but deterministic) top lists. With ``builtin``
-it records the registry identity of the built-in entry it is named after, as a real run of
+it records the built-in entry it is named after, as a real run of
 that built-in does (the real models are out of reach offline).
 """
 
@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from mdcr.core.config import input_path, param
 from mdcr.core.fingerprints import artifact_fingerprint
 from mdcr.core.inputs import resolve_inputs
-from mdcr.core.stage import StageContext, StageSpec, register
+from mdcr.core.stage import STAGES, StageContext, StageSpec
 from mdcr.core.store import Store
 from mdcr.index.runs import RunWriter, rank_candidates, run_table
 from mdcr.pools.build import SPEC as POOLS_SPEC
@@ -35,7 +35,7 @@ class FakeRunConfig:
     name: str = param("bm25", help="retriever name")
     k: int = param(60, help="run depth")
     same_as: str = param("", help="rank exactly like the run of this name")
-    builtin: bool = param(False, help="stand for the built-in registry entry of that name")
+    builtin: bool = param(False, help="stand for the built-in entry of that name")
 
 
 def _score(name: str, q: str, p: str) -> float:
@@ -60,10 +60,10 @@ def _run(cfg: FakeRunConfig, ctx: StageContext) -> None:
     ctx.record("retriever", cfg.name)
     ctx.record("pools_fingerprint", artifact_fingerprint(pools_dir))
     identity = {"builtin": cfg.name, "model": {}, "options": {}} if cfg.builtin else None
-    ctx.record("retriever_identity", identity)
+    ctx.record("builtin_entry", identity)
 
 
-RUN_SPEC = register(
+RUN_SPEC = STAGES.register(
     StageSpec("test-bench-run", "1", FakeRunConfig, _run, "fake runs for benchmark tests")
 )
 

@@ -224,11 +224,11 @@ def test_a_run_only_named_like_a_builtin_is_never_its_negative_type(
         Store(tmp_path).execute(SPEC, cfg, resolve_inputs(cfg), quiet=True)
     message = str(info.value)
     assert f"the run named '{impostor}'" in message and "\n" not in message
-    assert f"is not the built-in registry entry '{impostor}'" in message
+    assert f"is not the built-in entry '{impostor}'" in message
     assert not (tmp_path / "benchmark").exists() or not any((tmp_path / "benchmark").iterdir())
-    # Recorded: the identity of each model type's run.
+    # Recorded: the built-in entry of each model type's run.
     info_ = json.loads((world["out"] / "manifest.json").read_text())["info"]
-    assert {m: i["builtin"] for m, i in info_["model_identities"].items()} == {m: m for m in MODELS}
+    assert {m: i["builtin"] for m, i in info_["model_entries"].items()} == {m: m for m in MODELS}
 
 
 def test_short_queries_error_or_reported(world: dict, tmp_path: Path) -> None:

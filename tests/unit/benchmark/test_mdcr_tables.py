@@ -40,8 +40,8 @@ def test_table4_columns_say_how_the_candidates_were_chosen() -> None:
 
 
 def test_the_papers_table4_numbers_still_match_the_candidate_types() -> None:
-    identities = {"scincl": {"builtin": "scincl", "model": {"commit": "c"}, "options": {}}}
-    lines = _paper_lines(_macro(), identities, "the official MDCR test files")
+    entries = {"scincl": {"builtin": "scincl", "model": {"commit": "c"}, "options": {}}}
+    lines = _paper_lines(_macro(), entries, "the official MDCR test files")
     rows = [ln for ln in lines if ln.startswith("| SciNCL |")]
     # AVG MAP and R@5, plus MAP and R@5 for each of the six candidate types.
     assert len(rows) == 2 + 2 * len(TYPES)

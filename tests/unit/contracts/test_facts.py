@@ -1,4 +1,4 @@
-"""Manifest facts: typed fields with their manifest keys, and Store.find's keys checked."""
+"""Manifest facts: typed fields recorded under their names, and Store.find's keys checked."""
 
 from __future__ import annotations
 
@@ -15,19 +15,16 @@ from mdcr.contracts.facts import (
     RankInfo,
     RunInfo,
     ScoreInfo,
-    fact,
     facts_of_stage,
-    register_facts,
 )
 from mdcr.contracts.outputs import rank_info, score_info, scores_on_pools
-from mdcr.contracts.paper import DEPTH, RECALL_K
 from mdcr.core.errors import ConfigError, ManifestMismatchError
 from mdcr.core.manifests import open_output, write_manifest
 from mdcr.core.store import Store
 
 RUNS = (
-    {"retriever": "a", "path": "/x/a", "fingerprint": "f1", "identity": None},
-    {"retriever": "b", "path": "/x/b", "fingerprint": "f2", "identity": {"builtin": "bm25"}},
+    {"retriever": "a", "path": "/x/a", "fingerprint": "f1", "builtin_entry": None},
+    {"retriever": "b", "path": "/x/b", "fingerprint": "f2", "builtin_entry": {"builtin": "bm25"}},
 )
 
 
@@ -46,22 +43,22 @@ def _output(home: Path, stage: str, fp: str, info: dict, started: str = "") -> P
     return folder
 
 
-def test_facts_keep_the_manifest_keys_of_existing_stores() -> None:
-    """The keys and values manifests already hold (runs as retriever_runs, tuples as lists)."""
+def test_facts_are_recorded_under_their_names() -> None:
+    """Each fact under its field's name, tuples as lists, and read back as it was."""
     score = ScoreInfo("p1", 100, 10, RUNS)
     assert score.as_record() == {
         "pools_fingerprint": "p1",
         "depth": 100,
         "recall_k": 10,
-        "retriever_runs": [dict(r) for r in RUNS],
+        "runs": [dict(r) for r in RUNS],
     }
     run = RunInfo("specter", "p1", {"builtin": "specter"})
     assert run.as_record() == {
         "retriever": "specter",
         "pools_fingerprint": "p1",
-        "retriever_identity": {"builtin": "specter"},
+        "builtin_entry": {"builtin": "specter"},
     }
-    rank = RankInfo("bm25", "bm25", "b1", ("test", "valid"), "k1 0.9, b 0.4")
+    rank = RankInfo("bm25", "bm25", "b1", ("test", "valid"), "k1 0.9, b 0.4", None)
     assert rank.as_record()["splits"] == ["test", "valid"]
     assert set(rank.as_record()) == {
         "retriever",
@@ -69,17 +66,18 @@ def test_facts_keep_the_manifest_keys_of_existing_stores() -> None:
         "benchmark_fingerprint",
         "splits",
         "detail",
-        "retriever_identity",
+        "builtin_entry",
     }
-    assert EncodeInfo("k").as_record() == {"encoder_key": "k"}
+    assert EncodeInfo("k", None).as_record() == {"encoder_key": "k", "builtin_entry": None}
     for facts in (score, run, rank):
         assert type(facts).from_record(facts.as_record(), "here") == facts
 
 
-def test_defaults_come_from_the_paper_and_required_facts_are_required(tmp_path: Path) -> None:
-    old = _output(tmp_path, "score", "s0", {"pools_fingerprint": "p1"})  # cut-offs unrecorded
-    _, info = score_info(old) or ("", None)
-    assert info == ScoreInfo("p1", DEPTH, RECALL_K, ())
+def test_every_fact_is_required(tmp_path: Path) -> None:
+    """A manifest lacking a fact (an edited one) is a one-line error, never a default."""
+    cut = _output(tmp_path, "score", "s0", {"pools_fingerprint": "p1"})
+    with pytest.raises(ManifestMismatchError, match="records no 'depth'; re-run the step"):
+        score_info(cut)
     rank = _output(tmp_path, "benchmark-rank", "r0", {"retriever": "x", "method": "scores"})
     with pytest.raises(ManifestMismatchError, match="records no 'benchmark_fingerprint'"):
         rank_info(rank)
@@ -91,9 +89,7 @@ def test_find_matches_typed_facts_by_their_manifest_keys(tmp_path: Path) -> None
     _output(tmp_path, "score", "s2", ScoreInfo("p2", 500, 30, RUNS[:1]).as_record(), "2")
     new = _output(tmp_path, "score", "s3", ScoreInfo("p1", 100, 30, RUNS[1:]).as_record(), "3")
     assert [o.path for o in store.find("score", ScoreInfo, pools_fingerprint="p1")] == [old, new]
-    assert [o.path for o in store.find("score", ScoreInfo, runs=RUNS)] == [
-        old
-    ]  # key retriever_runs
+    assert [o.path for o in store.find("score", ScoreInfo, runs=RUNS)] == [old]
     assert [o.path for o in store.find("score", ScoreInfo, pools_fingerprint="p1", depth=100)] == [
         new
     ]
@@ -111,8 +107,6 @@ def test_find_rejects_a_misspelled_key_in_one_line(tmp_path: Path) -> None:
     assert "\n" not in message
     assert "unknown fact 'pool_fingerprint'" in message
     assert "valid: pools_fingerprint, depth, recall_k, runs" in message
-    with pytest.raises(ConfigError, match="unknown fact 'retriever_runs'; valid: "):
-        store.find("score", ScoreInfo, retriever_runs=[])  # the manifest key is not the field
     with pytest.raises(ConfigError, match="the report stage records no facts"):
         store.find("report", RunInfo, retriever="a")
     with pytest.raises(ConfigError, match="the search stage records RunInfo; ScoreInfo is rec"):
@@ -137,7 +131,7 @@ def test_a_facts_class_counts_once_registered(tmp_path: Path) -> None:
     @dataclass(frozen=True)
     class ToyInfo(Facts):
         stages: ClassVar[tuple[str, ...]] = ("toy-stage",)
-        flavour: str = fact("toy_flavour")
+        flavour: str
 
     assert facts_of_stage("toy-stage") is None  # defined, not registered
     store = Store(tmp_path)
@@ -145,11 +139,11 @@ def test_a_facts_class_counts_once_registered(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=unregistered):
         store.find("toy-stage", ToyInfo, flavour="sour")
     try:
-        assert register_facts(ToyInfo) is ToyInfo
+        assert FACTS.register(ToyInfo) is ToyInfo
         assert facts_of_stage("toy-stage") is ToyInfo and FACTS.get("toy-stage") is ToyInfo
-        assert register_facts(ToyInfo) is ToyInfo  # the same class again: a no-op
-        _output(tmp_path, "toy-stage", "t1", {"toy_flavour": "sour"})
-        _output(tmp_path, "toy-stage", "t2", {"toy_flavour": "sweet"})
+        assert FACTS.register(ToyInfo) is ToyInfo  # the same class again: a no-op
+        _output(tmp_path, "toy-stage", "t1", {"flavour": "sour"})
+        _output(tmp_path, "toy-stage", "t2", {"flavour": "sweet"})
         assert [o.fingerprint for o in store.find("toy-stage", ToyInfo, flavour="sour")] == ["t1"]
 
         @dataclass(frozen=True)
@@ -157,7 +151,7 @@ def test_a_facts_class_counts_once_registered(tmp_path: Path) -> None:
             stages: ClassVar[tuple[str, ...]] = ("other-stage", "toy-stage")
 
         with pytest.raises(ConfigError, match="stage 'toy-stage' records ToyInfo already"):
-            register_facts(OtherInfo)
+            FACTS.register(OtherInfo)
         assert facts_of_stage("other-stage") is None  # refused whole, not half
     finally:
         FACTS.unregister("toy-stage")

@@ -15,7 +15,7 @@ from mdcr.contracts.artifacts import BENCHMARK, POOL_META, POOLS, QRELS, QUERIES
 from mdcr.contracts.outputs import writes
 from mdcr.core.config import input_path
 from mdcr.core.inputs import resolve_inputs
-from mdcr.core.stage import STAGES, StageContext, StageSpec, register
+from mdcr.core.stage import STAGES, StageContext, StageSpec
 from mdcr.core.store import Store
 from mdcr.exports.registry import input_kind
 from tests.unit.encoders.fixtures import write_corpus, write_pools
@@ -33,7 +33,7 @@ def run_t_copy_pools(cfg: CopyConfig, ctx: StageContext) -> None:
 
 @pytest.fixture
 def stages() -> Iterator[tuple[StageSpec, StageSpec]]:
-    declared = register(
+    declared = STAGES.register(
         StageSpec(
             "t-copy-pools",
             "1",
@@ -43,7 +43,7 @@ def stages() -> Iterator[tuple[StageSpec, StageSpec]]:
             writes=(QUERIES, POOLS, POOL_META, QRELS),
         )
     )
-    silent = register(StageSpec("t-copy-files", "1", CopyConfig, run_t_copy_pools, help="x"))
+    silent = STAGES.register(StageSpec("t-copy-files", "1", CopyConfig, run_t_copy_pools, help="x"))
     yield declared, silent
     STAGES.unregister("t-copy-pools")
     STAGES.unregister("t-copy-files")

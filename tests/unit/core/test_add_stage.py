@@ -13,7 +13,7 @@ from mdcr.cli import main
 from mdcr.core.config import param
 from mdcr.core.errors import ConfigError
 from mdcr.core.manifests import read_manifest
-from mdcr.core.stage import STAGES, StageContext, StageSpec, get_stage, register, stages
+from mdcr.core.stage import STAGES, StageContext, StageSpec, get_stage, stages
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ def run_t_count(cfg: CountConfig, ctx: StageContext) -> None:
 @pytest.fixture
 def t_count() -> Iterator[StageSpec]:
     # The whole of adding a stage:
-    spec = register(StageSpec("t-count", "1", CountConfig, run_t_count, help="count lines"))
+    spec = STAGES.register(StageSpec("t-count", "1", CountConfig, run_t_count, help="count lines"))
     yield spec
     STAGES.unregister("t-count")
 
@@ -48,9 +48,9 @@ def test_a_stage_registered_once_runs_from_the_command_line(
 
 def test_a_second_stage_under_a_taken_name_is_refused(t_count: StageSpec) -> None:
     other = StageSpec("t-count", "2", CountConfig, run_t_count, help="another")
-    with pytest.raises(ConfigError, match="stage 't-count' is registered twice"):
-        register(other)
-    register(t_count)  # the same spec again (a module imported twice) is no error
+    with pytest.raises(ConfigError, match="stage 't-count' is registered already"):
+        STAGES.register(other)
+    STAGES.register(t_count)  # the same spec again (a module imported twice) is no error
 
 
 def test_an_unknown_stage_is_one_line_listing_the_registered_ones(t_count: StageSpec) -> None:

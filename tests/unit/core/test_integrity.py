@@ -146,10 +146,6 @@ def test_a_pipeline_plans_a_damaged_step_and_builds_it_again(tmp_path: Path, cap
     assert _sha(values) == good
 
 
-def _double(store: Store, source: Path) -> None:
-    store.execute(DOUBLE, DoubleConfig(source=str(source)), {"source": [source]}, quiet=True)
-
-
 # --- an encode output, through the CLI -------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.core.stage import StageContext
 from mdcr.corpus import jsonl
 from mdcr.corpus.formats import registry as formats
-from mdcr.corpus.formats.registry import InputFormat, Scanned, register_format, unregister_format
+from mdcr.corpus.formats.registry import FORMATS, InputFormat, Scanned
 from mdcr.corpus.prefilter.output import SEQ_SHIFT
 from mdcr.corpus.prefilter.rules import abstract_rule_sql, citation_rule_sql, title_rule_sql
 from mdcr.corpus.prefilter.scan import (
@@ -142,11 +142,11 @@ INLINE = InputFormat(
 def inline() -> Iterator[InputFormat]:
     """The inline format, registered for one test (the registry is restored after)."""
     before = dict(formats.input_formats())
-    register_format(INLINE)
+    FORMATS.register(INLINE)
     try:
         yield INLINE
     finally:
-        unregister_format(INLINE.name)
+        FORMATS.unregister(INLINE.name)
         assert formats.input_formats() == before
 
 
@@ -320,13 +320,13 @@ def test_an_unknown_format_is_a_one_line_error_listing_the_valid_ones() -> None:
 
 def test_a_duplicate_name_a_reserved_name_and_a_second_default_are_refused() -> None:
     s2orc = formats.get_format("s2orc")
-    assert register_format(s2orc) is s2orc  # the same entry again is a no-op
-    with pytest.raises(ConfigError, match="registered twice"):
-        register_format(InputFormat("s2ag", "x", inline_files, scan_inline, detect=bool))
+    assert FORMATS.register(s2orc) is s2orc  # the same entry again is a no-op
+    with pytest.raises(ConfigError, match="input format 's2ag' is registered already"):
+        FORMATS.register(InputFormat("s2ag", "x", inline_files, scan_inline, detect=bool))
     with pytest.raises(ConfigError, match="reserved"):
-        register_format(InputFormat("auto", "x", inline_files, scan_inline, detect=bool))
+        FORMATS.register(InputFormat("auto", "x", inline_files, scan_inline, detect=bool))
     with pytest.raises(ConfigError, match="'s2orc' is already the default"):
-        register_format(InputFormat("other", "x", inline_files, scan_inline))
+        FORMATS.register(InputFormat("other", "x", inline_files, scan_inline))
     assert tuple(formats.input_formats()) == ("s2orc", "s2ag")
 
 

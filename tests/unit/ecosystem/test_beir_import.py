@@ -190,7 +190,7 @@ def test_a_dev_only_dataset_is_scored_as_mdcr_val(
     # Naming a split mdcr does not score is a one-line error.
     argv = ["import", "beir", "--source", str(src), "--splits", "train", "--home", str(home), "-q"]
     assert _error(argv, capsys) == (
-        "mdcr: error: beir-import.splits: 'train' is not a split mdcr scores (val, test); "
+        "mdcr: error: --splits: 'train' is not a split mdcr scores (val, test); "
         "import one of: test (as test), dev (as val), val (as val), validation (as val)\n"
     )
 

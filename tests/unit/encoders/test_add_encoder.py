@@ -21,17 +21,10 @@ from mdcr.encoders.registry import (
     build_encoder,
     identify_encoder,
     lookup,
-    register_family,
     valid_specs,
 )
 from mdcr.encoders.store import EmbeddingStore
-from mdcr.retrievers.builtin import (
-    HF_OPTIONS,
-    EncoderRecord,
-    builtin_names,
-    register_encoder,
-    unregister_encoder,
-)
+from mdcr.retrievers.builtin import ENCODER_RECORDS, HF_OPTIONS, EncoderRecord, builtin_names
 from tests.unit.encoders.fixtures import make_tiny_bert, write_corpus
 
 
@@ -51,7 +44,7 @@ def _texts(corpus: Path, ids: Sequence[str]) -> list[PaperText]:
 def tiny_record(tmp_path: Path) -> Iterator[EncoderRecord]:
     folder = make_tiny_bert(tmp_path / "tiny-bert")
     # The whole of adding an encoder of a known family:
-    record = register_encoder(
+    record = ENCODER_RECORDS.register(
         EncoderRecord(
             name="t-tiny",
             label="Tiny",
@@ -68,7 +61,7 @@ def tiny_record(tmp_path: Path) -> Iterator[EncoderRecord]:
         )
     )
     yield record
-    unregister_encoder("t-tiny")
+    ENCODER_RECORDS.unregister("t-tiny")
 
 
 def test_a_record_registered_once_encodes_from_the_command_line(
@@ -140,7 +133,7 @@ class ToyFamily(EncoderFamily):
 
 @pytest.fixture
 def toy_family() -> Iterator[EncoderFamily]:
-    family = register_family(ToyFamily())  # the whole of adding an encoder family
+    family = FAMILIES.register(ToyFamily())  # the whole of adding an encoder family
     yield family
     FAMILIES.unregister("t-toy")
 
@@ -172,8 +165,8 @@ def test_a_taken_prefix_and_a_record_of_an_unknown_family_are_one_line_errors() 
         prefix = "hf:"
 
     with pytest.raises(ConfigError, match="prefix 'hf:' is taken by 'hf-any'"):
-        register_family(Clash())
-    record = register_encoder(
+        FAMILIES.register(Clash())
+    record = ENCODER_RECORDS.register(
         EncoderRecord(name="t-orphan", label="O", description="x", family="t-nowhere")
     )
     try:
@@ -181,7 +174,7 @@ def test_a_taken_prefix_and_a_record_of_an_unknown_family_are_one_line_errors() 
             build_encoder("t-orphan")
         assert "hf, hf-any, mem, minilm, py, random, specter2" in str(e.value)
     finally:
-        unregister_encoder(record.name)
+        ENCODER_RECORDS.unregister(record.name)
 
 
 def test_every_builtin_record_names_a_registered_family() -> None:
@@ -195,3 +188,23 @@ def test_every_builtin_record_names_a_registered_family() -> None:
         "random",
     }
     assert {r.family for r in builtin_encoders()} <= set(FAMILIES.names())
+
+
+def test_a_family_must_say_how_it_identifies_its_encoders() -> None:
+    """``identify`` has no default (a family that forgot its weights would reuse vectors
+    after they changed): a family without it cannot be made, and every registered family
+    implements both ``build`` and ``identify`` itself."""
+
+    class Forgetful(EncoderFamily):
+        name = "t-forgetful"
+
+        def build(self, record: EncoderRecord, arg: str, options: EncoderOptions) -> Any:
+            return ToyEncoder(3)
+
+    with pytest.raises(TypeError, match=r"abstract method.*identify"):
+        Forgetful()  # type: ignore[abstract]
+    families = FAMILIES.items().values()
+    assert {"hf", "minilm", "specter2", "aspire", "random", "hf-any", "mem", "py"} <= {
+        f.name for f in families
+    }
+    assert [f.name for f in families if type(f).__abstractmethods__] == []

@@ -179,29 +179,27 @@ def test_a_tokenizer_change_counts_and_calling_it_does_not(tiny_bert: Path) -> N
     assert _state(holder) != base
 
 
-def test_attributes_a_class_leaves_unhashed_are_left_out_names_and_all() -> None:
-    """``state_unhashed``: what exists only to run (a lock, statistics) and settings added
-    later move no digest, whatever they hold; ``state_settings`` hash their names alone."""
+def test_the_settings_a_class_declares_are_hashed_by_name_alone() -> None:
+    """``state_settings``: how it runs and what exists only to run (the device, a lock,
+    statistics) move no digest, whatever they hold; the weights do."""
 
     class Runner:
-        state_settings = ("device",)
+        state_settings = ("device", "stats", "_lock")
 
-        def __init__(self, extra: bool) -> None:
+        def __init__(self) -> None:
             self.weights = np.arange(4.0)
             self.device = "cpu"
-            if extra:
-                self.stats = {"papers": 10}
-                self._lock = threading.Lock()
+            self.stats = {"papers": 0}
+            self._lock = threading.Lock()
 
-    class Later(Runner):
-        state_unhashed = ("stats", "_lock")
+    class Undeclared(Runner):
+        state_settings = ("device",)
 
-    base = _state(Later(extra=False))
-    assert _state(Later(extra=True)) == base
+    base = _state(Runner())
     with pytest.raises(UnhashableState, match="_lock"):
-        _state(Runner(extra=True))  # without the declaration the lock is state
-    moved = Later(extra=True)
-    moved.device = "cuda:3"
+        _state(Undeclared())  # without the declaration the lock is state
+    moved = Runner()
+    moved.device, moved.stats["papers"] = "cuda:3", 10
     assert _state(moved) == base
     moved.weights[0] = 1.0
     assert _state(moved) != base

@@ -14,9 +14,8 @@ from mdcr.encoders.registry import (
     build_encoder,
     encoder_names,
     lookup,
-    register,
 )
-from mdcr.retrievers.builtin import EncoderRecord
+from mdcr.retrievers.builtin import ENCODER_RECORDS, EncoderRecord
 
 
 def test_builtin_names_match_the_architecture() -> None:
@@ -48,7 +47,7 @@ def test_specter2_base_entry_and_its_published_numbers(monkeypatch: pytest.Monke
     commit = "f" * 40
     ident = identify_encoder("specter2-base", EncoderOptions(revision=commit))
     assert ident == {"model_id": "allenai/specter2_base", "commit": commit}
-    # Published rows go by the registry identity a run of the built-in entry records.
+    # Published rows go by the built-in entry a run records.
     base = {"builtin": "specter2-base", "model": ident, "options": {}}
     (card,) = published_mdcr(base)
     assert (card["map"], card["recall_5"], card["model"]) == (38.0, 32.4, "SPECTER2 base")
@@ -72,12 +71,16 @@ def test_prefixes_resolve() -> None:
 
 def test_duplicate_registration_is_refused() -> None:
     again = EncoderRecord(name="random", label="R", description="again", family="random")
-    with pytest.raises(ConfigError, match="registered twice"):
-        register(again)
-    with pytest.raises(ConfigError, match="registered twice"):
-        register(EncoderRecord(name="bm25", label="B", description="x", family="random"))
+    with pytest.raises(ConfigError, match="encoder 'random' is registered already"):
+        ENCODER_RECORDS.register(again)
+    with pytest.raises(ConfigError, match="encoder 'bm25' is registered already"):
+        ENCODER_RECORDS.register(
+            EncoderRecord(name="bm25", label="B", description="x", family="random")
+        )
     with pytest.raises(ConfigError, match="reserved"):
-        register(EncoderRecord(name="hf:x", label="x", description="x", family="hf"))
+        ENCODER_RECORDS.register(
+            EncoderRecord(name="hf:x", label="x", description="x", family="hf")
+        )
 
 
 def test_options_an_encoder_would_ignore_are_refused() -> None:

@@ -55,15 +55,15 @@ def test_a_module_that_imports_torch_is_identified_from_any_folder(tmp_path: Pat
     assert done.stdout.strip() == "['torchy_mod']"
 
 
-def test_a_relative_or_missing_file_is_never_the_users(
+def test_a_relative_file_is_never_the_users(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "_classes.py").write_text("")  # even where the folder holds such a file
     libraries = _library_dirs()
     assert not _is_user_file(Path("_classes.py"), libraries)
-    assert not _is_user_file(tmp_path / "absent.py", libraries)
     assert _is_user_file(tmp_path / "_classes.py", libraries)
+    assert _is_user_file(tmp_path / "deleted.py", libraries)  # hashing it will say so
 
 
 SCALED = """

@@ -259,7 +259,7 @@ def test_hf_minilm_folder_scores_exactly_like_minilm(tmp_path: Path, capsys) -> 
 def test_a_name_never_brings_published_or_paper_numbers(evaluated: dict, capsys) -> None:
     """A scores file or a model object named like a model with published MDCR results
     (``scincl``, ``specter``) is not that model: no published row, no paper comparison, no
-    paper label. Only the registry identity (here: the built-in ``random``) is recorded."""
+    paper label. Only the built-in entry (here: ``random``) is recorded."""
     import mdcr
     from tests.unit.benchmark.test_api import Bag
 
@@ -271,16 +271,16 @@ def test_a_name_never_brings_published_or_paper_numbers(evaluated: dict, capsys)
     assert "scincl on MDCR test:" in out and "published AVG" not in out
     assert "published AVG" not in evaluated["stdout"]  # random has no published results
     mdcr.evaluate(Bag(1.0), benchmark=FIXTURE, home=home, name="specter")
-    identities = {}
+    entries = {}
     for folder in (home / "benchmark-score").iterdir():
         manifest = json.loads((folder / "manifest.json").read_text())
-        identities.update(manifest["info"]["retriever_identities"])
+        entries.update(manifest["info"]["builtin_entries"])
         md = (folder / "report.md").read_text()
         assert "Published MDCR" not in md and "Comparison with the paper" not in md
         header = (folder / "tables" / "mdcr_test_table3.csv").read_text().splitlines()[0]
         assert "SciNCL" not in header and "SPECTER" not in header and "Specter" not in header
-    assert identities["scincl"] is None and identities["specter"] is None
-    assert identities["random"]["builtin"] == "random" and identities["random"]["options"] == {}
+    assert entries["scincl"] is None and entries["specter"] is None
+    assert entries["random"]["builtin"] == "random" and entries["random"]["options"] == {}
 
 
 @pytest.mark.parametrize(

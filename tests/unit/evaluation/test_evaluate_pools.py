@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-import mdcr.encoders.stage
-import mdcr.index.dense  # noqa: F401  (registers encode and search if STAGE_MODULES lacks them)
 from mdcr.cli import main
 from mdcr.core.inputs import resolve_inputs
 from mdcr.core.manifests import read_manifest

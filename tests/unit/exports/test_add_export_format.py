@@ -14,7 +14,7 @@ import pytest
 from mdcr.cli import build_parser, main
 from mdcr.core.config import from_mapping
 from mdcr.core.store import Store
-from mdcr.exports.registry import EXPORTS, Export, ExportRequest, register_export
+from mdcr.exports.registry import EXPORTS, Export, ExportRequest
 from tests.unit.scoring.fakes import POOLS, FakePoolsConfig
 
 
@@ -33,7 +33,7 @@ def export_qrels_tsv(request: ExportRequest) -> list[str]:
 @pytest.fixture
 def qrels_tsv() -> Iterator[Export]:
     # The whole of adding an export format:
-    yield register_export(
+    yield EXPORTS.register(
         Export(
             format="qrels-tsv",
             kind="pools",
@@ -54,8 +54,9 @@ def pools(tmp_path: Path) -> Path:
     return Store(tmp_path / "home").execute(POOLS, cfg, {}, quiet=True).path
 
 
+@pytest.mark.usefixtures("qrels_tsv")
 def test_a_registered_format_runs_through_mdcr_export(
-    qrels_tsv: Export, pools: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    pools: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
     assert main(["export", "--format", "qrels-tsv", "--pools", str(pools), "--out", str(out)]) == 0
@@ -75,8 +76,9 @@ def test_a_registered_format_runs_through_mdcr_export(
     assert "qrels-tsv: a pools output's qrels as qrels.tsv" in action.help
 
 
+@pytest.mark.usefixtures("qrels_tsv")
 def test_the_registry_refuses_what_the_format_does_not_take(
-    qrels_tsv: Export, pools: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    pools: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
     # A benchmark kind it was not registered for, an input it refuses, a flag it never reads.
@@ -93,5 +95,5 @@ def test_the_registry_refuses_what_the_format_does_not_take(
         "--format beir of a pools output\n"
     )
     assert not out.exists()
-    with pytest.raises(Exception, match="export 'qrels-tsv:pools' is registered twice"):
-        register_export(Export("qrels-tsv", "pools", export_qrels_tsv, "", "", ""))
+    with pytest.raises(Exception, match="export 'qrels-tsv:pools' is registered already"):
+        EXPORTS.register(Export("qrels-tsv", "pools", export_qrels_tsv, "", "", ""))

@@ -1,5 +1,5 @@
 """The exact re-ranking on a torch backend's device gives the host path's rows and float64
-bits: the same code as on a GPU, run here on the CPU (``rank_on_device=True``)."""
+bits: the same code as on a GPU, run here on the CPU (``rescore_on_device=True``)."""
 
 from __future__ import annotations
 
@@ -47,13 +47,15 @@ def _same_bits(a, b) -> None:  # type: ignore[no-untyped-def]
 
 
 def _device(db: np.ndarray, metric: str, chunk_rows: int = 97) -> TorchBackend:
-    return TorchBackend(db, metric, Device(), chunk_rows=chunk_rows, rank_on_device=True)  # type: ignore[arg-type]
+    return TorchBackend(db, metric, Device(), chunk_rows=chunk_rows, rescore_on_device=True)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("metric", ["ip", "l2"])
 @pytest.mark.parametrize("levels", [None, 2])
 @pytest.mark.parametrize("scale", [1.0, 16.0])
-def test_device_ranking_gives_the_host_bits(metric: str, levels: int | None, scale: float) -> None:
+def test_device_rescoring_gives_the_host_bits(
+    metric: str, levels: int | None, scale: float
+) -> None:
     """Rows and score bits equal Faiss's and the torch backend's host path, the query
     left out, ties across the window's edge widened as often; at scale 16 (|q| |x| up to
     256) every pair is checked for exactness."""
@@ -68,8 +70,8 @@ def test_device_ranking_gives_the_host_bits(metric: str, levels: int | None, sca
         run = exact_topk(backend, db, queries, exclude, 50, metric, margin=3, batch=16, stats=stats)  # type: ignore[arg-type]
         runs.append(run)
         widened.append(stats.widened)
-        on_device = bool(getattr(backend, "rank_on_device", False))
-        assert stats.extra.get("device_ranking", 0) == int(on_device)
+        on_device = bool(getattr(backend, "rescore_on_device", False))
+        assert stats.extra.get("device_rescoring", 0) == int(on_device)
     _same_bits(runs[0], runs[1])
     _same_bits(runs[0], runs[2])
     assert widened[0] == widened[2]
@@ -82,7 +84,7 @@ def test_device_ranking_gives_the_host_bits(metric: str, levels: int | None, sca
         assert any(s == 0.0 and np.signbit(s) for s in tops)
 
 
-def test_device_ranking_edges_of_k_and_window() -> None:
+def test_device_rescoring_edges_of_k_and_window() -> None:
     """k of 1, k past the window, k at and beyond the pool: the same as the host."""
     db, queries, exclude = _data(300, 20, 8, seed=2, levels=1, scale=1.0)
     host, dev = FaissBackend(db, "ip", Device()), _device(db, "ip", chunk_rows=64)
@@ -160,7 +162,7 @@ def test_float32_stores_and_mixed_dtypes_stay_on_the_host() -> None:
         a = exact_topk(FaissBackend(store, "l2", Device()), store, q, exclude, 40, "l2")
         b = exact_topk(_device(store, "l2"), store, q, exclude, 40, "l2", stats=stats)
         _same_bits(a, b)
-        assert "device_ranking" not in stats.extra
+        assert "device_rescoring" not in stats.extra
 
 
 def _multi(n_docs: int, nq: int, d: int, *, seed: int, levels: int | None, scale: float):
@@ -181,7 +183,7 @@ def _multi(n_docs: int, nq: int, d: int, *, seed: int, levels: int | None, scale
 
 @pytest.mark.parametrize("metric", ["ip", "l2"])
 @pytest.mark.parametrize(("levels", "scale"), [(1, 0.25), (None, 1.0), (1, 8.0)])
-def test_multi_vector_device_ranking_gives_the_host_bits(
+def test_multi_vector_device_rescoring_gives_the_host_bits(
     metric: str, levels: int | None, scale: float
 ) -> None:
     """Best sentence pair per document: the same documents, bits and widening as the
@@ -208,13 +210,13 @@ def test_multi_vector_device_ranking_gives_the_host_bits(
         )
     ]
     _same_bits(*runs)
-    assert stats_h.widened == stats_d.widened and stats_d.extra["device_ranking"] == 1
+    assert stats_h.widened == stats_d.widened and stats_d.extra["device_rescoring"] == 1
     if levels:
         assert stats_d.widened > 0
 
 
 @pytest.mark.parametrize("metric", ["ip", "l2"])
-def test_device_ranking_makes_no_pass_over_the_pool_on_the_host(
+def test_device_rescoring_makes_no_pass_over_the_pool_on_the_host(
     metric: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The largest norm comes from the build and the squared norms (l2) from the device:

@@ -165,7 +165,7 @@ def _backend(path: str, db: np.ndarray, metric: str) -> Any:
     if path.startswith("faiss"):
         return FaissBackend(db, metric, Device())  # type: ignore[arg-type]
     device = path != "torch-host"
-    backend = TorchBackend(db, metric, Device(), chunk_rows=97, rank_on_device=device)  # type: ignore[arg-type]
+    backend = TorchBackend(db, metric, Device(), chunk_rows=97, rescore_on_device=device)  # type: ignore[arg-type]
     if path == "torch-devices":
         backend._rows = None  # the chunks apart, as on several GPUs: gathered chunk by chunk
     return backend

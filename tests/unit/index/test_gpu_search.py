@@ -56,14 +56,14 @@ def test_torch_gpu_backend_equals_cpu_faiss(metric: str, levels: bool, scale: fl
     db, q, ex = _data(20_000, 64, 64, seed=1, levels=levels, scale=scale)
     cpu = _cpu(db, metric)
     gpu = TorchBackend(db, metric, resolve_device("cuda"), chunk_rows=6000)  # type: ignore[arg-type]
-    assert gpu.rank_on_device
+    assert gpu.rescore_on_device
     for k in (10, 500, 2500):
         stats = SearchStats()
         _same(
             exact_topk(gpu, db, q, ex, k, metric, batch=32, stats=stats),  # type: ignore[arg-type]
             exact_topk(cpu, db, q, ex, k, metric, batch=32),  # type: ignore[arg-type]
         )
-        assert stats.extra["device_ranking"] == 1
+        assert stats.extra["device_rescoring"] == 1
 
 
 def test_torch_gpu_leaves_inexact_pairs_to_the_host() -> None:
@@ -115,7 +115,7 @@ def test_torch_gpu_multi_vector_equals_cpu(metric: str) -> None:
         for backend, st in ((gpu, stats), (_cpu(sents, metric), SearchStats()))
     ]
     _same(*runs)
-    assert stats.extra["device_ranking"] == 1 and stats.widened > 0
+    assert stats.extra["device_rescoring"] == 1 and stats.widened > 0
 
 
 def test_torch_gpu_float32_store_ranks_on_the_host() -> None:
@@ -127,7 +127,7 @@ def test_torch_gpu_float32_store_ranks_on_the_host() -> None:
         exact_topk(gpu, db32, q32, ex, 300, "ip", stats=stats),  # type: ignore[arg-type]
         exact_topk(_cpu(db32, "ip"), db32, q32, ex, 300, "ip"),  # type: ignore[arg-type]
     )
-    assert "device_ranking" not in stats.extra
+    assert "device_rescoring" not in stats.extra
 
 
 @pytest.mark.skipif(faiss_gpu_count() == 0, reason="needs faiss-gpu")

@@ -35,7 +35,7 @@ def expected_precision(n: int, m: int, r: int, k: int) -> float:
 @pytest.fixture
 def precision() -> Iterator[Measure]:
     # The whole of adding a measure:
-    measure = registry.register(
+    measure = registry.MEASURES.register(
         Measure(
             kind="precision",
             label="P",
@@ -137,7 +137,8 @@ def test_the_registry_refuses_a_duplicate_and_is_restored_after_a_test(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert registry.kinds() == registry.PAPER_KINDS  # the fixture above left nothing behind
-    with pytest.raises(ConfigError, match="registered already"):
-        registry.register(registry.MAP)
+    assert registry.MEASURES.register(registry.MAP) is registry.MAP  # a module imported twice
+    with pytest.raises(ConfigError, match="measure 'map' is registered already"):
+        registry.MEASURES.register(Measure("map", "AP", "depth", "map", "map_cut_{k}", order=3))
     with pytest.raises(ConfigError, match="lower-case"):
-        registry.register(Measure("P@k", "P", "k", "precision", "P_{k}", order=3))
+        registry.MEASURES.register(Measure("P@k", "P", "k", "precision", "P_{k}", order=3))

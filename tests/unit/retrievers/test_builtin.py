@@ -75,7 +75,9 @@ def test_a_records_defaults_are_the_ones_hashed() -> None:
     assert records["scibert"].option_defaults() == option_defaults("specter")
 
 
-def test_adding_an_encoder_is_one_record(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_adding_an_encoder_is_one_record(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A BERT-like model declared in one record is encoded, searched and scored on an MDCR
     benchmark by the normal route, under its record's name, label and defaults."""
     import mdcr
@@ -98,9 +100,13 @@ def test_adding_an_encoder_is_one_record(tmp_path: Path, request: pytest.Fixture
         dim=32,
         cost=0.05,
     )
-    # The whole of adding a built-in encoder of a known family (in mdcr/retrievers/builtin.py):
-    builtin_encoders.register_encoder(record, builtin=True)
-    request.addfinalizer(lambda: builtin_encoders.unregister_encoder("tinybert"))
+    # The whole of adding a built-in encoder of a known family: one record more in
+    # mdcr/retrievers/builtin.py's BUILTIN_ENCODERS, registered with them.
+    monkeypatch.setattr(
+        builtin_encoders, "BUILTIN_ENCODERS", (*builtin_encoders.BUILTIN_ENCODERS, record)
+    )
+    builtin_encoders.ENCODER_RECORDS.register(record)
+    request.addfinalizer(lambda: builtin_encoders.ENCODER_RECORDS.unregister("tinybert"))
 
     home = tmp_path / "home"
     result = mdcr.evaluate("tinybert", benchmark=FIXTURE, home=home, encode_options={})
@@ -119,10 +125,10 @@ def test_adding_an_encoder_is_one_record(tmp_path: Path, request: pytest.Fixture
     meta = json.loads((encoded / "encoder.json").read_text())
     assert (meta["name"], meta["dim"], meta["metric"]) == ("tinybert", 32, "ip")
     assert meta["identity"]["max_length"] == 48
-    # A built-in entry by identity, so reports show the record's label.
-    from mdcr.retrievers.identity import identity_of
+    # A built-in entry by what ran, so reports show the record's label.
+    from mdcr.retrievers.builtin_entry import entry_of
 
-    assert identity_of(encoded) == {
+    assert entry_of(encoded) == {
         "builtin": "tinybert",
         "model": manifest["identity"]["encoder"],
         "options": {},

@@ -1,6 +1,6 @@
 """The encoder options, declared once: one meaning of unset (None), the stage's fields, the
-encoder's options and the command line derived from the declarations, and the hashed form
-of unset kept as it was (so fingerprints stay)."""
+encoder's options and the command line derived from the declarations, and unset hashed as
+None beside the encoder's defaults."""
 
 from __future__ import annotations
 
@@ -37,36 +37,21 @@ def test_every_option_is_unset_as_none_and_reaches_the_stage_the_encoder_and_the
     assert {"--" + name.replace("_", "-") for name in ENCODER_OPTIONS} <= flags
 
 
-def test_unset_options_hash_as_their_former_sentinels() -> None:
-    """The demo's golden fingerprints rest on this: None is hashed as 0, 'default', ''."""
-    params = params_of(EncodeConfig(corpus="c", encoder="minilm"), hashed=True)
-    assert {k: params[k] for k in MODEL_OPTIONS} == {
-        "max_length": 0,
-        "pooling": "default",
-        "metric": "default",
-        "input_format": "default",
-        "layers": "default",
-        "dim": 0,
-        "seed": 0,
-        "trust_remote_code": False,
-        "revision": "",
-        "query_prompt": None,
-        "document_prompt": None,
-    }
-    given = params_of(EncodeConfig(corpus="c", encoder="minilm", max_length=128), hashed=True)
-    assert given["max_length"] == 128
-
-
-def test_a_value_equal_to_the_hashed_form_of_unset_is_unset(tmp_path) -> None:
-    """seed 0 is the random encoder's default and hashes as unset does: the same options,
-    the same defaults filled in, the same fingerprint."""
+def test_an_unset_option_is_hashed_as_none_and_its_default_through_the_identity(
+    tmp_path,
+) -> None:
+    """Unset is ``None`` in the parameters and the manifest; what the encoder then uses
+    (its record's default) is hashed through the identity, so a default edited in a record
+    is a new fingerprint, and a given value is hashed as given."""
+    params = params_of(EncodeConfig(corpus="c", encoder="random"), hashed=True)
+    assert {k: params[k] for k in MODEL_OPTIONS} == dict.fromkeys(MODEL_OPTIONS)
     unset = EncodeConfig(corpus="c", encoder="random")
-    zero = EncodeConfig(corpus="c", encoder="random", seed=0)
-    assert zero.options().given() == [] and zero.options().is_unset("seed")
-    assert identify_encode(zero, {}) == identify_encode(unset, {})
-    store = Store(tmp_path)
-    assert store.plan(SPEC, zero, {}).fingerprint == store.plan(SPEC, unset, {}).fingerprint
+    assert identify_encode(unset, {})["option_defaults"] == {"seed": 0, "dim": 768}
     seven = EncodeConfig(corpus="c", encoder="random", seed=7)
+    assert seven.options().given() == ["seed"]
+    assert identify_encode(seven, {})["option_defaults"] == {"dim": 768}
+    assert params_of(seven, hashed=True)["seed"] == 7
+    store = Store(tmp_path)
     assert store.plan(SPEC, seven, {}).fingerprint != store.plan(SPEC, unset, {}).fingerprint
 
 
@@ -80,7 +65,7 @@ def test_a_value_equal_to_the_hashed_form_of_unset_is_unset(tmp_path) -> None:
         ({"pooling": "default"}, "encode.pooling: 'default' is not valid; valid options: 'cls'"),
     ],
 )
-def test_a_former_sentinel_given_is_a_one_line_error(values: dict, message: str) -> None:
+def test_a_value_out_of_range_is_a_one_line_error(values: dict, message: str) -> None:
     encoder = "random" if "dim" in values else "hf:x"
     with pytest.raises(ConfigError, match=message):
         from_mapping(EncodeConfig, {"corpus": "c", "encoder": encoder, **values}, "encode")

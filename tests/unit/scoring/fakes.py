@@ -5,7 +5,7 @@ through the real store (manifests, fingerprints, retriever names).
 real pools stage allows); ``test-eval-search`` writes a run whose quality is set by
 ``skill``: positives get a score boost of ``skill`` plus Gaussian noise, so a larger skill
 ranks them higher (``skill=0`` is a random ranking). With ``builtin`` the run records the
-registry identity of the built-in entry it is named after, as a real search of that
+built-in entry it is named after, as a real search of that
 built-in encoder does (the real models are out of reach offline); without it, it is any
 retriever of that name, as a ``py:`` encoder would be.
 """
@@ -20,7 +20,7 @@ import pandas as pd
 
 from mdcr.core.config import input_path, param
 from mdcr.core.fingerprints import artifact_fingerprint
-from mdcr.core.stage import StageContext, StageSpec, register
+from mdcr.core.stage import STAGES, StageContext, StageSpec
 from mdcr.index.runs import RunWriter, rank_candidates, run_table
 
 
@@ -110,7 +110,7 @@ class FakeSearchConfig:
     k: int = param(50, help="ranks per query")
     setups: tuple[str, ...] = param(("dataset", "field"), help="setups to search")
     drop_queries: int = param(0, help="queries of each pool left out of the run")
-    builtin: bool = param(False, help="stand for the built-in registry entry of that name")
+    builtin: bool = param(False, help="stand for the built-in entry of that name")
 
 
 def run_fake_search(cfg: FakeSearchConfig, ctx: StageContext) -> None:
@@ -136,10 +136,12 @@ def run_fake_search(cfg: FakeSearchConfig, ctx: StageContext) -> None:
     ctx.record("retriever", cfg.retriever)
     ctx.record("pools_fingerprint", artifact_fingerprint(pools_dir))
     identity = {"builtin": cfg.retriever, "model": {}, "options": {}} if cfg.builtin else None
-    ctx.record("retriever_identity", identity)
+    ctx.record("builtin_entry", identity)
 
 
-POOLS = register(StageSpec("test-eval-pools", "1", FakePoolsConfig, run_fake_pools, "fake pools"))
-SEARCH = register(
+POOLS = STAGES.register(
+    StageSpec("test-eval-pools", "1", FakePoolsConfig, run_fake_pools, "fake pools")
+)
+SEARCH = STAGES.register(
     StageSpec("test-eval-search", "1", FakeSearchConfig, run_fake_search, "fake search")
 )

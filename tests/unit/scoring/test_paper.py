@@ -144,14 +144,14 @@ def test_compare_with_paper_deltas_and_rank_correlation() -> None:
 
 
 def _builtin(key: str, **options: object) -> dict:
-    """The identity a run of the built-in entry ``key`` records (mdcr.retrievers.identity)."""
+    """The built-in entry a run of ``key`` records (mdcr.retrievers.builtin_entry)."""
     return {"builtin": key, "model": {"commit": "c0ffee"}, "options": dict(options)}
 
 
 def test_a_name_alone_never_gets_the_papers_or_a_published_number() -> None:
     """A retriever is one of the paper's models, or has published MDCR rows, only by its
-    registry identity: a py:/hf:/in-memory encoder or a scores file named ``specter`` or
-    ``scincl`` (identity None) gets neither; nor does the built-in with other options."""
+    built-in entry: a py:/hf:/in-memory encoder or a scores file named ``specter`` or
+    ``scincl`` (entry None) gets neither; nor does the built-in with other options."""
     v = paper_values()
     t1 = v[(v["table"] == "table1") & (v["column"] == "200k") & (v["model"] == "Specter")]
     ours = pd.DataFrame(

@@ -166,7 +166,7 @@ def test_a_retriever_only_named_like_a_paper_model_is_not_compared(built: Built)
     assert "Not compared with the paper" in md
     assert "`specter` (not a built-in entry); `scincl` (not a built-in entry)." in md
     assert "| specter | not a built-in entry |" in md and "| bm25 | built-in `bm25` |" in md
-    ids = json.loads((out / "manifest.json").read_text())["info"]["retriever_identities"]
+    ids = json.loads((out / "manifest.json").read_text())["info"]["builtin_entries"]
     assert ids["specter"] is None and ids["bm25"]["builtin"] == "bm25"
 
 
@@ -260,7 +260,7 @@ def test_paper_section_field_level(tmp_path: Path) -> None:
         }
     )
     c = Context(SectionOptions(), ["bm25", "specter", "scincl"], {}, ["map@500"], tmp_path)
-    c.identities = {r: {"builtin": r, "model": {}, "options": {}} for r in c.retrievers}
+    c.entries = {r: {"builtin": r, "model": {}, "options": {}} for r in c.retrievers}
     s = paper_section(c, agg)
     full = c.file_tables[0]
     assert len(full.rows) == 3 * 20  # 19 fields + AVG per model

@@ -36,7 +36,7 @@ def test_every_query_scored_and_only_covered_pools(built: Built) -> None:
         vals = partial[(partial["pool_id"] == pid) & partial["query_id"].isin(dropped)]
         assert len(vals) == 2 * len(METRICS) and (vals["value"] == 0).all()
     info = json.loads((built.score / "manifest.json").read_text())["info"]
-    by_name = {r["retriever"]: r for r in info["retriever_runs"]}
+    by_name = {r["retriever"]: r for r in info["runs"]}
     assert by_name["partial"]["queries_without_results"] == 2 * len(field_pools)
     assert by_name["bm25"]["queries_without_results"] == 0
     assert by_name["bm25"]["fingerprint"] == built.runs["bm25"].name

@@ -1,4 +1,4 @@
-"""Registry identity: a run is a built-in entry by what ran, never by the name it records."""
+"""Built-in entries: a run is a built-in entry by what ran, never by the name it records."""
 
 from __future__ import annotations
 
@@ -10,18 +10,16 @@ import pytest
 from mdcr.contracts.outputs import run_info
 from mdcr.core.inputs import resolve_inputs
 from mdcr.core.store import Store
-from mdcr.encoders.registry import register
 from mdcr.encoders.stage import SPEC as ENCODE
 from mdcr.encoders.stage import EncodeConfig
 from mdcr.index.dense import SPEC as SEARCH
 from mdcr.index.dense import SearchConfig
-from mdcr.retrievers.builtin import EncoderRecord, builtin_names, paper_names, unregister_encoder
-from mdcr.retrievers.identity import (
+from mdcr.retrievers.builtin import ENCODER_RECORDS, EncoderRecord, builtin_names, paper_names
+from mdcr.retrievers.builtin_entry import (
     builtin_key,
     default_setup,
-    identity_of,
+    entry_of,
     paper_model,
-    run_identity,
 )
 from tests.unit.encoders.fixtures import write_corpus, write_pools
 
@@ -76,29 +74,27 @@ def test_a_py_encoder_named_specter_is_not_specter(world: dict[str, Path]) -> No
     run = _search(world, emb)
     info = run_info(run)
     assert info is not None and info.retriever == "specter"  # the name it gave itself
-    assert identity_of(emb) is None and identity_of(run) is None and info.identity is None
-    assert paper_model(identity_of(run)) is None and builtin_key(identity_of(run)) is None
+    assert entry_of(emb) is None and entry_of(run) is None and info.builtin_entry is None
+    assert paper_model(entry_of(run)) is None and builtin_key(entry_of(run)) is None
 
 
 def test_a_builtin_run_records_its_entry_and_options(world: dict[str, Path]) -> None:
     emb = _encode(world, "random", dim=8)
     run = _search(world, emb)
     want = {"builtin": "random", "model": {}, "options": {"dim": 8}}
-    assert identity_of(emb) == want and identity_of(run) == want
+    assert entry_of(emb) == want and entry_of(run) == want
     info = json.loads((run / "manifest.json").read_text())["info"]
-    assert info["retriever_identity"] == want  # recorded: survives the embeddings' removal
-    assert builtin_key(want) == "random" and default_setup(want) is None  # options changed
-    plain = identity_of(_search(world, _encode(world, "random")))
+    assert info["builtin_entry"] == want  # recorded: survives the embeddings' removal
+    assert builtin_key(want) == "random" and default_setup(want) is None  # options given
+    plain = entry_of(_search(world, _encode(world, "random")))
     assert plain == {"builtin": "random", "model": {}, "options": {}}
     assert default_setup(plain) == "random" and paper_model(plain) is None  # not the paper's
-    # An output made before identities were recorded: derived from its embeddings.
+    # The entry is what the manifest records, never derived again: an edited manifest
+    # without it is no built-in entry.
     manifest = json.loads((run / "manifest.json").read_text())
-    del manifest["info"]["retriever_identity"]
+    del manifest["info"]["builtin_entry"]
     (run / "manifest.json").write_text(json.dumps(manifest))
-    assert identity_of(run) == want
-    entry = {"path": str(run), "fingerprint": manifest["fingerprint"]}
-    assert run_identity(entry) == want and run_identity({**entry, "fingerprint": "x"}) is None
-    assert run_identity({**entry, "identity": None}) is None
+    assert entry_of(run) is None and entry_of(emb) == want
 
 
 def test_an_entry_registered_at_run_time_is_never_builtin() -> None:
@@ -109,10 +105,10 @@ def test_an_entry_registered_at_run_time_is_never_builtin() -> None:
         family="random",
         paper_name="Specter",
     )
-    register(record)
+    ENCODER_RECORDS.register(record)
     try:
         assert "t22-mine" not in builtin_names() and "t22-mine" not in paper_names()
         assert builtin_key({"builtin": "t22-mine"}) is None
     finally:
-        unregister_encoder("t22-mine")
+        ENCODER_RECORDS.unregister("t22-mine")
     assert {"specter", "scincl", "bm25", "minilm", "random"} <= builtin_names()
