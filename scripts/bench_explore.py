@@ -163,7 +163,7 @@ def run_bench_explore_run(cfg: BenchRunConfig, ctx: StageContext) -> None:
 
 
 SPEC = STAGES.register(
-    StageSpec("bench-explore-run", "1", BenchRunConfig, run_bench_explore_run, "bench runs")
+    StageSpec("bench-explore-run", "2", BenchRunConfig, run_bench_explore_run, "bench runs")
 )
 NAMES = ("bm25", "specter", "scincl", "aspire-cs", "minilm", "scibert")
 SKILLS = (0.6, 0.5, 0.55, 0.45, 0.4, 0.3)
@@ -305,7 +305,10 @@ def measure(report: Path, home: Path, samples: int, seed: int) -> dict[str, obje
         check=True, env=env, stdout=subprocess.DEVNULL,
     )  # fmt: skip
     figures["export_per_query_s"] = time.perf_counter() - t
-    runs = sorted((home / "bench-explore-run").glob("*/runs.parquet"))
+    from mdcr.contracts.outputs import input_paths
+
+    score = input_paths(report, "scores")[0]
+    runs = [run / "runs.parquet" for run in input_paths(score, "runs")]  # the report's own
     row = picked[0]
     t = time.perf_counter()
     for run in runs:

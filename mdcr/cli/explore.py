@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +73,7 @@ def run_explore(args: argparse.Namespace) -> int:
     require("flask")  # the one-line install hint before anything else is imported
     from mdcr.core.home import find_home
     from mdcr.explore.copies import SessionFiles
-    from mdcr.explore.pages import MAX_K, Explorer
-    from mdcr.explore.reads import Reader
-    from mdcr.explore.result import open_result
+    from mdcr.explore.pages import MAX_K
 
     if not 1 <= args.k <= MAX_K:
         raise ConfigError(f"explore --k {args.k}: give a whole number from 1 to {MAX_K}")
@@ -85,6 +85,17 @@ def run_explore(args: argparse.Namespace) -> int:
         print(f"store: {home.describe()}")
         print(f"reading {folder} ...", file=sys.stderr, flush=True)
     files = SessionFiles(quiet=args.quiet)  # the copies of runs and papers, for this session
+    with _terminate_as_interrupt():
+        return _open_and_serve(folder, files, args)
+
+
+def _open_and_serve(folder: Path, files: Any, args: argparse.Namespace) -> int:
+    """Open the result with the session's copies, serve or write it, and remove the
+    copies whatever happens."""
+    from mdcr.explore.pages import Explorer
+    from mdcr.explore.reads import Reader
+    from mdcr.explore.result import open_result
+
     try:
         result = open_result(folder, files.read_papers)
         explorer = Explorer(result, Reader(result, files, quiet=args.quiet))
@@ -94,6 +105,28 @@ def run_explore(args: argparse.Namespace) -> int:
             explorer.reader.close()
     finally:
         files.close()
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP (``kill``, a closed terminal) stop explore as ctrl-C does, so
+    the session's copies (a gigabyte at the paper's scale) are removed, not left in the
+    temporary folder."""
+    import signal
+    import threading
+
+    def interrupt(*_: Any) -> None:  # (signal number, frame)
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers (explore called from a thread)
+        return
+    kept = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
 
 
 def _write_or_serve(explorer: Any, args: argparse.Namespace) -> int:

@@ -55,9 +55,14 @@ class SessionFiles:
         self.quiet = quiet
         self._temp: tempfile.TemporaryDirectory[str] | None = None
         self._papers: dict[Path, PaperCopy] = {}
+        self._units: list[UnitCopy] = []
+        self._closed = False
         self._lock = threading.Lock()
 
     def _folder(self) -> Path:
+        """A new folder in the session's temporary folder (made on first use)."""
+        if self._closed:  # a copy asked for as the session ends: nothing is left behind
+            raise RuntimeError("the session has ended; its copies are removed")
         if self._temp is None:
             self._temp = tempfile.TemporaryDirectory(prefix="mdcr-explore-")
         folder = Path(self._temp.name) / str(len(list(Path(self._temp.name).iterdir())))
@@ -78,16 +83,30 @@ class SessionFiles:
     def run(self, path: Path, unit_of: Callable[[str, str], int | None], units: int
             ) -> UnitCopy:  # fmt: skip
         """A copy of the run ``path`` by unit (``unit_of(pool_id, query_id)``)."""
-        with self._lock:
-            folder = self._folder()
-        return UnitCopy(path, folder, unit_of, units, RUN_COLUMNS)
+        return self._unit_copy(path, unit_of, units, RUN_COLUMNS)
 
     def qrels(self, path: Path, unit_of: Callable[[str, str], int | None], units: int
               ) -> UnitCopy:  # fmt: skip
         """A copy of the qrels ``path`` by unit."""
+        return self._unit_copy(path, unit_of, units, QRELS_COLUMNS)
+
+    def _unit_copy(self, path: Path, unit_of: Callable[[str, str], int | None], units: int,
+                   kept: tuple[str, ...]) -> UnitCopy:  # fmt: skip
         with self._lock:
             folder = self._folder()
-        return UnitCopy(path, folder, unit_of, units, QRELS_COLUMNS)
+        copy = UnitCopy(path, folder, unit_of, units, kept)
+        with self._lock:
+            if self._closed:  # made while the session ended: its folder is gone
+                copy.close()
+                raise RuntimeError("the session has ended; its copies are removed")
+            self._units.append(copy)
+        return copy
+
+    def spill_folder(self) -> Path:
+        """A folder for DuckDB to spill to beyond its memory limit (never the working
+        directory, DuckDB's default), removed with the copies."""
+        with self._lock:
+            return self._folder()
 
     def read_papers(self, path: Path, ids: set[str], columns: list[str]) -> pa.Table:
         """The rows of the papers file ``path`` whose id is in ``ids``, in file order
@@ -95,10 +114,15 @@ class SessionFiles:
         return self.papers(path).rows(ids).select(columns)
 
     def close(self) -> None:
+        """Close every copy and remove the session's temporary folder."""
         with self._lock:
-            for copy in self._papers.values():
-                copy.close()
+            self._closed = True
+            for paper_copy in self._papers.values():
+                paper_copy.close()
+            for unit_copy in self._units:
+                unit_copy.close()
             self._papers.clear()
+            self._units.clear()
             if self._temp is not None:
                 self._temp.cleanup()
                 self._temp = None

@@ -93,7 +93,13 @@ class Reader:
         self.result = result
         self._own_files = files is None
         self.files = files if files is not None else SessionFiles(quiet=quiet)
-        self._con = duckdb.connect(config={"threads": threads, "memory_limit": memory_limit})
+        self._con = duckdb.connect(
+            config={
+                "threads": threads,
+                "memory_limit": memory_limit,
+                "temp_directory": str(self.files.spill_folder()),
+            }
+        )
         self._con.execute("SET parquet_metadata_cache = true")  # footers read once
         self._con.execute("SET enable_progress_bar = false")
         self._lock = threading.Lock()

@@ -12,7 +12,7 @@ from mdcr.explore.contrast import (
     weighted_tau_codes,
     weighted_tau_many,
 )
-from mdcr.explore.words import Piece, pieces, shared_count, shared_in, words
+from mdcr.explore.words import Piece, pieces, shared_in, words
 
 scipy_stats = pytest.importorskip("scipy.stats")
 
@@ -85,7 +85,7 @@ def test_words_shared_with_the_query_are_marked_as_written() -> None:
         Piece("-dioxide"),
     ]
     assert "".join(p.text for p in pieces("of the air, again", query)) == "of the air, again"
-    assert shared_count("Air and AIR pollutants of the city", query) == 2
+    assert len(words("Air and AIR pollutants of the city") & query) == 2
     title, abstract = "Air and AIR", "pollutants of the city; nitrogen-air study"
     assert shared_in(pieces(title, query), pieces(abstract, query)) == 4
-    assert shared_count(f"{title} {abstract}", query) == 4
+    assert len(words(f"{title} {abstract}") & query) == 4

@@ -388,3 +388,66 @@ def test_what_the_copies_do_not_hold_is_read_from_the_files(
         assert np.array_equal(again.slots[again_order], before.slots[order])
         assert again.ids.take(again_order).equals(before.ids.take(order))
         assert np.array_equal(again.ranked, before.ranked)
+
+
+def test_a_copy_failing_in_the_background_leaves_the_pages_reading_the_files(
+    demo_like: DemoLike, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mdcr.explore.copies import SessionFiles
+    from mdcr.explore.pages import Explorer
+    from mdcr.explore.reads import Reader
+
+    def disk_full(*args: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    result = demo_like.explorer.result
+    files = SessionFiles()
+    monkeypatch.setattr(files, "run", disk_full)
+    reader = Reader(result, files)
+    try:
+        reader.wait_for_copies()
+        assert reader._runs == {} and reader._qrels is not None  # the qrels were copied first
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            "mdcr: explore reads the runs from their files ([Errno 28] No space left on device)"
+        ]
+        with serving(Explorer(result, reader)) as failing, serving(demo_like.explorer) as ok:
+            units = result.setup_units("dataset-test-800")[:3]
+            for row in result.units.iloc[units].itertuples():
+                path = f"/api/query?pool={row.pool_id}&q={row.query_id}&k=20"
+                assert _json(failing, path) == _json(ok, path)
+    finally:
+        reader.close()
+        files.close()
+
+
+def test_an_error_while_a_page_is_made_is_a_one_line_500_never_a_hang(
+    demo_like: DemoLike, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mdcr.explore.copies import SessionFiles
+    from mdcr.explore.pages import Explorer
+    from mdcr.explore.reads import Reader
+
+    result = demo_like.explorer.result
+    files = SessionFiles()
+    reader = Reader(result, files)
+    try:
+        reader.wait_for_copies()
+        temp = Path(reader._rows("SELECT current_setting('temp_directory')", [])[0][0])
+        assert temp.parent.name.startswith("mdcr-explore-")  # DuckDB spills into the session's
+        row = result.units.iloc[int(result.setup_units("dataset-test-800")[0])]
+        with serving(Explorer(result, reader)) as server:
+            files.close()  # the session's copies are gone under a running server
+            for path in (f"/query?pool={row.pool_id}&q={row.query_id}",
+                         f"/api/query?pool={row.pool_id}&q={row.query_id}"):  # fmt: skip
+                status, body = _get(server, path)  # _get waits 30 s at most
+                assert status == 500, body
+                assert "Traceback" not in body and 'File "' not in body
+                if path.startswith("/api/"):
+                    assert json.loads(body)["error"].startswith("the page could not be made")
+                else:
+                    message = re.search(r'<p class="error" id="message">(.*?)</p>', body, re.S)
+                    assert message is not None and "\n" not in message.group(1)
+        assert not temp.exists()
+    finally:
+        reader.close()
