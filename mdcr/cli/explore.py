@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +72,8 @@ def run_explore(args: argparse.Namespace) -> int:
 
     require("flask")  # the one-line install hint before anything else is imported
     from mdcr.core.home import find_home
-    from mdcr.explore.pages import MAX_K, Explorer
-    from mdcr.explore.reads import Reader
-    from mdcr.explore.result import open_result
+    from mdcr.explore.copies import SessionFiles
+    from mdcr.explore.pages import MAX_K
 
     if not 1 <= args.k <= MAX_K:
         raise ConfigError(f"explore --k {args.k}: give a whole number from 1 to {MAX_K}")
@@ -84,12 +84,49 @@ def run_explore(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"store: {home.describe()}")
         print(f"reading {folder} ...", file=sys.stderr, flush=True)
-    result = open_result(folder)
-    explorer = Explorer(result, Reader(result, quiet=args.quiet))
+    files = SessionFiles(quiet=args.quiet)  # the copies of runs and papers, for this session
+    with _terminate_as_interrupt():
+        return _open_and_serve(folder, files, args)
+
+
+def _open_and_serve(folder: Path, files: Any, args: argparse.Namespace) -> int:
+    """Open the result with the session's copies, serve or write it, and remove the
+    copies whatever happens."""
+    from mdcr.explore.pages import Explorer
+    from mdcr.explore.reads import Reader
+    from mdcr.explore.result import open_result
+
     try:
-        return _write_or_serve(explorer, args)
+        result = open_result(folder, files.read_papers)
+        explorer = Explorer(result, Reader(result, files, quiet=args.quiet))
+        try:
+            return _write_or_serve(explorer, args)
+        finally:
+            explorer.reader.close()
     finally:
-        explorer.reader.close()
+        files.close()
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP (``kill``, a closed terminal) stop explore as ctrl-C does, so
+    the session's copies (a gigabyte at the paper's scale) are removed, not left in the
+    temporary folder."""
+    import signal
+    import threading
+
+    def interrupt(*_: Any) -> None:  # (signal number, frame)
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers (explore called from a thread)
+        return
+    kept = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
 
 
 def _write_or_serve(explorer: Any, args: argparse.Namespace) -> int:
@@ -146,15 +183,11 @@ def _serve(explorer: Any, args: argparse.Namespace) -> int:
         f"{len(result.setups)} setups, {queries} queries"
     )
     print(f"{server.url}  (read-only; ctrl-C to stop)", flush=True)
-    warm = threading.Thread(target=explorer.warm_up, daemon=True)
-    warm.start()
     try:
         server.wsgi.serve_forever()  # werkzeug's returns on ctrl-C
     except KeyboardInterrupt:
         pass
     finally:
         server.wsgi.server_close()
-        explorer.stop()
-        warm.join(timeout=30)  # it stops after the setup it is on
     print("stopped", file=sys.stderr)
     return 0

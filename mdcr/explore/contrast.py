@@ -12,9 +12,10 @@ as DiffIR builds its ``weightedtau`` measure (Jose, Nguyen, MacAvaney, Dalton, Y
 capreolus-ir/diffir, ``diffir/measure/unsupervised.py``). 1 is the same papers in the
 same order; near 0 or below, the two lists share few papers, or not at their tops.
 
-A setup has thousands of queries, so :func:`weighted_tau_many` evaluates the index for
-all of them at once in numpy; ``tests/unit/explore/test_contrast.py`` checks it equal to
-``scipy.stats.weightedtau`` query by query.
+A setup has thousands of queries, so :func:`weighted_tau_codes` evaluates the index for
+all of them at once in numpy, in time linear in k but for the pairs of papers both lists
+hold (see there); ``tests/unit/explore/test_contrast.py`` checks it equal to
+``scipy.stats.weightedtau`` query by query, for k from 1 to 500.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ CONTRAST_SOURCE = (
     "al., SIGIR 2021). 1: the same papers in the same order; near 0 or below: little in "
     "common at the top."
 )
-_CHUNK = 2048  # queries per numpy block (memory: chunk x n x n floats)
+_BLOCK_CELLS = 1 << 20  # list slots (rows x both lists' lengths) per numpy block
+_PAIR_CELLS = 1 << 22  # shared-paper pairs per block of the pairwise count
 
 
 def list_values(a: Sequence[str], b: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -69,63 +71,138 @@ def weighted_tau_many(
 
 def weighted_tau_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """τ_h of each pair of rows of ``a`` and ``b``: papers as integer codes in rank order,
-    -1 after a list's end (a list's papers are distinct)."""
+    -1 for no paper (a list's papers are distinct; a row's papers are read in column order,
+    skipping the -1s).
+
+    The index is a sum over pairs of elements of the union; a pair's weight is w_i + w_j
+    and its terms are symmetric, so it is the sum over the elements of w_i times the
+    element's row sum over its partners. With the union built as :func:`list_values`
+    builds it (a paper of one list only tied last in the other), those row sums are counts
+    along the two lists: cumulative sums, linear in k. Only one count is pairwise: among
+    the papers both lists hold, the pairs the two lists order differently
+    (:func:`_shared_below`), quadratic in the number of shared papers."""
+    a, b = _packed(np.asarray(a)), _packed(np.asarray(b))
     out = np.full(len(a), np.nan)
-    for start in range(0, len(a), _CHUNK):
-        stop = min(start + _CHUNK, len(a))
+    rows = max(1, _BLOCK_CELLS // max(1, a.shape[1] + b.shape[1]))
+    for start in range(0, len(a), rows):
+        stop = min(start + rows, len(a))
         out[start:stop] = _codes_block(a[start:stop], b[start:stop])
     return out
 
 
+def _packed(codes: np.ndarray) -> np.ndarray:
+    """Each row's codes (>= 0) moved to its front in their order, the -1s after them."""
+    order = np.argsort(codes < 0, axis=1, kind="stable")
+    return np.take_along_axis(codes, order, axis=1)
+
+
+def _before(mask: np.ndarray) -> np.ndarray:
+    """For each slot, how many slots before it in its row are set."""
+    counts = np.cumsum(mask, axis=1)
+    return counts - mask
+
+
 def _codes_block(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The union of each pair of lists, as :func:`list_values` builds it, for a block."""
+    """τ_h of a block of packed rows.
+
+    Slots: a's slot s holds the paper a ranks s (from 0), b's slot t the paper b ranks t.
+    The union's elements are S (in both lists), A (a only) and B (b only); x is minus the
+    rank in a (B tied below a's last), y minus the rank in b (A tied below b's last). For
+    an element i, c_i = sum over j of sign(x_i - x_j) sign(y_i - y_j), and the untied
+    partners in x and in y:
+
+    - i in A: c_i = -(S below i in a - S above i in a) - |B|; untied n-1 in x, n-|A| in y;
+    - i in B: c_i = -(S below i in b - S above i in b) - |A|; untied n-|B| in x, n-1 in y;
+    - i in S: c_i = (A below - A above, in a) + (B below - B above, in b) + (|S| - 1 - 2 D_i),
+      D_i its partners in S that the two lists order the other way; untied n-1 in both.
+
+    The weights follow the rank of each element in decreasing (x, y) order: a's slot s,
+    then B in b's order; and in decreasing (y, x) order: b's slot t, then A in a's order.
+    """
+    ka = a.shape[1]
     valid_a, valid_b = a >= 0, b >= 0
     len_a, len_b = valid_a.sum(axis=1), valid_b.sum(axis=1)
-    match = (a[:, :, None] == b[:, None, :]) & valid_a[:, :, None] & valid_b[:, None, :]
-    in_b, pos_b = match.any(axis=2), match.argmax(axis=2)
-    only_b = valid_b & ~match.any(axis=1)
-    ranks_a = np.arange(1, a.shape[1] + 1)[None, :]
-    ranks_b = np.arange(1, b.shape[1] + 1)[None, :]
-    x = np.concatenate(
-        [np.broadcast_to(-ranks_a, a.shape), np.broadcast_to(-(len_a + 1)[:, None], b.shape)],
-        axis=1,
-    ).astype(float)
-    y = np.concatenate(
-        [np.where(in_b, -(pos_b + 1), -(len_b + 1)[:, None]), np.broadcast_to(-ranks_b, b.shape)],
-        axis=1,
-    ).astype(float)
-    valid = np.concatenate([valid_a, only_b], axis=1)
-    return _tau_block(x, y, valid)
+    # Each a-slot's paper found in b: sort the two lists' codes together (stable, so at a
+    # code both hold, a's slot comes first and b's next).
+    joined = np.concatenate([a, b], axis=1)
+    order = np.argsort(joined, axis=1, kind="stable")
+    ordered = np.take_along_axis(joined, order, axis=1)
+    row, at = np.nonzero((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0))
+    slot_a, slot_b = order[row, at], order[row, at + 1] - ka
+    in_b = np.full(a.shape, -1, dtype=np.int64)  # a-slot -> its b-slot, -1: not in b
+    in_b[row, slot_a] = slot_b
+    shared_a = in_b >= 0
+    shared_b = np.zeros(b.shape, dtype=bool)
+    shared_b[row, slot_b] = True
+    only_a, only_b = valid_a & ~shared_a, valid_b & ~shared_b
 
+    n_s = shared_a.sum(axis=1)[:, None]
+    n_a, n_b = len_a[:, None] - n_s, len_b[:, None] - n_s
+    n = len_a[:, None] + n_b
+    s_above_a, a_above_a = _before(shared_a), _before(only_a)
+    s_above_b, b_above_b = _before(shared_b), _before(only_b)
+    s_below_a = n_s - s_above_a - shared_a
+    a_below_a = n_a - a_above_a - only_a
+    s_below_b = n_s - s_above_b - shared_b
+    b_below_b = n_b - b_above_b - only_b
 
-def _tau_block(x: np.ndarray, y: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """τ_h of each row's elements where ``valid`` (NaN with fewer than two).
+    t = np.where(shared_a, in_b, 0)  # the b-slot of each shared a-slot
+    b_side = np.take_along_axis(b_below_b - b_above_b, t, axis=1)
+    s_above_in_b = np.take_along_axis(s_above_b, t, axis=1)
+    discordant = s_above_a + s_above_in_b - 2 * _shared_below(in_b, shared_a, s_above_a)
+    c_shared = (a_below_a - a_above_a) + b_side + (n_s - 1 - 2 * discordant)
+    c_a = np.where(shared_a, c_shared, np.where(only_a, -(s_below_a - s_above_a) - n_b, 0))
+    c_b = np.where(only_b, -(s_below_b - s_above_b) - n_a, 0)
+    ux_a, ux_b = np.where(valid_a, n - 1, 0), np.where(only_b, n - n_b, 0)
+    uy_a = np.where(shared_a, n - 1, np.where(only_a, n - n_a, 0))
+    uy_b = np.where(only_b, n - 1, 0)
 
-    A pair's weight is w_i + w_j and its terms are symmetric, so a sum over the pairs is
-    the sum over the elements of w_i times the element's row sum over its partners: the
-    row sums do not depend on the ranking the weights come from."""
-    both = valid[:, :, None] & valid[:, None, :]  # the diagonal's signs are 0
-    sx = np.sign(x[:, :, None] - x[:, None, :])
-    sy = np.sign(y[:, :, None] - y[:, None, :])
-    concordant = (sx * sy * both).sum(axis=2)
-    untied_x = ((sx != 0) & both).sum(axis=2)
-    untied_y = ((sy != 0) & both).sum(axis=2)
+    rank_a = np.arange(ka)[None, :]
+    rank_b = np.arange(b.shape[1])[None, :]
+    weights = (
+        (  # decreasing (x, y): a's order, then B in b's order
+            np.where(valid_a, 1.0 / (rank_a + 1.0), 0.0),
+            np.where(only_b, 1.0 / (len_a[:, None] + b_above_b + 1.0), 0.0),
+        ),
+        (  # decreasing (y, x): b's order, then A in a's order
+            np.where(
+                shared_a,
+                1.0 / (t + 1.0),
+                np.where(only_a, 1.0 / (len_b[:, None] + a_above_a + 1.0), 0.0),
+            ),
+            np.where(only_b, 1.0 / (rank_b + 1.0), 0.0),
+        ),
+    )
     taus = []
-    for first, second in ((x, y), (y, x)):
-        w = _weights(first, second, valid)
-        num = (w * concordant).sum(axis=1)
-        den = np.sqrt((w * untied_x).sum(axis=1) * (w * untied_y).sum(axis=1))
+    for w_a, w_b in weights:
+        num = (w_a * c_a).sum(axis=1) + (w_b * c_b).sum(axis=1)
+        den_x = (w_a * ux_a).sum(axis=1) + (w_b * ux_b).sum(axis=1)
+        den_y = (w_a * uy_a).sum(axis=1) + (w_b * uy_b).sum(axis=1)
+        den = np.sqrt(den_x * den_y)
         with np.errstate(invalid="ignore", divide="ignore"):
             taus.append(np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan))
     return (taus[0] + taus[1]) / 2
 
 
-def _weights(first: np.ndarray, second: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """Each element's hyperbolic weight 1/(r+1), r its 0-based rank in decreasing
-    lexicographic order of (first, second), 0 for an element not ``valid``. (No two papers
-    of a union tie in both lists, so the order is strict.)"""
-    last = np.where(valid, 0.0, np.inf)  # elements not valid sort after the others
-    order = np.lexsort((last - second, last - first), axis=-1)
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.arange(first.shape[1])[None, :], axis=1)
-    return np.where(valid, 1.0 / (rank + 1.0), 0.0)
+def _shared_below(in_b: np.ndarray, shared_a: np.ndarray, s_above_a: np.ndarray) -> np.ndarray:
+    """For each shared a-slot, the shared papers above it in both lists (0 elsewhere).
+
+    The shared papers of a row, in a's order, with their b-slots, are compared pair by
+    pair; rows are taken in order of their number of shared papers, in blocks of at most
+    :data:`_PAIR_CELLS` pairs."""
+    counts = shared_a.sum(axis=1)
+    slots = _packed(np.where(shared_a, in_b, -1))  # b-slots of the shared, in a's order
+    below = np.zeros(in_b.shape, dtype=np.int64)  # by position among the shared
+    by_count = np.argsort(counts, kind="stable")
+    start = int(np.searchsorted(counts[by_count], 2))  # fewer than two: nothing to count
+    while start < len(by_count):
+        take = by_count[start : start + max(1, _PAIR_CELLS // int(counts[by_count[start]]) ** 2)]
+        m = int(counts[take].max())
+        take = take[: max(1, _PAIR_CELLS // (m * m))]  # the largest rows come last
+        m = int(counts[take].max())
+        s = slots[take, :m]
+        earlier = np.tri(m, m, -1, dtype=bool)[None, :, :]  # column j before row i
+        lower = (s[:, None, :] < s[:, :, None]) & (s[:, None, :] >= 0) & earlier
+        below[take, :m] = lower.sum(axis=2)
+        start += len(take)
+    return np.where(shared_a, np.take_along_axis(below, s_above_a, axis=1), 0)

@@ -18,18 +18,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mdcr.core.errors import MdcrError
 from mdcr.explore.contrast import CONTRAST, CONTRAST_LABEL, CONTRAST_SOURCE, weighted_tau_codes
-from mdcr.explore.words import pieces, shared_count, words
+from mdcr.explore.words import pieces, shared_in, words
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
-    from mdcr.explore.reads import Reader
+    from mdcr.explore.reads import Reader, TopLists
     from mdcr.explore.result import Result, Setup
 
 DEFAULT_K = 10
 MAX_K = 500
 PAGE_ROWS = 100
-_CACHED_CONTRASTS = 16  # (setup, baseline, versus, k) rank correlations kept
+_CACHED_CONTRASTS = 16  # (setup, baseline, versus, k): a setup's rank correlations kept
 
 
 class NotFound(MdcrError):
@@ -68,31 +69,20 @@ def _text(value: Any) -> str | None:
     return None if _missing(value) else str(value)
 
 
-def _taus(a: pd.DataFrame | None, b: pd.DataFrame | None, k: int
-          ) -> dict[tuple[str, str], float]:  # fmt: skip
-    """(pool_id, query_id) -> τ_h of two retrievers' top k (``Reader.top_k`` frames), for
-    the queries both ranked."""
+def _codes(a: TopLists, b: TopLists, units: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two retrievers' top lists as integer codes (units x k each, -1: no paper), one
+    code per paper id."""
     import numpy as np
-    import pandas as pd
+    import pyarrow as pa
 
-    if a is None or b is None or a.empty or b.empty:
-        return {}
-    both = pd.concat([a.assign(side=0), b.assign(side=1)], ignore_index=True)
-    unit = both["pool_id"].astype(str) + "\x1f" + both["query_id"].astype(str)
-    unit_codes, units = pd.factorize(unit)
-    paper_codes, _ = pd.factorize(both["paper_id"].astype(str))
-    side = both["side"].to_numpy()
-    slot = both["rank"].to_numpy().astype(np.int64) - 1
-    lists = [np.full((len(units), k), -1, dtype=np.int64) for _ in (0, 1)]
-    ranked = [np.zeros(len(units), dtype=bool) for _ in (0, 1)]
-    for s in (0, 1):
-        m = side == s
-        lists[s][unit_codes[m], slot[m]] = paper_codes[m]
-        ranked[s][unit_codes[m]] = True
-    keep = ranked[0] & ranked[1]
-    taus = weighted_tau_codes(lists[0][keep], lists[1][keep])
-    keys = [tuple(str(u).split("\x1f", 1)) for u in units[keep]]
-    return dict(zip(keys, (float(t) for t in taus), strict=True))  # type: ignore[arg-type]
+    found = pa.concat_arrays([a.ids, b.ids]).dictionary_encode().indices
+    codes = found.to_numpy(zero_copy_only=False).astype(np.int64)
+    out = []
+    for lists, part in ((a, codes[: len(a.ids)]), (b, codes[len(a.ids) :])):
+        placed = np.full(units * lists.k, -1, dtype=np.int64)
+        placed[lists.slots] = part
+        out.append(placed.reshape(units, lists.k))
+    return out[0], out[1]
 
 
 class Explorer:
@@ -101,10 +91,8 @@ class Explorer:
     def __init__(self, result: Result, reader: Reader) -> None:
         self.result = result
         self.reader = reader
-        self._contrasts: OrderedDict[tuple[str, str, str, int], dict[tuple[str, str], float]]
-        self._contrasts = OrderedDict()
+        self._contrasts: OrderedDict[tuple[str, str, str, int], np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
 
     # -- arguments ------------------------------------------------------------------------
 
@@ -203,8 +191,7 @@ class Explorer:
         setup = self.setup(key)
         metric, baseline, versus = self._compared(setup, args)
         k = self._k(args)
-        frame = self._frame(setup, metric, baseline, versus, k)
-        frame = self._filtered(setup, frame, args)
+        frame = self._filtered(setup, self._frame(setup, metric, baseline), args)
         sort_keys = self._sort_keys(setup, baseline)
         default = f"diff:{versus}" if versus != baseline else f"value:{baseline}"
         sort = args.get("sort") or default
@@ -213,6 +200,12 @@ class Explorer:
         order = args.get("order") or "desc"
         if order not in ("asc", "desc"):
             raise NotFound(f"no order '{order}'; valid: asc, desc")
+        # The rank correlation of every row when it sorts them or every row is shown (a
+        # setup's, kept for its next pages); else of the page's rows only.
+        every_row = sort == CONTRAST or not paged
+        if every_row:
+            every = self._setup_contrast(setup, baseline, versus, k, frame["unit"].to_numpy())
+            frame = frame.assign(**{CONTRAST: every})
         frame = frame.sort_values(
             [sort, "query_id", "pool_id"],
             ascending=[order == "asc", True, True],
@@ -225,6 +218,9 @@ class Explorer:
         if not 1 <= page <= pages:
             raise NotFound(f"page {page} is not between 1 and {pages}")
         shown = frame.iloc[(page - 1) * PAGE_ROWS : page * PAGE_ROWS] if paged else frame
+        if not every_row:
+            units = shown["unit"].to_numpy()
+            shown = shown.assign(**{CONTRAST: self.contrast(setup, baseline, versus, k, units)})
         state = {
             "metric": metric,
             "baseline": baseline,
@@ -260,10 +256,9 @@ class Explorer:
             "contrast_source": CONTRAST_SOURCE,
         }
 
-    def _frame(self, setup: Setup, metric: str, baseline: str, versus: str, k: int
-               ) -> pd.DataFrame:  # fmt: skip
-        """One row per unit of the setup: its facts, each retriever's value, each
-        difference from the baseline, and the rank correlation of baseline and versus."""
+    def _frame(self, setup: Setup, metric: str, baseline: str) -> pd.DataFrame:
+        """One row per unit of the setup: its facts, each retriever's value and each
+        difference from the baseline."""
         idx = self.result.setup_units(setup.key)
         units = self.result.units.iloc[idx]
         values = self.result.values[metric].iloc[idx]
@@ -277,9 +272,6 @@ class Explorer:
         for r in setup.retrievers:
             if r != baseline:
                 frame[f"diff:{r}"] = frame[f"value:{r}"] - base
-        taus = self.contrast(setup, baseline, versus, k)
-        keys = zip(frame["pool_id"], frame["query_id"], strict=True)
-        frame[CONTRAST] = [taus.get((str(p), str(q)), float("nan")) for p, q in keys]
         frame["query"] = frame["query_id"]
         return frame
 
@@ -354,38 +346,48 @@ class Explorer:
             "href": links.query(str(r["pool_id"]), str(r["query_id"]), k=state["k"]),
         }
 
-    def warm_up(self) -> None:
-        """Compute each setup's default rank correlation (baseline against the first other
-        retriever, top 10), so a setup's first queries page answers at once; the server
-        runs it in the background after it starts."""
-        for setup in self.result.setups.values():
-            if self._stopping.is_set():
-                return
-            if len(setup.retrievers) > 1:
-                _, baseline, versus = self._compared(setup, {})
-                try:
-                    self.contrast(setup, baseline, versus, DEFAULT_K)
-                except Exception:  # a page asked for it computes it again, and says why
-                    continue
+    def contrast(self, setup: Setup, a: str, b: str, k: int, units: np.ndarray | None = None
+                 ) -> np.ndarray:  # fmt: skip
+        """τ_h of a's and b's top k for each of ``units`` (rows of the result's units, of
+        the setup; None: all of the setup's, kept for the setup's next pages), NaN where
+        either did not rank the query."""
+        import numpy as np
 
-    def stop(self) -> None:
-        """Ask a running warm-up to stop after the setup it is on."""
-        self._stopping.set()
+        if units is None:
+            return self._setup_contrast(setup, a, b, k, None)
+        with self._lock:
+            kept = self._contrasts.get((setup.key, a, b, k))
+        if kept is not None:
+            return kept[np.searchsorted(self.result.setup_units(setup.key), units)]
+        taus = np.full(len(units), np.nan)
+        lists_a = self.reader.top_lists(setup, a, k, units)
+        lists_b = self.reader.top_lists(setup, b, k, units)
+        if lists_a is None or lists_b is None:
+            return taus
+        both = lists_a.ranked & lists_b.ranked
+        codes_a, codes_b = _codes(lists_a, lists_b, len(units))
+        taus[both] = weighted_tau_codes(codes_a[both], codes_b[both])
+        return taus
 
-    def contrast(self, setup: Setup, a: str, b: str, k: int) -> dict[tuple[str, str], float]:
-        """(pool_id, query_id) -> τ_h of a's and b's top k, for every query of the setup
-        both ranked (computed once per setup, pair and k; the last few kept)."""
+    def _setup_contrast(self, setup: Setup, a: str, b: str, k: int, units: np.ndarray | None
+                        ) -> np.ndarray:  # fmt: skip
+        """:meth:`contrast` of every unit of the setup (computed once per setup, pair and
+        k; the last few kept), for ``units`` (None: all, in the setup's order)."""
+        import numpy as np
+
         key = (setup.key, a, b, k)
+        every = self.result.setup_units(setup.key)
         with self._lock:
-            if key in self._contrasts:
+            found = self._contrasts.get(key)
+            if found is not None:
                 self._contrasts.move_to_end(key)
-                return self._contrasts[key]
-        found = _taus(self.reader.top_k(setup, a, k), self.reader.top_k(setup, b, k), k)
-        with self._lock:
-            self._contrasts[key] = found
-            while len(self._contrasts) > _CACHED_CONTRASTS:
-                self._contrasts.popitem(last=False)
-        return found
+        if found is None:
+            found = self.contrast(setup, a, b, k, every)
+            with self._lock:
+                self._contrasts[key] = found
+                while len(self._contrasts) > _CACHED_CONTRASTS:
+                    self._contrasts.popitem(last=False)
+        return found if units is None else found[np.searchsorted(every, units)]
 
     # -- one query ----------------------------------------------------------------------------
 
@@ -444,17 +446,19 @@ class Explorer:
         for i, (paper, score) in enumerate(zip(ranked.paper_ids[:k], ranked.scores, strict=False)):
             info = papers.get(paper, {})
             title = info.get("title", "")
+            title_pieces = pieces(title, query_words)
+            abstract_pieces = pieces(info.get("abstract", ""), query_words)
             items.append(
                 {
                     "rank": i + 1,
                     "paper_id": paper,
                     "score": score,
                     "title": title,
-                    "pieces": pieces(title, query_words),
-                    "abstract_pieces": pieces(info.get("abstract", ""), query_words),
+                    "pieces": title_pieces,
+                    "abstract_pieces": abstract_pieces,
                     "year": info.get("year"),
                     "positive": paper in positive,
-                    "shared": shared_count(f"{title} {info.get('abstract', '')}", query_words),
+                    "shared": shared_in(title_pieces, abstract_pieces),
                 }
             )
         return {

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from mdcr.scoring.document import Report
+    from mdcr.scoring.per_query import ReadPapers
 
 RESULT_STAGES = ("report", "score", "benchmark-score")
 MDCR = "mdcr"  # the setup of the MDCR benchmark's rows (mdcr.scoring.per_query.MDCR_SETUP)
@@ -149,9 +150,11 @@ class Result:
         return list(seen)
 
 
-def open_result(folder: Path) -> Result:
+def open_result(folder: Path, read_papers: ReadPapers | None = None) -> Result:
     """Open a report, score or benchmark-score output (an ``mdcr evaluate`` output is one
-    of them) for exploring; anything else is a one-line error."""
+    of them) for exploring; anything else is a one-line error. Papers files are read by
+    ``read_papers`` (the session's copies: :meth:`mdcr.explore.copies.SessionFiles.
+    read_papers`; default: a scan of each)."""
     from mdcr.contracts.outputs import stage_of
     from mdcr.core.manifests import open_output
     from mdcr.scoring.per_query_export import per_query_rows
@@ -167,7 +170,7 @@ def open_result(folder: Path) -> Result:
     out = open_output(folder)
     assert out is not None  # stage_of found it
     params = out.manifest.get("params", {})
-    rows = per_query_rows(folder)
+    rows = per_query_rows(folder, read_papers)
     if rows.empty:
         raise InputDataError(f"'{folder}' holds no per-query values; nothing to explore")
     units, values = _units(rows)

@@ -64,6 +64,7 @@ def write_static(explorer: Explorer, out: Path, setup_key: str | None, k: int = 
     if out.exists() and not out.is_dir():
         raise ConfigError(f"explore --static '{out}' is a file; give a folder")
     result = explorer.result
+    explorer.reader.wait_for_copies()  # every query page follows: read from the copies
     key = setup_key or next(iter(result.setups))
     setup = explorer.setup(key)
     args = {"k": str(k)}

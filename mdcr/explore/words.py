@@ -52,6 +52,8 @@ def pieces(text: str, query_words: set[str]) -> list[Piece]:
     return out
 
 
-def shared_count(text: str, query_words: set[str]) -> int:
-    """How many distinct words of ``text`` the query shares."""
-    return len(words(text) & query_words)
+def shared_in(*texts: list[Piece]) -> int:
+    """How many distinct words the query shares with texts already cut into pieces: the
+    size of ``words(text) & query_words`` for the texts joined by spaces, without cutting
+    them again."""
+    return len({p.text.lower() for cut in texts for p in cut if p.shared})

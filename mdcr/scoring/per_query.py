@@ -26,6 +26,7 @@ release) is empty (NA), never guessed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,12 @@ from mdcr.core.errors import InputDataError
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
+
+# A reader of a papers file's rows by id: (path, ids, columns) -> the rows of those ids in
+# file order, those columns. The default scans the file (:func:`scan_papers`); ``mdcr
+# explore`` answers from its session's copy of the file, made in the same one pass.
+ReadPapers = Callable[[Path, set[str], list[str]], "pa.Table"]
 
 PER_QUERY_COLUMNS = (
     "setup",
@@ -66,19 +73,39 @@ def pools_of(score: Path) -> Path:
     return found[0]
 
 
-def score_rows(folder: Path) -> pd.DataFrame:
+def score_rows(folder: Path, read_papers: ReadPapers | None = None) -> pd.DataFrame:
     """The rows of one score output, with the facts of its pools and corpus."""
     from mdcr.contracts.artifacts import POOL_METRICS
 
-    return ordered(pools_rows(POOL_METRICS.read_pandas(folder), pools_of(folder)))
+    pools = pools_of(folder)
+    return ordered(pools_rows(POOL_METRICS.read_pandas(folder), pools, read_papers))
 
 
-def _papers(folder: Path | None, ids: set[str]) -> pd.DataFrame:
-    """paper_id, title, text_chars, and year, first field, citations where held, of the
-    papers ``ids`` in ``folder``'s papers.parquet (no rows without a folder)."""
-    import pandas as pd
+def scan_papers(path: Path, ids: set[str], columns: list[str]) -> pa.Table:
+    """The rows of the papers file ``path`` whose paper_id is in ``ids``, in file order,
+    ``columns`` of them: one scan, in batches, keeping only the rows asked for (memory
+    follows the ids, not the corpus: the whole text of a corpus at the paper's scale is
+    gigabytes)."""
     import pyarrow as pa
     import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    wanted = pa.array(sorted(ids), pa.string())
+    kept = [
+        batch.filter(pc.is_in(batch.column("paper_id").cast(pa.string()), value_set=wanted))
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=262_144, columns=columns)
+    ]
+    schema = pq.read_schema(path)
+    table = pa.Table.from_batches(kept, schema=pa.schema([schema.field(c) for c in columns]))
+    pa.default_memory_pool().release_unused()  # the batches' buffers, back to the system
+    return table
+
+
+def _papers(folder: Path | None, ids: set[str], read: ReadPapers | None = None) -> pd.DataFrame:
+    """paper_id, title, text_chars, and year, first field, citations where held, of the
+    papers ``ids`` in ``folder``'s papers.parquet (no rows without a folder), read by
+    ``read`` (default: :func:`scan_papers`)."""
+    import pandas as pd
     import pyarrow.parquet as pq
 
     from mdcr.contracts.artifacts import PAPERS
@@ -89,17 +116,7 @@ def _papers(folder: Path | None, ids: set[str]) -> pd.DataFrame:
     path = PAPERS.path(folder)
     have = set(pq.read_schema(path).names)
     cols = ["paper_id", "title", "abstract", *[c for c in ("year", "fields", "n_in") if c in have]]
-    # Read in batches, keeping only the rows asked for: memory follows the queries, not
-    # the corpus (the whole text of a corpus at the paper's scale is gigabytes).
-    wanted = pa.array(sorted(ids), pa.string())
-    kept = [
-        batch.filter(pc.is_in(batch.column("paper_id").cast(pa.string()), value_set=wanted))
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=262_144, columns=cols)
-    ]
-    schema = pq.read_schema(path)
-    table = pa.Table.from_batches(kept, schema=pa.schema([schema.field(c) for c in cols]))
-    pa.default_memory_pool().release_unused()  # the batches' buffers, back to the system
-    papers = table.to_pandas()
+    papers = (read or scan_papers)(path, ids, cols).to_pandas()
     out = pd.DataFrame({"paper_id": papers["paper_id"].astype(str)})
     out["title"] = papers["title"].fillna("").astype(str)
     out["text_chars"] = (
@@ -128,9 +145,10 @@ def corpus_or_own(folder: Path) -> Path | None:
     return folder if PAPERS.exists(folder) else None
 
 
-def pools_rows(per_query: pd.DataFrame, pools: Path) -> pd.DataFrame:
+def pools_rows(per_query: pd.DataFrame, pools: Path, read_papers: ReadPapers | None = None
+               ) -> pd.DataFrame:  # fmt: skip
     """Per-query values on pools (``retriever, pool_id, query_id, metric, value``) with
-    the facts of ``pools`` and its corpus."""
+    the facts of ``pools`` and its corpus (its papers read by ``read_papers``)."""
 
     from mdcr.contracts.artifacts import POOL_META, QRELS, QUERIES
 
@@ -156,7 +174,7 @@ def pools_rows(per_query: pd.DataFrame, pools: Path) -> pd.DataFrame:
         rows = rows.merge(queries, on=keys, how="left")
     else:
         rows = rows.assign(query_field=None, query_year=None)
-    papers = _papers(corpus_or_own(pools), set(rows["query_id"]))
+    papers = _papers(corpus_or_own(pools), set(rows["query_id"]), read_papers)
     rows = rows.merge(papers.rename(columns={"paper_id": "query_id"}), on="query_id", how="left")
     rows["field"] = rows["pool_field"].where(rows["pool_field"].notna(), rows["query_field"])
     rows["field"] = rows["field"].where(rows["field"].notna(), rows["paper_field"])
@@ -164,7 +182,7 @@ def pools_rows(per_query: pd.DataFrame, pools: Path) -> pd.DataFrame:
     return _typed(rows)
 
 
-def benchmark_rows(folder: Path) -> pd.DataFrame:
+def benchmark_rows(folder: Path, read_papers: ReadPapers | None = None) -> pd.DataFrame:
     """The rows of a benchmark-score output (every candidate: subset ``all``), with the
     facts of its benchmark and, for one mdcr built, its corpus."""
     from mdcr.contracts.artifacts import BENCHMARK_METRICS
@@ -176,10 +194,11 @@ def benchmark_rows(folder: Path) -> pd.DataFrame:
             f"benchmark-score output '{folder}': its benchmark is not found; per-query facts "
             "need it (build or import the benchmark again)"
         )
-    return benchmark_values_rows(BENCHMARK_METRICS.read_pandas(folder), found[0])
+    return benchmark_values_rows(BENCHMARK_METRICS.read_pandas(folder), found[0], read_papers)
 
 
-def benchmark_values_rows(per_query: pd.DataFrame, benchmark: Path) -> pd.DataFrame:
+def benchmark_values_rows(per_query: pd.DataFrame, benchmark: Path,
+                          read_papers: ReadPapers | None = None) -> pd.DataFrame:  # fmt: skip
     """Per-query values on a benchmark (benchmark-score's ``per_query.parquet``; only the
     ``all`` subset is kept) with the facts of ``benchmark`` and, for one mdcr built, its
     corpus."""
@@ -197,8 +216,9 @@ def benchmark_values_rows(per_query: pd.DataFrame, benchmark: Path) -> pd.DataFr
     )
     rows = values.merge(positives, on=["split", "field", "query_id"], how="left")
     held = benchmark if PAPERS.exists(benchmark) else None  # an import may hold no texts
-    own = _papers(held, set(rows["query_id"]))[["paper_id", "title", "text_chars"]]
-    facts = _papers(corpus_or_own(benchmark), set(rows["query_id"]))
+    queries = set(rows["query_id"])
+    own = _papers(held, queries, read_papers)[["paper_id", "title", "text_chars"]]
+    facts = _papers(corpus_or_own(benchmark), queries, read_papers)
     facts = facts.drop(columns=["title", "text_chars"]).merge(own, on="paper_id", how="outer")
     rows = rows.merge(facts.rename(columns={"paper_id": "query_id"}), on="query_id", how="left")
     rows = rows.assign(

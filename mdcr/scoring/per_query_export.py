@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 
 from mdcr.core.errors import ConfigError, InputDataError
 from mdcr.exports.registry import EXPORTS, Export, ExportRequest
-from mdcr.scoring.per_query import benchmark_rows, ordered, pools_of, pools_rows, score_rows
+from mdcr.scoring.per_query import (
+    ReadPapers,
+    benchmark_rows,
+    ordered,
+    pools_of,
+    pools_rows,
+    score_rows,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -17,11 +24,12 @@ FILE_STEM = "per_query"
 PER_QUERY_FORMAT = "per-query"
 
 
-def per_query_rows(folder: Path) -> pd.DataFrame:
+def per_query_rows(folder: Path, read_papers: ReadPapers | None = None) -> pd.DataFrame:
     """The rows (:data:`mdcr.scoring.per_query.PER_QUERY_COLUMNS`) of a score,
     benchmark-score or report output (a report: those of its score and benchmark-score
     inputs, each retriever taken from the score output the report takes it from, and
-    from the last benchmark-score output holding it)."""
+    from the last benchmark-score output holding it); papers files are read by
+    ``read_papers`` (default: a scan, :func:`mdcr.scoring.per_query.scan_papers`)."""
     import pandas as pd
 
     from mdcr.contracts.outputs import input_paths, stage_of
@@ -29,9 +37,9 @@ def per_query_rows(folder: Path) -> pd.DataFrame:
 
     stage = stage_of(folder)
     if stage == "score":
-        return score_rows(folder)
+        return score_rows(folder, read_papers)
     if stage == "benchmark-score":
-        return benchmark_rows(folder)
+        return benchmark_rows(folder, read_papers)
     if stage != "report":
         raise InputDataError(
             f"'{folder}' is {f'a {stage} output' if stage else 'no stage output'}; give a score, "
@@ -43,12 +51,12 @@ def per_query_rows(folder: Path) -> pd.DataFrame:
     repeated = str(manifest.get("params", {}).get("repeated_retrievers", "error"))
     score_folders = input_paths(folder, "scores")
     scores = load_scores(score_folders, repeated)
-    frames = [pools_rows(scores.per_query, pools_of(score_folders[0]))]
+    frames = [pools_rows(scores.per_query, pools_of(score_folders[0]), read_papers)]
     # A retriever in several benchmark-score outputs (the demo's bm25 and minilm are in
     # both of its) is taken from the last one holding it, once.
     taken: dict[str, pd.DataFrame] = {}
     for bench in input_paths(folder, "benchmark"):
-        rows = benchmark_rows(bench)
+        rows = benchmark_rows(bench, read_papers)
         for name in rows["retriever"].unique():
             taken[str(name)] = rows[rows["retriever"] == name]
     frames += list(taken.values())

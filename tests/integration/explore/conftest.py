@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from mdcr.explore.copies import SessionFiles
 from mdcr.explore.pages import Explorer
 from mdcr.explore.reads import Reader
 from mdcr.explore.result import open_result
@@ -86,7 +87,10 @@ def demo_like(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoLike]:
     cfg = from_mapping(ReportConfig, {"scores": ["x"], "benchmark": ["x"]}, "report")
     inputs = {"scores": [score], "benchmark": [bench_score]}
     report = store.execute(SPEC, cfg, inputs, quiet=True).path
-    result = open_result(report)
+    files = SessionFiles()  # the session's copies, as `mdcr explore` makes them
+    result = open_result(report, files.read_papers)
+    reader = Reader(result, files)
+    reader.wait_for_copies()  # the pages read the copies (test_server checks the files too)
     yield DemoLike(
         home=home,
         corpus=corpus,
@@ -97,5 +101,7 @@ def demo_like(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoLike]:
         benchmark=benchmark,
         ranks=ranks,
         report=report,
-        explorer=Explorer(result, Reader(result)),
+        explorer=Explorer(result, reader),
     )
+    reader.close()
+    files.close()

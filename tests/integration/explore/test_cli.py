@@ -21,9 +21,13 @@ from tests.integration.explore.conftest import DemoLike
 pytestmark = pytest.mark.slow  # the session's demo-like store (about 15 s)
 
 
-def _start(home: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
-    """``mdcr explore`` in a child process; returns it and the URL it printed."""
+def _start(home: Path, *args: str, temp: Path | None = None
+           ) -> tuple[subprocess.Popen[str], str]:  # fmt: skip
+    """``mdcr explore`` in a child process (its temporary folder ``temp``, if given);
+    returns it and the URL it printed."""
     env = {**os.environ, "MDCR_HOME": str(home)}
+    if temp is not None:
+        env["TMPDIR"] = str(temp)
     child = subprocess.Popen(
         [sys.executable, "-m", "mdcr.cli", "explore", *args],
         stdout=subprocess.PIPE,
@@ -40,18 +44,24 @@ def _start(home: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
     raise AssertionError(f"no URL printed; stderr: {child.stderr.read() if child.stderr else ''}")
 
 
-def test_explore_serves_the_newest_report_and_stops_cleanly_on_ctrl_c(demo_like: DemoLike) -> None:
-    child, url = _start(demo_like.home)
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_explore_serves_the_newest_report_and_stops_cleanly_removing_its_copies(
+    demo_like: DemoLike, tmp_path: Path, stop: signal.Signals
+) -> None:
+    child, url = _start(demo_like.home, temp=tmp_path)
     try:
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", url)
         with urllib.request.urlopen(url, timeout=30) as page:
             html = page.read().decode()
         assert page.status == 200 and demo_like.report.name in html  # the newest report
+        session = [p.name for p in tmp_path.iterdir()]
+        assert len(session) == 1 and session[0].startswith("mdcr-explore-")  # the copies
     finally:
-        child.send_signal(signal.SIGINT)
-        _, err = child.communicate(timeout=30)
+        child.send_signal(stop)  # ctrl-C, or `kill`
+        _, err = child.communicate(timeout=60)
     assert child.returncode == 0, err
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "stopped"
+    assert list(tmp_path.iterdir()) == []  # the session's copies are removed
 
 
 def test_explore_on_another_host_warns_in_one_line(demo_like: DemoLike) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -158,13 +159,14 @@ def test_tau_on_the_queries_page_equals_scipy_on_the_two_runs(
 
     from mdcr.explore.contrast import list_values
 
-    page = _json(server, "/api/queries/dataset-test-800?baseline=bm25&versus=minilm&k=10")
-    assert page["state"]["k"] == 10 and page["rows"]
-    for row in page["rows"]:
-        a = _run_top(demo_like.runs["bm25"], row["pool_id"], row["query_id"])[:10]
-        b = _run_top(demo_like.runs["minilm"], row["pool_id"], row["query_id"])[:10]
-        _, x, y = list_values(a, b)
-        assert row["tau"] == pytest.approx(weightedtau(x, y).statistic, abs=1e-12)
+    for k in (10, 50):  # within the copies' top 10, and beyond (read query by query)
+        page = _json(server, f"/api/queries/dataset-test-800?baseline=bm25&versus=minilm&k={k}")
+        assert page["state"]["k"] == k and page["rows"]
+        for row in page["rows"]:
+            a = _run_top(demo_like.runs["bm25"], row["pool_id"], row["query_id"])[:k]
+            b = _run_top(demo_like.runs["minilm"], row["pool_id"], row["query_id"])[:k]
+            _, x, y = list_values(a, b)
+            assert row["tau"] == pytest.approx(weightedtau(x, y).statistic, abs=1e-12)
     by_tau = _json(server, "/api/queries/dataset-test-800?versus=minilm&sort=tau&order=asc")
     taus = [r["tau"] for r in by_tau["rows"]]
     assert taus == sorted(taus)
@@ -305,17 +307,147 @@ def test_the_server_is_read_only(server: Server) -> None:
         assert "read-only" in caught.value.read().decode()
 
 
-def test_warm_up_computes_each_setups_default_rank_correlation(
-    server: Server, demo_like: DemoLike
+class _NoLinks:
+    def overview(self) -> None:
+        return None
+
+    def queries(self, setup: str, **params: Any) -> None:
+        return None
+
+    def query(self, pool_id: str, query_id: str, **params: Any) -> None:
+        return None
+
+    def scatter(self, setup: str, **params: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize("k", [3, 10, 20])
+def test_every_way_to_the_rank_correlation_gives_the_same_values(
+    server: Server, demo_like: DemoLike, monkeypatch: pytest.MonkeyPatch, k: int
 ) -> None:
+    """A page's rows only (the default), every row of a setup (sorted by it, the JSON), and
+    the top k read from the copies' top 10, query by query or by a scan of the run."""
+    import mdcr.explore.reads as reads
+
     explorer = demo_like.explorer
-    explorer.warm_up()
-    for key, setup in explorer.result.setups.items():
-        page = _json(server, f"/api/queries/{key}")
-        state = page["state"]
-        cached = explorer._contrasts[(key, state["baseline"], state["versus"], 10)]
-        assert {(r["pool_id"], r["query_id"]): r["tau"] for r in page["rows"]} == {
-            (r["pool_id"], r["query_id"]): cached.get((r["pool_id"], r["query_id"]))
-            for r in page["rows"]
-        }
-        assert len(setup.retrievers) > 1 and cached
+    for key in explorer.result.setups:
+        every = _json(server, f"/api/queries/{key}?k={k}")
+        taus = {(r["pool_id"], r["query_id"]): r["tau"] for r in every["rows"]}
+        assert any(t is not None for t in taus.values())
+        explorer._contrasts.clear()  # each page's rows only, from here
+        shown = 0
+        for page in range(1, every["total"] // 100 + 2):
+            rows = explorer.queries(key, {"k": str(k), "page": str(page)}, _NoLinks())["rows"]
+            for row in rows:
+                want = taus[(row["pool_id"], row["query_id"])]
+                assert row["tau"] == want or (row["tau"] is None and want is None)
+                shown += 1
+        assert shown == every["total"] and not explorer._contrasts
+        setup = explorer.result.setups[key]
+        units = explorer.result.setup_units(key)
+        state = every["state"]
+        monkeypatch.setattr(reads, "PER_UNIT_TOP", 0)  # one scan of the run
+        scanned = explorer.contrast(setup, state["baseline"], state["versus"], k, units[::-1])
+        monkeypatch.undo()
+        rows = explorer.result.units.iloc[units[::-1]]
+        for pool, query, tau in zip(rows["pool_id"], rows["query_id"], scanned, strict=True):
+            want = taus[(pool, query)]
+            assert (np.isnan(tau) and want is None) or tau == pytest.approx(want, abs=1e-15)
+
+
+@pytest.mark.parametrize("copies", ["rows apart", "not made yet"])
+def test_what_the_copies_do_not_hold_is_read_from_the_files(
+    demo_like: DemoLike, monkeypatch: pytest.MonkeyPatch, copies: str
+) -> None:
+    from mdcr.explore.copies import SCATTERED
+
+    explorer = demo_like.explorer
+    reader = explorer.reader
+    setup = explorer.result.setups["dataset-test-800"]
+    units = explorer.result.setup_units(setup.key)[:5]
+    copied = {int(u): reader.rankings(setup, int(u)) for u in units}
+    positives = {int(u): reader.positives(setup, int(u)) for u in units}
+    tops = reader.top_lists(setup, "minilm", 20, units)
+    tops_10 = reader.top_lists(setup, "minilm", 10, units)
+    if copies == "not made yet":
+        monkeypatch.setattr(reader, "_runs", {})
+        monkeypatch.setattr(reader, "_qrels", None)
+    for copy in [*reader._runs.values(), reader._qrels] if copies == "rows apart" else []:
+        assert copy is not None
+        first = copy.first.copy()
+        first[units] = SCATTERED
+        monkeypatch.setattr(copy, "first", first)
+    for unit, rankings in copied.items():
+        assert reader.rankings(setup, unit) == rankings
+        assert all(r is not None and r.depth > 0 for r in rankings.values())
+        assert reader.positives(setup, unit) == positives[unit] != []
+    for k, before in ((20, tops), (10, tops_10)):
+        again = reader.top_lists(setup, "minilm", k, units)
+        assert before is not None and again is not None
+        order, again_order = np.argsort(before.slots), np.argsort(again.slots)
+        assert np.array_equal(again.slots[again_order], before.slots[order])
+        assert again.ids.take(again_order).equals(before.ids.take(order))
+        assert np.array_equal(again.ranked, before.ranked)
+
+
+def test_a_copy_failing_in_the_background_leaves_the_pages_reading_the_files(
+    demo_like: DemoLike, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mdcr.explore.copies import SessionFiles
+    from mdcr.explore.pages import Explorer
+    from mdcr.explore.reads import Reader
+
+    def disk_full(*args: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    result = demo_like.explorer.result
+    files = SessionFiles()
+    monkeypatch.setattr(files, "run", disk_full)
+    reader = Reader(result, files)
+    try:
+        reader.wait_for_copies()
+        assert reader._runs == {} and reader._qrels is not None  # the qrels were copied first
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            "mdcr: explore reads the runs from their files ([Errno 28] No space left on device)"
+        ]
+        with serving(Explorer(result, reader)) as failing, serving(demo_like.explorer) as ok:
+            units = result.setup_units("dataset-test-800")[:3]
+            for row in result.units.iloc[units].itertuples():
+                path = f"/api/query?pool={row.pool_id}&q={row.query_id}&k=20"
+                assert _json(failing, path) == _json(ok, path)
+    finally:
+        reader.close()
+        files.close()
+
+
+def test_an_error_while_a_page_is_made_is_a_one_line_500_never_a_hang(
+    demo_like: DemoLike, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mdcr.explore.copies import SessionFiles
+    from mdcr.explore.pages import Explorer
+    from mdcr.explore.reads import Reader
+
+    result = demo_like.explorer.result
+    files = SessionFiles()
+    reader = Reader(result, files)
+    try:
+        reader.wait_for_copies()
+        temp = Path(reader._rows("SELECT current_setting('temp_directory')", [])[0][0])
+        assert temp.parent.name.startswith("mdcr-explore-")  # DuckDB spills into the session's
+        row = result.units.iloc[int(result.setup_units("dataset-test-800")[0])]
+        with serving(Explorer(result, reader)) as server:
+            files.close()  # the session's copies are gone under a running server
+            for path in (f"/query?pool={row.pool_id}&q={row.query_id}",
+                         f"/api/query?pool={row.pool_id}&q={row.query_id}"):  # fmt: skip
+                status, body = _get(server, path)  # _get waits 30 s at most
+                assert status == 500, body
+                assert "Traceback" not in body and 'File "' not in body
+                if path.startswith("/api/"):
+                    assert json.loads(body)["error"].startswith("the page could not be made")
+                else:
+                    message = re.search(r'<p class="error" id="message">(.*?)</p>', body, re.S)
+                    assert message is not None and "\n" not in message.group(1)
+        assert not temp.exists()
+    finally:
+        reader.close()
