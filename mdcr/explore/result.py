@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdcr.core.errors import InputDataError
+from mdcr.scoring.per_query import PER_QUERY_COLUMNS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -28,21 +29,9 @@ if TYPE_CHECKING:
 
 RESULT_STAGES = ("report", "score", "benchmark-score")
 MDCR = "mdcr"  # the setup of the MDCR benchmark's rows (mdcr.scoring.per_query.MDCR_SETUP)
-# The facts of a unit (one query in one pool), as export --per-query names them.
-UNIT_FACTS = (
-    "setup",
-    "split",
-    "pool_id",
-    "pool_size",
-    "rep",
-    "query_id",
-    "field",
-    "year",
-    "n_positives",
-    "citations",
-    "text_chars",
-    "title",
-)
+# The facts of a unit (one query in one pool): export --per-query's columns less the
+# retriever's own (which retriever, which metric, its value).
+UNIT_FACTS = tuple(c for c in PER_QUERY_COLUMNS if c not in ("retriever", "metric", "value"))
 
 
 @dataclass(frozen=True)
