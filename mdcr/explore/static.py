@@ -68,7 +68,7 @@ def write_static(explorer: Explorer, out: Path, setup_key: str | None, k: int = 
     key = setup_key or next(iter(result.setups))
     setup = explorer.setup(key)
     args = {"k": str(k)}
-    first = explorer.queries(key, args, _NoLinks(), paged=False)["state"]
+    first = explorer.queries(key, args, NoLinks(), paged=False)["state"]
     links = StaticLinks(key, first["metric"], first["baseline"], first["versus"], k)
     units = result.setup_units(key)
     for i in units:
@@ -93,7 +93,7 @@ def write_static(explorer: Explorer, out: Path, setup_key: str | None, k: int = 
     ]
 
 
-class _NoLinks:
+class NoLinks:
     """Links to nothing: for reading a page's state before the export's links exist."""
 
     def overview(self) -> None:

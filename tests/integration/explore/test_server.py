@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from mdcr.explore.app import Server, serving
+from mdcr.explore.static import NoLinks
 from tests.integration.explore.conftest import DemoLike, _cli
 
 pytestmark = pytest.mark.slow  # the session's demo-like store (about 15 s)
@@ -307,20 +308,6 @@ def test_the_server_is_read_only(server: Server) -> None:
         assert "read-only" in caught.value.read().decode()
 
 
-class _NoLinks:
-    def overview(self) -> None:
-        return None
-
-    def queries(self, setup: str, **params: Any) -> None:
-        return None
-
-    def query(self, pool_id: str, query_id: str, **params: Any) -> None:
-        return None
-
-    def scatter(self, setup: str, **params: Any) -> None:
-        return None
-
-
 @pytest.mark.parametrize("k", [3, 10, 20])
 def test_every_way_to_the_rank_correlation_gives_the_same_values(
     server: Server, demo_like: DemoLike, monkeypatch: pytest.MonkeyPatch, k: int
@@ -337,7 +324,7 @@ def test_every_way_to_the_rank_correlation_gives_the_same_values(
         explorer._contrasts.clear()  # each page's rows only, from here
         shown = 0
         for page in range(1, every["total"] // 100 + 2):
-            rows = explorer.queries(key, {"k": str(k), "page": str(page)}, _NoLinks())["rows"]
+            rows = explorer.queries(key, {"k": str(k), "page": str(page)}, NoLinks())["rows"]
             for row in rows:
                 want = taus[(row["pool_id"], row["query_id"])]
                 assert row["tau"] == want or (row["tau"] is None and want is None)
