@@ -7,8 +7,9 @@ BIN    := $(VENV)/bin
 # The CPU build of torch. Installing it first stops anything else from pulling a
 # multi-GB CUDA build. On a GPU machine: make TORCH='torch' (or your CUDA build).
 TORCH  ?= torch==2.13.0
-# pytest-xdist's workers for `make test` and `make fast`: one per core.
-WORKERS ?= auto
+# pytest-xdist's workers for `make test` and `make fast`: one per core this process may
+# use (nproc), at most 8 (a worker holds up to 2 GiB).
+WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 8 ? 8 : n )))
 STAMP  := $(VENV)/.mdcr-installed
 
 export HF_HUB_OFFLINE ?= 1
@@ -42,7 +43,7 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/vulture
 
-# Both tiers, on every core (pytest-xdist; WORKERS=1 runs one test at a time).
+# Both tiers, on every core (pytest-xdist; WORKERS=0 runs them one at a time, in this process).
 test: lint
 	$(BIN)/pytest -n $(WORKERS) --dist worksteal
 
