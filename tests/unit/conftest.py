@@ -1,9 +1,10 @@
 """The unit tier: pure functions, no store, no JVM, no other process.
 
 Every test here runs with the expensive doors shut: running a stage in a store
-(``Store.execute``), starting the Lucene JVM, starting a process and connecting to Ray each
-fail the test, naming the tier it belongs in. A test that needs one of them lives in
-``tests/integration`` (``make test`` runs both tiers; ``make fast`` this one alone).
+(``Store.run``, which ``Store.execute`` calls), starting the Lucene JVM, starting a process
+and connecting to Ray each fail the test, naming the tier it belongs in. A test that needs
+one of them lives in ``tests/integration`` (``make test`` runs both tiers; ``make fast``
+this one alone).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def _doors_shut() -> Iterator[None]:
     from mdcr.index.lucene import indexes, java
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Store, "execute", _shut("run a stage in a store (Store.execute)"))
+        mp.setattr(Store, "run", _shut("run a stage in a store (Store.run, Store.execute)"))
         for module in (java, indexes):
             mp.setattr(module, "start_jvm", _shut("start the Lucene JVM"))
         mp.setattr(subprocess.Popen, "__init__", _shut("start another process"))
