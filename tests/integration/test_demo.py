@@ -19,15 +19,17 @@ import pytest
 from mdcr.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
+# The demo scaled down to what its checks need: MiniLM encoding the pools' papers is most of
+# the run's time, hence pools of a few hundred papers and 32 tokens a paper.
 SMALL = [
     "corpus.n_papers=2500",
     "pools.n_queries_dataset=8",
-    "pools.dataset_sizes=300,600",
+    "pools.dataset_sizes=250,400",
     "pools.fields=Medicine,Biology",
     "pools.field_queries=4",
-    "pools.field_pool_size=250",
-    "encode_minilm.max_length=64",
-    "bench_enc_minilm.max_length=64",
+    "pools.field_pool_size=200",
+    "encode_minilm.max_length=32",
+    "bench_enc_minilm.max_length=32",
 ]
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -1,13 +1,14 @@
 """The Ray engine against the local engine, on a real Ray instance with two CPUs.
 
-One small pipeline (tests/integration/ray_pipeline.toml: MiniLM and random encoders with
-Faiss search, the BM25 sweep for tuning and Lucene for the runs, score, report) runs on
-the local engine once; then:
+One small pipeline (tests/integration/ray_pipeline.toml: a tiny BERT through the hf family,
+as MiniLM runs, and the random encoder with Faiss search, the BM25 sweep for tuning and
+Lucene for the runs, score, report) runs once on the local engine and once on Ray, where
+the worker encoding one shard dies in the middle of it; then:
 
-- the same pipeline with ``--engine ray`` writes byte-identical outputs (every file of
-  every manifest, reports included);
-- an encode worker that dies in the middle of a shard is restarted and retried by Ray,
-  and the output is still byte-identical;
+- the Ray run wrote byte-identical outputs (every file of every manifest, reports
+  included);
+- the killed worker was restarted and its shard retried by Ray, and the encode output is
+  still byte-identical;
 - an encode stopped after some shards on one engine is finished by the other, without
   writing the finished shards again.
 
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.integration.encoders.fixtures import make_tiny_bert
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -91,7 +94,10 @@ def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("engines")
+    """The module's folder: the runs' homes, and the dense encoder's tiny BERT (``bert``)."""
+    base = tmp_path_factory.mktemp("engines")
+    make_tiny_bert(base / "bert")
+    return base
 
 
 def _prepare(base: Path, upstream: Path | None = None) -> Path:
@@ -105,9 +111,14 @@ def _prepare(base: Path, upstream: Path | None = None) -> Path:
 
 
 def _mdcr(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """``mdcr run`` of the test pipeline in its own process."""
+    """``mdcr run`` of the test pipeline in its own process, the dense encoder the tiny
+    BERT beside ``home``."""
+    dense = f"encode_dense.encoder=hf:{home.parent / 'bert'}"
     return subprocess.run(
-        [sys.executable, "-m", "mdcr.cli", "run", str(PIPELINE), "--home", str(home), "-q", *args],
+        [
+            *(sys.executable, "-m", "mdcr.cli", "run", str(PIPELINE), "--home", str(home)),
+            *("-q", "--set", dense, *args),
+        ],
         env={**os.environ, **ENV, **env},
         cwd=REPO,
         capture_output=True,
@@ -151,13 +162,23 @@ def local_home(base: Path) -> Path:
     return _keep(base, "local")
 
 
-def test_ray_engine_writes_byte_identical_outputs(
-    ray_address: str, base: Path, local_home: Path
-) -> None:
-    home = _prepare(base, upstream=local_home)
-    _ok(_mdcr(home, "--engine", "ray", RAY_ADDRESS=ray_address))
-    ray_home = _keep(base, "ray")
+def _dense_encode(home: Path) -> tuple[str, dict[str, Any]]:
+    """``encode/fingerprint`` and manifest of the tiny BERT's encode (hidden size 32)."""
+    (found,) = [(k, m) for k, m in manifests(home, "encode").items() if m["info"]["dim"] == 32]
+    return found
 
+
+@pytest.fixture(scope="module")
+def ray_home(ray_address: str, base: Path, local_home: Path) -> Path:
+    """The whole pipeline on Ray, from the local run's pools; the worker encoding the dense
+    encoder's shard 3 exits (``os._exit``) after encoding it and before writing it."""
+    home = _prepare(base, upstream=local_home)
+    fault = f"encode-shard-3=exit-once:{base / 'worker-killed'}"
+    _ok(_mdcr(home, "--engine", "ray", "--ray-address", ray_address, MDCR_FAULT=fault))
+    return _keep(base, "ray")
+
+
+def test_ray_engine_writes_byte_identical_outputs(local_home: Path, ray_home: Path) -> None:
     local, on_ray = output_hashes(local_home), output_hashes(ray_home)
     stages = {key.split("/")[0] for key in on_ray}
     assert {*SCALED_OUT, "score", "report"} <= stages
@@ -172,27 +193,17 @@ def test_ray_engine_writes_byte_identical_outputs(
             assert executor["name"] == "ray" and executor["cpus"] == 2, key
             assert executor["workers"] >= 1, key
             assert manifests(local_home, stage)[key]["info"]["executor"] == {"name": "local"}
-    minilm = next(m for m in manifests(ray_home, "encode").values() if m["info"]["dim"] == 384)
-    assert minilm["info"]["executor"]["workers"] == 2  # 8 shards shared by two actors
+    _, dense = _dense_encode(ray_home)
+    assert dense["info"]["executor"]["workers"] == 2  # 8 shards shared by two actors
 
 
 def test_a_killed_encode_worker_is_retried_with_identical_output(
-    ray_address: str, base: Path, local_home: Path
+    base: Path, local_home: Path, ray_home: Path
 ) -> None:
-    marker = base / "worker-killed"
-    home = _prepare(base, upstream=local_home)
-    # The worker encoding shard 3 exits (os._exit) after encoding and before writing it.
-    fault = f"encode-shard-3=exit-once:{marker}"
-    args = ("--ray-address", ray_address, "--engine", "ray", "--until", "encode_minilm")
-    _ok(_mdcr(home, *args, MDCR_FAULT=fault))
-    killed = _keep(base, "killed")
-
-    assert marker.is_file()  # the worker did die there
-    (key, m), *_ = manifests(killed, "encode").items()
+    assert (base / "worker-killed").is_file()  # the worker did die there
+    _, m = _dense_encode(ray_home)
     assert m["info"]["shards_written"] == {"document": list(range(8))}
-    assert output_hashes(killed, "encode") == {
-        k: v for k, v in output_hashes(local_home, "encode").items() if k.startswith(key)
-    }
+    assert output_hashes(ray_home, "encode") == output_hashes(local_home, "encode")
 
 
 @pytest.mark.parametrize(("first", "then"), [("ray", "local"), ("local", "ray")])
@@ -200,7 +211,7 @@ def test_an_encode_stopped_on_one_engine_resumes_on_the_other(
     ray_address: str, base: Path, local_home: Path, first: str, then: str
 ) -> None:
     home = _prepare(base, upstream=local_home)
-    args = ("--until", "encode_minilm")
+    args = ("--until", "encode_dense")
     stopped = _mdcr(
         home, "--engine", first, *args, RAY_ADDRESS=ray_address, MDCR_FAULT="encode-shard-4=raise"
     )
