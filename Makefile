@@ -44,14 +44,21 @@ lint: setup
 	$(BIN)/vulture
 
 # Both tiers, on every core (pytest-xdist; WORKERS=0 runs them one at a time, in this process).
+# A module's tests that share a module fixture run on one worker, slow tests first
+# (tests/conftest.py).
+XDIST := -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
+# Python's bytecode caches (__pycache__, ignored by git) even where the shell turns them off:
+# without them each process the tests start (the CLI, Ray's workers) compiles mdcr again,
+# and each pytest worker rewrites the tests' asserts again.
+test fast: export PYTHONDONTWRITEBYTECODE :=
 test: lint
-	$(BIN)/pytest -n $(WORKERS) --dist worksteal
+	$(BIN)/pytest $(XDIST)
 
 # The unit tier alone (tests/unit: pure functions, no store, no JVM), after ruff: the loop
 # while you work. mypy and the dead-code check run in `make lint` and `make test`.
 fast: setup
 	$(BIN)/ruff check mdcr tests scripts
-	$(BIN)/pytest -n $(WORKERS) --dist worksteal tests/unit
+	$(BIN)/pytest $(XDIST) tests/unit
 
 clean:
 	rm -rf $(VENV) .venv-adapters .numba_cache .pytest_cache .mypy_cache .ruff_cache
