@@ -6,6 +6,7 @@ entry points, and one discovery rule for plug-ins."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,11 @@ def _modules() -> dict[str, Path]:
 
 def import_graph() -> dict[str, set[str]]:
     """mdcr module -> the mdcr modules it imports (anywhere in it, TYPE_CHECKING too)."""
+    return {module: set(targets) for module, targets in _parsed_import_graph().items()}
+
+
+@functools.cache  # the source is parsed once per test process, not once per test
+def _parsed_import_graph() -> dict[str, frozenset[str]]:
     modules = _modules()
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for name, path in modules.items():
@@ -50,7 +56,7 @@ def import_graph() -> dict[str, set[str]]:
             for t in targets:
                 if t in modules and t != name and t != "mdcr":
                     graph[name].add(t)
-    return graph
+    return {module: frozenset(targets) for module, targets in graph.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
