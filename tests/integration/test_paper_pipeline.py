@@ -2,10 +2,12 @@
 
 The dry run uses the paper's own sizes (nothing is built, so it is quick); the real run
 scales every size down with ``--set`` overrides and replaces the five neural encoders with
-hashed bag-of-words stand-ins (tests/integration/fake_encoders.py), because the model hub is
-out of reach in tests. Being user encoders they are named ``<model>-standin``: a user
-encoder never stands for a built-in's paper rows or MDCR negative type, so the benchmark's
-model types are set to the stand-ins' names. Everything else is the real pipeline.
+hashed bag-of-words stand-ins (tests/integration/fake_encoders.py, run through
+tests/integration/fast_fake_encoders.py, which hashes each word once and gives their
+vectors bit for bit, checked here), because the model hub is out of reach in tests. Being
+user encoders they are named ``<model>-standin``: a user encoder never stands for a
+built-in's paper rows or MDCR negative type, so the benchmark's model types are set to
+the stand-ins' names. Everything else is the real pipeline.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from mdcr.core.manifests import read_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "paper.toml"
-FAKE = "py:tests.integration.fake_encoders:"
+FAKE = "py:tests.integration.fast_fake_encoders:"
 ENCODERS = {
     "scibert": "SciBERT",
     "specter": "Specter",
@@ -35,7 +37,10 @@ ENCODERS = {
 }
 SCALED = [
     "pools.n_queries_dataset=20",
-    "pools.dataset_sizes=800,1200,1600,2000",
+    # Four dataset-level sizes as in the paper, small: every paper of each pool is encoded,
+    # indexed and ranked by six retrievers, and nothing checked here depends on the size
+    # (the smallest holds the papers its 20 queries cite, about 540).
+    "pools.dataset_sizes=700,800,900,1000",
     "pools.repetitions=2",
     "pools.field_queries=4",
     "pools.field_pool_size=600",
@@ -149,6 +154,35 @@ def test_scaled_paper_pipeline_runs_end_to_end(env: dict) -> None:
     assert [len(folders["search"]), len(folders["bm25"])] == [5, 1]
     for folder in [*folders["search"], *folders["bm25"]]:
         assert _topics(folder / "runs.parquet") == judged, folder
+    assert _standins_are_the_fake_encoders(home) == 5 * 400
+
+
+def _standins_are_the_fake_encoders(home: Path, n: int = 400) -> int:
+    """The stand-ins run here (fast_fake_encoders) give fake_encoders' vectors bit for bit
+    on the run's own corpus (its first ``n`` papers, the empty text too); returns the
+    papers compared."""
+    import numpy as np
+
+    from mdcr.encoders.base import PaperText
+    from tests.integration import fake_encoders, fast_fake_encoders
+
+    papers = pd.read_parquet(next((home / "prefilter").iterdir()) / "papers.parquet").head(n)
+    texts = [
+        PaperText(str(i), t or "", a or "")
+        for i, t, a in zip(papers["paper_id"], papers["title"], papers["abstract"], strict=True)
+    ]
+    texts[-1] = PaperText("empty", "", "")
+    compared = 0
+    for cls in ENCODERS.values():
+        want = getattr(fake_encoders, cls)().encode(texts)
+        got = getattr(fast_fake_encoders, cls)().encode(texts)
+        if isinstance(want, tuple):
+            assert np.array_equal(want[1], got[1]), cls  # the same sentences per paper
+            want, got = want[0], got[0]
+        assert want.dtype == got.dtype == np.float32 and want.shape == got.shape, cls
+        assert np.array_equal(want.view(np.int32), got.view(np.int32)), cls
+        compared += len(texts)
+    return compared
 
 
 def _csv(path: Path) -> list[list[str]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -200,24 +202,24 @@ def test_a_killed_encode_resumes_under_other_settings(
     partial = done[0].parent
     n_finished = len(list(partial.glob("ids_*.parquet")))
     assert 1 <= n_finished < 6
-    again = subprocess.run(
-        [*cli, *common, *home, "--batch-tokens", "512", "--device", "cpu"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert again.returncode == 0, again.stderr
-    out = Path(again.stdout.strip().splitlines()[-1])
+    # The rerun and the uninterrupted run to compare with are the same CLI, run in this
+    # process (the module and TINY_BERT are on its path and in its environment, by the
+    # fixture): only the run that is killed needs a process of its own.
+    from mdcr.cli import main
+
+    again = io.StringIO()
+    with contextlib.redirect_stdout(again):
+        assert main([*common, *home, "--batch-tokens", "512", "--device", "cpu"]) == 0
+    out = Path(again.getvalue().strip().splitlines()[-1])
     assert out.name == partial.name[1:].removesuffix(".partial")  # the same fingerprint
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["info"]["counts"]["resumed"] == 10 * n_finished
     assert manifest["settings"]["batch_tokens"] == 512 and manifest["settings"]["device"] == "cpu"
-    fresh_home = ["--home", str(tmp_path / "fresh"), "-q"]
-    fresh = subprocess.run([*cli, *common, *fresh_home], cwd=REPO, env=env, capture_output=True)
-    assert fresh.returncode == 0, fresh.stderr
+    fresh_out = io.StringIO()
+    with contextlib.redirect_stdout(fresh_out):
+        assert main([*common, "--home", str(tmp_path / "fresh"), "-q"]) == 0
     a = EmbeddingStore(out)
-    b = EmbeddingStore(Path(fresh.stdout.decode().strip().splitlines()[-1]))
+    b = EmbeddingStore(Path(fresh_out.getvalue().strip().splitlines()[-1]))
     assert a.ids.to_pylist() == b.ids.to_pylist()
     va = a.vectors(np.arange(len(a))).astype(np.float32)
     vb = b.vectors(np.arange(len(b))).astype(np.float32)
