@@ -421,12 +421,33 @@ def _api_values(result: Any, measure: str = "MAP") -> pd.Series:
     return rows.set_index(["retriever", "pool_id", "query_id"])["value"]
 
 
-def test_every_encoder_scores_one_number_on_every_benchmark_path(user: dict[str, Any]) -> None:
+@pytest.fixture(scope="module")
+def bench_cli(user: dict[str, Any]) -> dict[str, Any]:
+    """``mdcr evaluate`` of every deterministic encoder on the benchmark, one subprocess in
+    another folder, from a copy of the user's code: the CLI path of the benchmark test and
+    the "before" of each edit test (which edits that copy and runs again in this store)."""
+    import shutil
+
+    code = user["root"] / "cli-code"
+    shutil.copytree(user["code"], code)
+    env = {**user["env"], "PYTHONPATH": str(code)}
+    home = user["root"] / "cli-home"
     specs = [spec for spec, _, _ in ENCODERS]
     args = [a for spec in specs for a in ("--encoder", spec)] + ["--benchmark", str(BENCH)]
-    done = _cli(user, user["root"] / "cli-home", *args)
+    done = _cli({**user, "env": env}, home, *args)
     assert done.returncode == 0, done.stderr[-3000:]
-    cli = _bench_values(_report_folder(done.stdout))
+    return {
+        "code": code,
+        "env": env,
+        "home": home,
+        "values": _bench_values(_report_folder(done.stdout)),
+    }
+
+
+def test_every_encoder_scores_one_number_on_every_benchmark_path(
+    user: dict[str, Any], bench_cli: dict[str, Any]
+) -> None:
+    cli = bench_cli["values"]
     for spec, module, attr in ENCODERS:
         name = spec.removeprefix("py:")
         reference = pd.Series(_benchmark_reference(module, attr)).sort_index()
@@ -449,15 +470,21 @@ def test_every_encoder_scores_one_number_on_every_pools_path(user: dict[str, Any
     args = [a for spec, _, _ in chosen for a in ("--encoder", spec)] + ["--pools", str(pools)]
     done = _cli(user, user["root"] / "unused-home", *args)  # the pools' store is used
     assert done.returncode == 0, done.stderr[-3000:]
+    references = {}
+    # Every spec first: their report holds the CLI's retrievers alone, found up to date;
+    # then the objects, each adding one retriever (one report each).
     for spec, module, attr in chosen:
         name = spec.removeprefix("py:")
         reference = pd.Series(_pools_reference(module, attr, pools)).sort_index()
+        references[spec] = reference
         result = mdcr.evaluate(spec, pools=pools)  # the same store: found up to date
         by_spec = _api_values(result).xs(name, level="retriever").sort_index()
         by_spec = by_spec.reindex(reference.index)
         assert np.allclose(by_spec.to_numpy(), reference.to_numpy(), atol=1e-9), spec
-        import importlib
+    import importlib
 
+    for spec, module, attr in chosen:
+        reference = references[spec]
         obj = getattr(importlib.import_module(module), attr)()
         label = f"{module}-object"
         obj_result = mdcr.evaluate(obj, pools=pools, name=label)
@@ -511,25 +538,16 @@ EDITS = {
 }
 
 
-@pytest.mark.parametrize("kind", ["code", "helper", "weights", "environment"])
-def test_after_an_edit_the_number_is_that_of_a_fresh_store(
-    user: dict[str, Any], tmp_path: Path, kind: str
-) -> None:
-    code = tmp_path / "code"
-    import shutil
+EDIT_SPECS = {
+    "code": "py:u_ip:IpEnc",
+    "helper": "py:u_pkg.model:PkgEnc",
+    "weights": "py:u_torch:TorchEnc",
+    "environment": "py:u_st:StEnc",
+}
 
-    shutil.copytree(user["code"], code)
-    env = {**user["env"], "PYTHONPATH": str(code)}
-    local = {**user, "env": env}
-    spec = {
-        "code": "py:u_ip:IpEnc",
-        "helper": "py:u_pkg.model:PkgEnc",
-        "weights": "py:u_torch:TorchEnc",
-        "environment": "py:u_st:StEnc",
-    }[kind]
-    home = tmp_path / "home"
-    before = _cli(local, home, "--encoder", spec, "--benchmark", str(BENCH))
-    assert before.returncode == 0, before.stderr[-3000:]
+
+def _edit(kind: str, code: Path, env: dict[str, str], other_st: Path) -> dict[str, str]:
+    """Make the edit of ``kind`` in the user's ``code``; the environment to run it in."""
     if kind in EDITS:
         rel, edit = EDITS[kind]
         (code / rel).write_text(edit((code / rel).read_text()))
@@ -539,13 +557,52 @@ def test_after_an_edit_the_number_is_that_of_a_fresh_store(
         torch.manual_seed(1)
         torch.save(torch.nn.Linear(32, 8).state_dict(), code / "torch_weights.pt")
     else:  # another model folder behind the same variable
-        other = tmp_path / "st-other"
-        make_tiny_bert(tmp_path / "bert-other", seed=3)
-        _save_tiny_st(tmp_path / "bert-other", other)
-        local["env"] = {**env, "U_ST_FOLDER": str(other)}
-    after = _cli(local, home, "--encoder", spec, "--benchmark", str(BENCH))
-    fresh = _cli(local, tmp_path / "fresh", "--encoder", spec, "--benchmark", str(BENCH))
-    assert after.returncode == 0 and fresh.returncode == 0, after.stderr[-3000:]
-    got = _bench_values(_report_folder(after.stdout))
-    assert got.equals(_bench_values(_report_folder(fresh.stdout)))
-    assert not got.equals(_bench_values(_report_folder(before.stdout)))
+        return {**env, "U_ST_FOLDER": str(other_st)}
+    return env
+
+
+@pytest.fixture(scope="module")
+def edited_fresh(user: dict[str, Any]) -> dict[str, Any]:
+    """The numbers of a fresh store after every edit: one subprocess, all four edited
+    encoders, in a new home, from a copy of the code with all four edits made. Each edit
+    touches what one encoder alone reads (its module, its helper, its weights file, its
+    variable), so each encoder's number here is that of a fresh store after its own edit."""
+    import shutil
+
+    root = user["root"] / "edited"
+    code = root / "code"
+    shutil.copytree(user["code"], code)
+    other = root / "st-other"
+    make_tiny_bert(root / "bert-other", seed=3)
+    _save_tiny_st(root / "bert-other", other)
+    env = {**user["env"], "PYTHONPATH": str(code)}
+    for kind in EDIT_SPECS:
+        env = _edit(kind, code, env, other)
+    args = [a for spec in EDIT_SPECS.values() for a in ("--encoder", spec)]
+    done = _cli({**user, "env": env}, root / "fresh", *args, "--benchmark", str(BENCH))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {"other_st": other, "values": _bench_values(_report_folder(done.stdout))}
+
+
+@pytest.mark.parametrize("kind", ["code", "helper", "weights", "environment"])
+def test_after_an_edit_the_number_is_that_of_a_fresh_store(
+    user: dict[str, Any], bench_cli: dict[str, Any], edited_fresh: dict[str, Any], kind: str
+) -> None:
+    """The edit is made in the code the benchmark CLI call ran (its "before", in its store)
+    and undone afterwards; the encoders of the other edit tests read none of its files."""
+    code = bench_cli["code"]
+    spec = EDIT_SPECS[kind]
+    name = spec.removeprefix("py:")
+    kept = {p: p.read_bytes() for p in code.rglob("*") if p.is_file()}
+    try:
+        env = _edit(kind, code, bench_cli["env"], edited_fresh["other_st"])
+        after = _cli(
+            {**user, "env": env}, bench_cli["home"], "--encoder", spec, "--benchmark", str(BENCH)
+        )
+    finally:
+        for path, data in kept.items():
+            path.write_bytes(data)
+    assert after.returncode == 0, after.stderr[-3000:]
+    got = _bench_values(_report_folder(after.stdout)).xs(name, level="retriever")
+    assert got.equals(edited_fresh["values"].xs(name, level="retriever"))
+    assert not got.equals(bench_cli["values"].xs(name, level="retriever"))

@@ -6,13 +6,16 @@ by a computed name and kept anywhere but a module global. Each case below change
 outside thing between two runs: the second run must get a new fingerprint and the new
 numbers (never "up to date" with the old vectors), and a third run finds it up to date.
 Through the CLI (``mdcr encode``, in this process, as a notebook would) and through
-``mdcr run`` (a fresh process per run, as a terminal would).
+``mdcr run`` (a fresh process per run, as a terminal would; there the four cases are steps
+of one pipeline whose outside values move one case at a time, so six processes serve them
+all and each run also shows the other cases untouched).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -142,45 +145,89 @@ def test_a_changed_outside_input_is_a_new_fingerprint_through_the_cli(
     assert folders[0] != folders[1] == folders[2]
 
 
-PIPELINE = """
-[pipeline]
-name = "stale"
-home = "{home}"
-
+# The cases of the terminal test: one step each in one pipeline (``id`` = the case).
+TERMINAL_CASES = ["weights", "environment", "helper_dict", "helper_in_encode"]
+PIPELINE_STEP = """
 [[step]]
+id = "{case}"
 stage = "encode"
 corpus = "{corpus}"
 encoder = "py:stale_{case}:Enc"
 """
 
 
+@pytest.fixture(scope="module")
+def terminal_runs(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, tuple[str, Path]]]:
+    """Six runs of ``mdcr run``, each a fresh process, of one pipeline with a step per case;
+    per run, each case's (state, output folder) from the run's summary and status lines.
+
+    The outside values move one case at a time: run 0 has every case at 3; run i (1 to 4)
+    sets case i to 7; run 5 changes nothing. So between two consecutive runs only one
+    case's outside input changes, as in a run of that case alone, and every other step of
+    that run must be found up to date (no case is seen fresh because another's input
+    moved). Each case gets its three runs (run 0, run i, run i + 1) from six processes
+    rather than three processes of its own.
+    """
+    root = tmp_path_factory.mktemp("terminal")
+    mods, shared = root / "mods", root / "shared"
+    mods.mkdir()
+    shared.mkdir()
+    write_corpus(root / "corpus", 12)
+    toml = root / "stale.toml"
+    toml.write_text(
+        f'[pipeline]\nname = "stale"\nhome = "{root / "home"}"\n'
+        + "".join(PIPELINE_STEP.format(case=c, corpus=root / "corpus") for c in TERMINAL_CASES)
+    )
+    path = os.pathsep.join([str(REPO), str(mods), str(shared)])
+    runs: list[dict[str, tuple[str, Path]]] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("STALE_TEST_SCALE", raising=False)
+        setters = {case: _write_case(case, mods, shared) for case in TERMINAL_CASES}
+        for setter in setters.values():
+            setter(3)
+        for changed in [None, *TERMINAL_CASES, None]:
+            if changed is not None:
+                setters[changed](7)
+            env = dict(os.environ, PYTHONPATH=path)
+            done = subprocess.run(
+                [sys.executable, "-m", "mdcr.cli", "run", str(toml)],
+                env=env,
+                capture_output=True,
+                text=True,
+                cwd=root,
+            )
+            assert done.returncode == 0, done.stderr
+            run = {}
+            for case in TERMINAL_CASES:
+                line = re.search(rf"^  {case} +(built|up to date) +(\S+)$", done.stdout, re.M)
+                assert line is not None, done.stdout
+                fresh = f"[{case}] up to date" not in done.stderr
+                assert fresh is (f"[{case}] running" in done.stderr), done.stderr
+                assert fresh is (line.group(1) == "built"), done.stdout
+                run[case] = ("fresh" if fresh else "up to date", Path(line.group(2)))
+            runs.append(run)
+    return runs
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["weights", "environment", "helper_dict", "helper_in_encode"])
+@pytest.mark.parametrize("case", TERMINAL_CASES)
 def test_a_changed_outside_input_is_a_new_fingerprint_through_mdcr_run(
-    case: str, project: dict[str, Path]
+    case: str, terminal_runs: list[dict[str, tuple[str, Path]]]
 ) -> None:
     """Each run a fresh process, as from a terminal."""
-    root = project["root"]
-    set_value = _write_case(case, project["mods"], project["shared"])
-    toml = root / "stale.toml"
-    toml.write_text(PIPELINE.format(home=root / "home", corpus=root / "corpus", case=case))
-    path = os.pathsep.join([str(REPO), str(project["mods"]), str(project["shared"])])
+    changed_in = TERMINAL_CASES.index(case) + 1  # the run that sets this case to 7
     folders = []
-    for value, fresh in ((3, True), (7, True), (7, False)):
-        set_value(value)
-        env = dict(os.environ, PYTHONPATH=path, STALE_TEST_SCALE=str(value))
-        done = subprocess.run(
-            [sys.executable, "-m", "mdcr.cli", "run", str(toml)],
-            env=env,
-            capture_output=True,
-            text=True,
-            cwd=root,
-        )
-        assert done.returncode == 0, done.stderr
-        assert ("up to date" not in done.stderr) is fresh, done.stderr
-        folders.append(Path(done.stdout.strip().splitlines()[-1]))
-        assert _second_column(folders[-1]) == {float(value)}
+    for i, (value, fresh) in zip(
+        (0, changed_in, changed_in + 1), ((3, True), (7, True), (7, False)), strict=True
+    ):
+        state, folder = terminal_runs[i][case]
+        assert (state == "fresh") is fresh, (i, state)
+        folders.append(folder)
+        assert _second_column(folder) == {float(value)}
     assert folders[0] != folders[1] == folders[2]
+    for i, run in enumerate(terminal_runs):  # another case's change moves nothing here
+        if i not in (0, changed_in):
+            assert run[case] == ("up to date", folders[0 if i < changed_in else 1]), i
     manifest = json.loads((folders[1] / "manifest.json").read_text())
     identity = manifest["identity"]["encoder"]
     assert identity["probe"].startswith("sha256:") and identity["state"]["state"]
