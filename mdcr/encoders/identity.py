@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -410,6 +411,13 @@ _SEEN: set[str] = set()
 _LOADED_BY: dict[str, set[Path]] = {}
 
 
+@functools.cache
+def _resolved(file: str) -> Path:
+    """A loaded module's file, resolved once a process: :func:`_module_of` compares the
+    files of every loaded module (thousands, with torch and transformers) on each call."""
+    return Path(file).resolve()
+
+
 def _module_of(path: Path) -> str:
     """A name for the user file ``path`` that does not depend on where the project lies:
     the loaded module whose file it is, else its dotted name under the first entry of
@@ -418,7 +426,7 @@ def _module_of(path: Path) -> str:
     resolved = path.resolve()
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
-        if isinstance(file, str) and Path(file).resolve() == resolved:
+        if isinstance(file, str) and _resolved(file) == resolved:
             return name
     for entry in sys.path:
         root = Path(entry or ".").resolve()
