@@ -502,6 +502,18 @@ def watch_code(module_name: str, *, hash_them: bool = True) -> Iterator[set[Path
                 _LOADED.setdefault(path, file_sha256(path))
 
 
+def _loaded_since(before: set[str]) -> set[str]:
+    """The modules loaded since ``before`` (names in ``sys.modules``), not counting new
+    names of modules loaded before (multiprocessing names the running script
+    ``__mp_main__`` too: that is no module the encoder imported)."""
+    held = {id(sys.modules[name]) for name in before if name in sys.modules}
+    return {
+        name
+        for name, module in list(sys.modules.items())
+        if name not in before and id(module) not in held
+    }
+
+
 def _user_files_loaded(names: set[str]) -> set[Path]:
 
     libraries = _library_dirs()
@@ -531,9 +543,7 @@ def _import_fresh(module_name: str) -> Any:
     first_sight = module_name not in _SEEN
     _SEEN.add(module_name)
     if module_name not in before:
-        _LOADED_BY.setdefault(module_name, set()).update(
-            _user_files_loaded(set(sys.modules) - before)
-        )
+        _LOADED_BY.setdefault(module_name, set()).update(_user_files_loaded(_loaded_since(before)))
     files = encoder_source_files(module_name)
     digests = {path.resolve(): file_sha256(path) for path in files.values()}
     if first_sight and module_name in before:  # the user's own import: theirs as it is
@@ -568,7 +578,7 @@ def unhashed_user_files(arg: str, since: set[str], ran: set[Path]) -> list[str]:
     module_name, attr = arg.split(":")
     obj = getattr(sys.modules.get(module_name), attr, None)
     hashed = {p.resolve() for p in encoder_source_files(module_name, obj).values()}
-    loaded = ran | _user_files_loaded(set(sys.modules) - since)
+    loaded = ran | _user_files_loaded(_loaded_since(since))
     return sorted(str(p) for p in loaded - hashed)
 
 

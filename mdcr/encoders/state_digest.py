@@ -11,7 +11,9 @@
   attributes named ``device``, ``_device``, ``device_map``, ``_device_map``,
   ``hf_device_map`` or ``_target_device``, and those a class lists in ``state_settings``
   (what it derives from the device, and what exists only to run it, such as thread
-  pools, locks, statistics or copies of a model on other devices): hashed by name alone;
+  pools, locks, statistics or copies of a model on other devices); nor where it was read
+  from, the dict keys ``local_files_only``, ``cache_dir``, ``force_download``,
+  ``resume_download`` and ``proxies`` (a tokenizer's ``init_kwargs``): hashed by name alone;
 - classes, functions and modules of installed packages by their qualified name (library
   versions are recorded in manifests, not hashed); those of the user's code also by their
   code: a class's attributes and methods, a function's bytecode, constants, defaults,
@@ -100,6 +102,13 @@ _SETTINGS = frozenset(
         "batch_tokens",
         "workers",
     )
+)
+# Keys of the keyword arguments a model or tokenizer keeps from its loading (a tokenizer's
+# ``init_kwargs``) that say where it was read from, not what it computes: settings too, so
+# that one folder read offline (``HF_HUB_OFFLINE=1``, ``local_files_only=True``) and online
+# is one model.
+_LOADING_KEYS = frozenset(
+    ("local_files_only", "cache_dir", "force_download", "resume_download", "proxies")
 )
 # Class attributes that are no code: Python's own, and pickle's cache of slot names.
 _CLASS_NOISE = ("__dict__", "__weakref__", "__doc__", "__module__", "__qualname__", "__slotnames__")
@@ -296,7 +305,10 @@ class _Walker:
             self.put("len", str(len(obj)))
             for k, v in list(obj.items()):
                 self.walk(k, path, depth)
-                self.walk(v, f"{path}[{k!r}]", depth)
+                if isinstance(k, str) and k in _LOADING_KEYS:
+                    self.put("setting")
+                else:
+                    self.walk(v, f"{path}[{k!r}]", depth)
             if isinstance(obj, collections.defaultdict):
                 self.walk(obj.default_factory, f"{path}.default_factory", depth)
         elif isinstance(obj, set | frozenset):

@@ -179,6 +179,21 @@ def test_a_tokenizer_change_counts_and_calling_it_does_not(tiny_bert: Path) -> N
     assert _state(holder) != base
 
 
+def test_a_tokenizer_read_offline_is_the_one_read_online(tiny_bert: Path) -> None:
+    """Where a folder was read from (``local_files_only``, which ``HF_HUB_OFFLINE=1`` sets)
+    moves no digest: the command line offline and a notebook online name one model. What it
+    was read as does."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    tokenizer.init_kwargs["local_files_only"] = False  # as read online
+    online = _state(tokenizer)
+    tokenizer.init_kwargs["local_files_only"] = True  # as read offline
+    assert _state(tokenizer) == online
+    tokenizer.init_kwargs["do_lower_case"] = not tokenizer.init_kwargs.get("do_lower_case")
+    assert _state(tokenizer) != online
+
+
 def test_the_settings_a_class_declares_are_hashed_by_name_alone() -> None:
     """``state_settings``: how it runs and what exists only to run (the device, a lock,
     statistics) move no digest, whatever they hold; the weights do."""

@@ -3,6 +3,9 @@
 - one that imports torch (whose ``torch.classes`` has the relative ``__file__``
   ``_classes.py``) is imported and identified from any working folder, torch not imported
   before;
+- run from the user's own script, an encoder whose module imports ``multiprocessing`` (which
+  names the running script ``__mp_main__`` too) is identified by its own code alone, as
+  from the command line: the script is not the encoder's code;
 - in Python, a module the user imported (and changed: ``m.SCALE = 3``) is scored as held,
   the same on every call, never reloaded; the number is that of a module whose file says
   ``SCALE = 3``.
@@ -53,6 +56,42 @@ def test_a_module_that_imports_torch_is_identified_from_any_folder(tmp_path: Pat
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "['torchy_mod']"
+
+
+MP_MODULE = """
+import multiprocessing
+
+import numpy as np
+
+class Enc:
+    name, dim, metric = "mp", 2, "ip"
+
+    def encode(self, texts):
+        return np.array([[len(t.title), 1.0] for t in texts], dtype=np.float32)
+"""
+
+
+def test_the_users_script_is_not_the_code_of_the_encoder_it_scores(tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "mp_mod.py").write_text(textwrap.dedent(MP_MODULE))
+    (code / "score_it.py").write_text(
+        "import sys\n"
+        "assert 'multiprocessing' not in sys.modules\n"
+        "from mdcr.encoders.registry import identify_encoder\n"
+        "print(identify_encoder('py:mp_mod:Enc')['files'])\n"
+        "assert sys.modules['__mp_main__'] is sys.modules['__main__']\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), str(REPO)])}
+    done = subprocess.run(
+        [sys.executable, str(code / "score_it.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "['mp_mod']"
 
 
 def test_a_relative_file_is_never_the_users(
