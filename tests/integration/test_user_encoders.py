@@ -468,8 +468,10 @@ def test_every_encoder_scores_one_number_on_every_pools_path(user: dict[str, Any
     pools = user["pools"]
     chosen = [e for e in ENCODERS if e[1] in ("u_torch", "u_cos", "u_st", "u_multi", "u_lazy")]
     args = [a for spec, _, _ in chosen for a in ("--encoder", spec)] + ["--pools", str(pools)]
-    done = _cli(user, user["root"] / "unused-home", *args)  # the pools' store is used
+    home = user["root"] / "pools-cli-home"  # $MDCR_HOME: the store the CLI writes to
+    done = _cli(user, home, *args)
     assert done.returncode == 0, done.stderr[-3000:]
+    encoded = sorted((home / "encode").iterdir())
     references = {}
     # Every spec first: their report holds the CLI's retrievers alone, found up to date;
     # then the objects, each adding one retriever (one report each).
@@ -477,17 +479,19 @@ def test_every_encoder_scores_one_number_on_every_pools_path(user: dict[str, Any
         name = spec.removeprefix("py:")
         reference = pd.Series(_pools_reference(module, attr, pools)).sort_index()
         references[spec] = reference
-        result = mdcr.evaluate(spec, pools=pools)  # the same store: found up to date
+        result = mdcr.evaluate(spec, pools=pools, home=home)  # found up to date
         by_spec = _api_values(result).xs(name, level="retriever").sort_index()
         by_spec = by_spec.reindex(reference.index)
         assert np.allclose(by_spec.to_numpy(), reference.to_numpy(), atol=1e-9), spec
+    # The API by spec found the command line's vectors: one encoder, one fingerprint.
+    assert sorted((home / "encode").iterdir()) == encoded
     import importlib
 
     for spec, module, attr in chosen:
         reference = references[spec]
         obj = getattr(importlib.import_module(module), attr)()
         label = f"{module}-object"
-        obj_result = mdcr.evaluate(obj, pools=pools, name=label)
+        obj_result = mdcr.evaluate(obj, pools=pools, name=label, home=home)
         by_obj = _api_values(obj_result).xs(label, level="retriever").sort_index()
         by_obj = by_obj.reindex(reference.index)
         assert np.allclose(by_obj.to_numpy(), reference.to_numpy(), atol=1e-9), spec
