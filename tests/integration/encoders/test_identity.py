@@ -195,25 +195,17 @@ def test_hub_commit_is_resolved_from_the_cache_offline(
 
 
 @pytest.mark.slow
-def test_hub_model_is_loaded_at_the_commit_the_fingerprint_hashes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A cached hub model, offline, through the real CLI (``mdcr encode``, in this
-    process: the cache is the one huggingface_hub's ``HF_HUB_CACHE`` names, read by both
-    the identity and transformers' loading): moving ``main`` to another commit gives a new
-    fingerprint and the other commit's vectors."""
-    from huggingface_hub import constants
-
-    from mdcr.cli import main
-
+def test_hub_model_is_loaded_at_the_commit_the_fingerprint_hashes(tmp_path: Path) -> None:
+    """A cached hub model, offline, through the real CLI: moving ``main`` to another commit
+    gives a new fingerprint and the other commit's vectors."""
     a, b = "1" * 40, "2" * 40
     cache = _hub_cache(tmp_path / "hub", "mdcr-test/tiny", {a: 0, b: 1}, main=a)
     write_corpus(tmp_path / "corpus", 12)
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("MDCR_QUIET", "1")
+    env = dict(os.environ, HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1", MDCR_QUIET="1")
     argv = [
+        sys.executable,
+        "-m",
+        "mdcr.cli",
         "encode",
         "--corpus",
         str(tmp_path / "corpus"),
@@ -226,9 +218,9 @@ def test_hub_model_is_loaded_at_the_commit_the_fingerprint_hashes(
     ]
 
     def encode() -> Path:
-        capsys.readouterr()
-        assert main(argv) == 0, capsys.readouterr().err
-        return Path(capsys.readouterr().out.strip().splitlines()[-1])
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=REPO)
+        assert done.returncode == 0, done.stderr
+        return Path(done.stdout.strip().splitlines()[-1])
 
     first = encode()
     manifest = json.loads((first / "manifest.json").read_text())
