@@ -51,7 +51,16 @@ XDIST := -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
 # without them each process the tests start (the CLI, Ray's workers) compiles mdcr again,
 # and each pytest worker rewrites the tests' asserts again.
 test fast: export PYTHONDONTWRITEBYTECODE :=
-test: lint
+# While lint runs on one core, the other compiles what numba compiles for the tests (ranx's
+# measures and fusions, the BM25 sweep, exact search) into $NUMBA_CACHE_DIR, by a small
+# pipeline whose outputs are thrown away: the test workers load it instead of each
+# compiling it again. If it fails, the tests compile what they need themselves.
+test: setup
+	@warm=$$(mktemp -d); \
+	( XDG_CACHE_HOME="$$warm" $(BIN)/mdcr run tests/support/numba_warmup.toml --home "$$warm/home" \
+	  -q >"$$warm/log" 2>&1 \
+	  || { echo "numba warm-up failed; the tests compile on their own:"; tail -3 "$$warm/log"; } ) & \
+	$(MAKE) --no-print-directory lint; lint=$$?; wait; rm -rf "$$warm"; exit $$lint
 	$(BIN)/pytest $(XDIST)
 
 # The unit tier alone (tests/unit: pure functions, no store, no JVM), after ruff: the loop
