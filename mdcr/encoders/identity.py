@@ -553,12 +553,14 @@ def _import_fresh(module_name: str) -> Any:
     if stale:
         imported = {p.resolve(): n for n, p in user_source_files(module_name).items()}
         by_file = {
-            Path(f).resolve(): name
+            _resolved(f): name
             for name, m in list(sys.modules.items())
             if isinstance(f := getattr(m, "__file__", None), str)
         }
         names = {by_file[p] for p in stale if p in by_file}
         names |= {n for p, n in imported.items() if p not in _HELD}
+        for path in stale:
+            _drop_bytecode(path)
         for name in sorted(names, key=lambda n: (n == module_name, -n.count("."), n)):
             if name in sys.modules:
                 importlib.reload(sys.modules[name])
@@ -567,6 +569,15 @@ def _import_fresh(module_name: str) -> Any:
         digests = {path.resolve(): file_sha256(path) for path in files.values()}
     _LOADED.update({p: d for p, d in digests.items() if p not in _HELD})
     return module
+
+
+def _drop_bytecode(source: Path) -> None:
+    """Remove the bytecode Python cached for ``source``, so that a reload compiles the file
+    as it is: the cache is trusted by the source's mtime in whole seconds and its size,
+    and an edit within the same second that keeps the size (``SCALE = 1`` to ``SCALE = 7``)
+    would otherwise run the old code under the new file's hash."""
+    with contextlib.suppress(OSError, ValueError, NotImplementedError):
+        Path(importlib.util.cache_from_source(str(source))).unlink(missing_ok=True)
 
 
 def unhashed_user_files(arg: str, since: set[str], ran: set[Path]) -> list[str]:

@@ -142,14 +142,20 @@ def test_py_encoder_that_cannot_be_imported_is_a_one_line_error(
 def test_an_edited_module_runs_its_new_code_in_the_same_process(
     tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A notebook edits its encoder and runs again: the new code runs, not the cached one."""
+    """A notebook edits its encoder and runs again: the new code runs, not the cached one,
+    also where Python caches bytecode (its default) and the edit keeps the file's size
+    within the second (the cache's own check would take the old bytecode for current)."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
     mods = tmp_path / "mods"
     _write_user(mods, "edited", scale=1)
     monkeypatch.syspath_prepend(str(mods))
     kw = {"corpus": str(corpus), "encoder": "py:edited_mod:Enc"}
     cfg = EncodeConfig(**kw)  # type: ignore[arg-type]
     first = Store(tmp_path / "h").execute(SPEC, cfg, resolve_inputs(cfg), quiet=True)
+    times = {f: f.stat().st_mtime_ns for f in mods.glob("*.py")}
     _write_user(mods, "edited", scale=7)
+    for f, mtime in times.items():  # as if edited within the same second
+        os.utime(f, ns=(mtime, mtime))
     second = Store(tmp_path / "h").execute(SPEC, cfg, resolve_inputs(cfg), quiet=True)
     assert not second.up_to_date and second.fingerprint != first.fingerprint
     a, b = EmbeddingStore(first.path), EmbeddingStore(second.path)
