@@ -44,9 +44,9 @@ lint: setup
 	$(BIN)/vulture
 
 # Both tiers, on every core (pytest-xdist; WORKERS=0 runs them one at a time, in this process).
-# A module's tests that share a module fixture run on one worker, slow tests first
-# (tests/conftest.py).
-XDIST := -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
+# A file's tests run on one worker (its module fixtures are built once), the files with
+# slow tests first (tests/conftest.py).
+XDIST := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 # Python's bytecode caches (__pycache__, ignored by git) even where the shell turns them off:
 # without them each process the tests start (the CLI, Ray's workers) compiles mdcr again,
 # and each pytest worker rewrites the tests' asserts again.

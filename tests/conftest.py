@@ -25,29 +25,17 @@ def _session_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         yield
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test is marked with its tier, the top folder it lives in: ``unit`` (pure
     functions, no store, no JVM, no other process; tests/unit/conftest.py holds it to that)
     or ``integration`` (stages, the CLI, the JVM, subprocesses).
 
-    For pytest-xdist (``make test``: ``--dist loadgroup --no-loadscope-reorder``), the tests
-    of a module that share a module-scoped fixture are one group, run by one worker, so
-    the fixture is built once; and ``slow`` tests go first, so that no long test starts
+    ``slow`` tests go first: under pytest-xdist (``make test``: ``--dist loadfile
+    --no-loadscope-reorder``, a file's tests on one worker, so that a module fixture is
+    built once) the files that hold them are handed out first, and no long test starts
     last while the other workers wait."""
     for item in items:
         tier = item.path.relative_to(_TESTS).parts[0]
         if tier in ("unit", "integration"):
             item.add_marker(tier)
-        if _shares_a_module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable
-
-
-def _shares_a_module_fixture(item: pytest.Item) -> bool:
-    info = getattr(item, "_fixtureinfo", None)  # a test function's fixtures (pytest's own)
-    if info is None:
-        return False
-    return any(
-        defs and defs[-1].scope in ("module", "package") for defs in info.name2fixturedefs.values()
-    )
