@@ -47,6 +47,7 @@ import os
 import re
 import sys
 import sysconfig
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -563,6 +564,7 @@ def _import_fresh(module_name: str) -> Any:
             _drop_bytecode(path)
         for name in sorted(names, key=lambda n: (n == module_name, -n.count("."), n)):
             if name in sys.modules:
+                _drop_bytecode(sys.modules[name])
                 importlib.reload(sys.modules[name])
         module = sys.modules[module_name]
         files = encoder_source_files(module_name)
@@ -571,13 +573,19 @@ def _import_fresh(module_name: str) -> Any:
     return module
 
 
-def _drop_bytecode(source: Path) -> None:
-    """Remove the bytecode Python cached for ``source``, so that a reload compiles the file
-    as it is: the cache is trusted by the source's mtime in whole seconds and its size,
-    and an edit within the same second that keeps the size (``SCALE = 1`` to ``SCALE = 7``)
-    would otherwise run the old code under the new file's hash."""
-    with contextlib.suppress(OSError, ValueError, NotImplementedError):
-        Path(importlib.util.cache_from_source(str(source))).unlink(missing_ok=True)
+def _drop_bytecode(source: Path | types.ModuleType) -> None:
+    """Remove the bytecode Python cached for ``source`` (a file, or a module: where it
+    cached it), so that a reload compiles the file as it is: the cache is trusted by the
+    source's mtime in whole seconds and its size, and an edit within the same second that
+    keeps the size (``SCALE = 1`` to ``SCALE = 7``) would otherwise run the old code under
+    the new file's hash."""
+    with contextlib.suppress(OSError, ValueError, NotImplementedError, TypeError):
+        if isinstance(source, types.ModuleType):
+            cached = getattr(source, "__cached__", None)
+            if isinstance(cached, str):
+                Path(cached).unlink(missing_ok=True)
+        else:
+            Path(importlib.util.cache_from_source(str(source))).unlink(missing_ok=True)
 
 
 def unhashed_user_files(arg: str, since: set[str], ran: set[Path]) -> list[str]:
