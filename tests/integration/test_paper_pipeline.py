@@ -2,9 +2,9 @@
 
 The dry run uses the paper's own sizes (nothing is built, so it is quick); the real run
 scales every size down with ``--set`` overrides and replaces the five neural encoders with
-hashed bag-of-words stand-ins (tests/integration/fake_encoders.py, run through
-tests/integration/fast_fake_encoders.py, which hashes each word once and gives their
-vectors bit for bit, checked here), because the model hub is out of reach in tests. Being
+hashed bag-of-words stand-ins (tests/integration/fake_encoders.py, whose fast sum of word
+hashes is checked here, bit for bit, against their word-by-word definition), because the
+model hub is out of reach in tests. Being
 user encoders they are named ``<model>-standin``: a user encoder never stands for a
 built-in's paper rows or MDCR negative type, so the benchmark's model types are set to
 the stand-ins' names. Everything else is the real pipeline.
@@ -27,7 +27,7 @@ from mdcr.core.manifests import read_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "paper.toml"
-FAKE = "py:tests.integration.fast_fake_encoders:"
+FAKE = "py:tests.integration.fake_encoders:"
 ENCODERS = {
     "scibert": "SciBERT",
     "specter": "Specter",
@@ -158,27 +158,22 @@ def test_scaled_paper_pipeline_runs_end_to_end(env: dict) -> None:
 
 
 def _standins_are_the_fake_encoders(home: Path, n: int = 400) -> int:
-    """The stand-ins run here (fast_fake_encoders) give fake_encoders' vectors bit for bit
-    on the run's own corpus (its first ``n`` papers, the empty text too); returns the
-    papers compared."""
+    """The stand-ins' fast vectors (``fake_encoders._bow``) are their word-by-word
+    definition's (``bow_by_word``) bit for bit, under each stand-in's salt, on the run's own
+    corpus (its first ``n`` papers, the empty text too); returns the texts compared."""
     import numpy as np
 
-    from mdcr.encoders.base import PaperText
-    from tests.integration import fake_encoders, fast_fake_encoders
+    from tests.integration import fake_encoders
 
     papers = pd.read_parquet(next((home / "prefilter").iterdir()) / "papers.parquet").head(n)
-    texts = [
-        PaperText(str(i), t or "", a or "")
-        for i, t, a in zip(papers["paper_id"], papers["title"], papers["abstract"], strict=True)
-    ]
-    texts[-1] = PaperText("empty", "", "")
+    pairs = zip(papers["title"], papers["abstract"], strict=True)
+    texts = [f"{title or ''} {abstract or ''}" for title, abstract in pairs]
+    texts[-1] = " "
     compared = 0
     for cls in ENCODERS.values():
-        want = getattr(fake_encoders, cls)().encode(texts)
-        got = getattr(fast_fake_encoders, cls)().encode(texts)
-        if isinstance(want, tuple):
-            assert np.array_equal(want[1], got[1]), cls  # the same sentences per paper
-            want, got = want[0], got[0]
+        salt = getattr(fake_encoders, cls).name
+        want = np.stack([fake_encoders.bow_by_word(text, salt) for text in texts])
+        got = np.stack([fake_encoders._bow(text, salt) for text in texts])
         assert want.dtype == got.dtype == np.float32 and want.shape == got.shape, cls
         assert np.array_equal(want.view(np.int32), got.view(np.int32)), cls
         compared += len(texts)
