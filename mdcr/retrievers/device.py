@@ -13,12 +13,17 @@ in CPU-only CI and on a GPU machine:
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from mdcr.core.errors import ConfigError
 
 DEVICE_HELP = "'auto' (GPUs if present), 'cpu', 'cuda', 'cuda:N' or 'all' (every GPU)"
 _CUDA_N = re.compile(r"^cuda:(\d+)$")
+# Where Linux keeps the device nodes a GPU build of torch opens: /dev/nvidia0 ... (NVIDIA),
+# /dev/kfd (ROCm, which torch also calls cuda), /dev/dxg (WSL 2).
+DEVICE_NODES = Path("/dev")
 
 
 @dataclass(frozen=True)
@@ -42,8 +47,21 @@ class Device:
         return ",".join(f"cuda:{g}" for g in self.gpus)
 
 
+def no_gpu_device_nodes(dev: Path | None = None) -> bool:
+    """True on a Linux machine without a GPU device node (``dev``: /dev): torch would see no
+    GPU there, so it need not be imported (a second or two) to say so; a numpy encoder, BM25
+    and Faiss on the CPU never load it."""
+    dev = DEVICE_NODES if dev is None else dev
+    if not sys.platform.startswith("linux") or not dev.is_dir():
+        return False
+    return not (any(dev.glob("nvidia[0-9]*")) or (dev / "kfd").exists() or (dev / "dxg").exists())
+
+
 def cuda_device_count() -> int:
-    """Number of visible CUDA GPUs according to torch (0 when torch is absent or CPU-only)."""
+    """Number of visible CUDA GPUs according to torch (0 when torch is absent or CPU-only,
+    and, without importing it, where the machine has no GPU device node)."""
+    if "torch" not in sys.modules and no_gpu_device_nodes():
+        return 0
     try:
         import torch
     except ImportError:
