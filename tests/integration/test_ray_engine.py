@@ -162,16 +162,18 @@ def local_home(base: Path) -> Path:
     return _keep(base, "local")
 
 
-def _dense_encode(home: Path) -> tuple[str, dict[str, Any]]:
-    """``encode/fingerprint`` and manifest of the tiny BERT's encode (hidden size 32)."""
-    (found,) = [(k, m) for k, m in manifests(home, "encode").items() if m["info"]["dim"] == 32]
+def _encode_of_dim(home: Path, dim: int) -> tuple[str, dict[str, Any]]:
+    """``encode/fingerprint`` and manifest of the encode of vectors of ``dim`` dimensions:
+    32 the tiny BERT's (hidden size 32), 16 the random encoder's."""
+    (found,) = [(k, m) for k, m in manifests(home, "encode").items() if m["info"]["dim"] == dim]
     return found
 
 
 @pytest.fixture(scope="module")
 def ray_home(ray_address: str, base: Path, local_home: Path) -> Path:
-    """The whole pipeline on Ray, from the local run's pools; the worker encoding the dense
-    encoder's shard 3 exits (``os._exit``) after encoding it and before writing it."""
+    """The whole pipeline on Ray, from the local run's pools; the worker encoding the random
+    encoder's shard 3 (the first encode's) exits (``os._exit``) after encoding it and
+    before writing it."""
     home = _prepare(base, upstream=local_home)
     fault = f"encode-shard-3=exit-once:{base / 'worker-killed'}"
     _ok(_mdcr(home, "--engine", "ray", "--ray-address", ray_address, MDCR_FAULT=fault))
@@ -193,15 +195,16 @@ def test_ray_engine_writes_byte_identical_outputs(local_home: Path, ray_home: Pa
             assert executor["name"] == "ray" and executor["cpus"] == 2, key
             assert executor["workers"] >= 1, key
             assert manifests(local_home, stage)[key]["info"]["executor"] == {"name": "local"}
-    _, dense = _dense_encode(ray_home)
-    assert dense["info"]["executor"]["workers"] == 2  # 8 shards shared by two actors
+    for dim in (16, 32):  # the random encoder's and the tiny BERT's
+        _, m = _encode_of_dim(ray_home, dim)
+        assert m["info"]["executor"]["workers"] == 2  # 8 shards shared by two actors
 
 
 def test_a_killed_encode_worker_is_retried_with_identical_output(
     base: Path, local_home: Path, ray_home: Path
 ) -> None:
     assert (base / "worker-killed").is_file()  # the worker did die there
-    _, m = _dense_encode(ray_home)
+    _, m = _encode_of_dim(ray_home, 16)
     assert m["info"]["shards_written"] == {"document": list(range(8))}
     assert output_hashes(ray_home, "encode") == output_hashes(local_home, "encode")
 
@@ -211,7 +214,7 @@ def test_an_encode_stopped_on_one_engine_resumes_on_the_other(
     ray_address: str, base: Path, local_home: Path, first: str, then: str
 ) -> None:
     home = _prepare(base, upstream=local_home)
-    args = ("--until", "encode_dense")
+    args = ("--until", "encode_random")  # no model to load
     stopped = _mdcr(
         home, "--engine", first, *args, RAY_ADDRESS=ray_address, MDCR_FAULT="encode-shard-4=raise"
     )
