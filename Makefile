@@ -30,14 +30,36 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --no-deps pyserini==1.6.0
 	touch $(STAMP)
 
-setup: $(STAMP)
+# What the tests need beyond .venv, made once by `make setup` (and so by `make test`):
+# - .venv-adapters: the `adapters` library's own environment, for the SPECTER2 adapter test
+#   (it pins transformers 4.57; tests/integration/encoders/adapters_env/build.py). Where
+#   pip cannot reach its index, setup goes on and that test is skipped, with the reason.
+# - numba's compiled kernels (ranx's measures and fusions, the BM25 sweep, exact search)
+#   in $NUMBA_CACHE_DIR, by a small pipeline whose outputs are thrown away
+#   (tests/support/numba_warmup.toml): every test process loads them instead of compiling
+#   them. If it fails, the tests compile what they need themselves.
+ADAPTERS   := .venv-adapters/.ready
+NUMBA_WARM := $(NUMBA_CACHE_DIR)/.warmed
 
-demo: setup
+$(ADAPTERS): $(STAMP) tests/integration/encoders/adapters_env/build.py
+	$(BIN)/python tests/integration/encoders/adapters_env/build.py .venv-adapters
+
+$(NUMBA_WARM): $(STAMP) tests/support/numba_warmup.toml
+	@echo "compiling numba's kernels for the tests into $(NUMBA_CACHE_DIR) (once, about a minute)"
+	@warm=$$(mktemp -d); \
+	if XDG_CACHE_HOME="$$warm" $(BIN)/mdcr run tests/support/numba_warmup.toml \
+	    --home "$$warm/home" -q >"$$warm/log" 2>&1; then mkdir -p $(@D) && touch $@; \
+	else echo "numba warm-up failed; the tests compile on their own:"; tail -3 "$$warm/log"; fi; \
+	rm -rf "$$warm"
+
+setup: $(STAMP) $(ADAPTERS) $(NUMBA_WARM)
+
+demo: $(STAMP)
 	$(BIN)/mdcr run pipelines/demo.toml
 	@echo "Look at the rankings query by query (a local, read-only web page):"
 	@echo "  $(BIN)/mdcr explore"
 
-lint: setup
+lint: $(STAMP)
 	$(BIN)/ruff check mdcr tests scripts
 	$(BIN)/ruff format --check mdcr tests scripts
 	$(BIN)/mypy
@@ -51,21 +73,23 @@ XDIST := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 # without them each process the tests start (the CLI, Ray's workers) compiles mdcr again,
 # and each pytest worker rewrites the tests' asserts again.
 test fast: export PYTHONDONTWRITEBYTECODE :=
-# While lint runs on one core, the other compiles what numba compiles for the tests (ranx's
-# measures and fusions, the BM25 sweep, exact search) into $NUMBA_CACHE_DIR, by a small
-# pipeline whose outputs are thrown away: the test workers load it instead of each
-# compiling it again. If it fails, the tests compile what they need themselves.
+# ruff first (seconds); then mypy and the dead-code check beside the tests, which leave a
+# core idle now and then (while a test waits on its subprocesses, the JVM, Ray); their
+# output is printed after the tests'.
 test: setup
-	@warm=$$(mktemp -d); \
-	( XDG_CACHE_HOME="$$warm" $(BIN)/mdcr run tests/support/numba_warmup.toml --home "$$warm/home" \
-	  -q >"$$warm/log" 2>&1 \
-	  || { echo "numba warm-up failed; the tests compile on their own:"; tail -3 "$$warm/log"; } ) & \
-	$(MAKE) --no-print-directory lint; lint=$$?; wait; rm -rf "$$warm"; exit $$lint
-	$(BIN)/pytest $(XDIST)
+	$(BIN)/ruff check mdcr tests scripts
+	$(BIN)/ruff format --check mdcr tests scripts
+	@types=$$(mktemp); \
+	{ echo "$(BIN)/mypy"; $(BIN)/mypy && echo "$(BIN)/vulture" && $(BIN)/vulture; } >"$$types" 2>&1 & \
+	lint=$$!; \
+	echo "$(BIN)/pytest $(XDIST)   (mypy and vulture beside it)"; \
+	$(BIN)/pytest $(XDIST); tests=$$?; \
+	wait $$lint; checked=$$?; cat "$$types"; rm -f "$$types"; \
+	test $$tests -eq 0 && test $$checked -eq 0
 
 # The unit tier alone (tests/unit: pure functions, no store, no JVM), after ruff: the loop
 # while you work. mypy and the dead-code check run in `make lint` and `make test`.
-fast: setup
+fast: $(STAMP)
 	$(BIN)/ruff check mdcr tests scripts
 	$(BIN)/pytest $(XDIST) tests/unit
 

@@ -1,10 +1,11 @@
 """SPECTER2's adapter, applied by mdcr, gives the vectors of the ``adapters`` library.
 
 The library (1.3.0) pins transformers ~=4.57.6, so it runs in an environment of its own
-(``.venv-adapters`` in the repository, made once from PyPI: about 30 s). There it builds a
-tiny BERT and a random seq_bn adapter and computes reference vectors; here ``specter2`` is
-built from a Hugging Face cache holding those two as allenai/specter2_base and
-allenai/specter2, offline, through the real registry entry.
+(``.venv-adapters`` in the repository, made once from PyPI by ``make setup``, or here where
+it is missing: adapters_env/build.py). There it builds a tiny BERT and a random seq_bn
+adapter and computes reference vectors; here ``specter2`` is built from a Hugging Face
+cache holding those two as allenai/specter2_base and allenai/specter2, offline, through the
+real registry entry.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.integration.encoders.adapters_env.build import build, registry_unreachable
 
 REPO = Path(__file__).resolve().parents[3]
 ENV = REPO / ".venv-adapters"
@@ -32,39 +34,11 @@ PAPERS = [
 ]
 
 
-def registry_unreachable(timeout_s: int = 60) -> str | None:
-    """Why pip cannot reach its package index now (None when it can).
-
-    A bounded ``pip download --no-deps`` of the pinned ``adapters`` wheel (about 200 kB),
-    so pip's own configuration (index URL, proxy, certificates) decides, as it will for the
-    real install.
-    """
-    with tempfile.TemporaryDirectory() as dest:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "-q"]
-        cmd += ["--timeout", "10", "--retries", "0", "--dest", dest, "adapters==1.3.0"]
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return f"pip could not fetch adapters==1.3.0 from its index within {timeout_s} s"
-    if done.returncode == 0:
-        return None
-    lines = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
-    return "pip could not fetch adapters==1.3.0 from its index: " + (lines[-1] if lines else "")
-
-
 def _adapters_python() -> Path:
-    python = ENV / "bin" / "python"
-    if not (ENV / ".ready").is_file():
-        reason = registry_unreachable()
-        if reason is not None:
-            pytest.skip(f"needs the package registry to build {ENV.name} ({reason})")
-        shutil.rmtree(ENV, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(ENV)], check=True)
-        pip = [str(python), "-m", "pip", "install", "-q"]
-        subprocess.run([*pip, "torch==2.13.0"], check=True)
-        subprocess.run([*pip, "transformers==4.57.6", "adapters==1.3.0", "numpy"], check=True)
-        (ENV / ".ready").write_text("ok\n")
-    return python
+    reason = build(ENV)
+    if reason is not None:
+        pytest.skip(f"needs the package registry to build {ENV.name} ({reason})")
+    return ENV / "bin" / "python"
 
 
 def _snapshot(cache: Path, repo: str, commit: str, source: Path) -> None:
