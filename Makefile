@@ -35,22 +35,19 @@ $(STAMP): pyproject.toml Makefile
 #   (it pins transformers 4.57; tests/integration/encoders/adapters_env/build.py). Where
 #   pip cannot reach its index, setup goes on and that test is skipped, with the reason.
 # - numba's compiled kernels (ranx's measures and fusions, the BM25 sweep, exact search)
-#   in $NUMBA_CACHE_DIR, by a small pipeline whose outputs are thrown away
-#   (tests/support/numba_warmup.toml): every test process loads them instead of compiling
-#   them. If it fails, the tests compile what they need themselves.
+#   in $NUMBA_CACHE_DIR, by tests/support/numba_warmup.py (a small pipeline whose outputs
+#   are thrown away, and the ranx calls the tests make as references): every test process
+#   loads them instead of compiling them. If it fails, the tests compile what they need.
 ADAPTERS   := .venv-adapters/.ready
 NUMBA_WARM := $(NUMBA_CACHE_DIR)/.warmed
 
 $(ADAPTERS): $(STAMP) tests/integration/encoders/adapters_env/build.py
 	$(BIN)/python tests/integration/encoders/adapters_env/build.py .venv-adapters
 
-$(NUMBA_WARM): $(STAMP) tests/support/numba_warmup.toml
-	@echo "compiling numba's kernels for the tests into $(NUMBA_CACHE_DIR) (once, about a minute)"
-	@warm=$$(mktemp -d); \
-	if XDG_CACHE_HOME="$$warm" $(BIN)/mdcr run tests/support/numba_warmup.toml \
-	    --home "$$warm/home" -q >"$$warm/log" 2>&1; then mkdir -p $(@D) && touch $@; \
-	else echo "numba warm-up failed; the tests compile on their own:"; tail -3 "$$warm/log"; fi; \
-	rm -rf "$$warm"
+$(NUMBA_WARM): $(STAMP) tests/support/numba_warmup.py tests/support/numba_warmup.toml
+	@echo "compiling numba's kernels for the tests into $(NUMBA_CACHE_DIR) (once, about 2 minutes)"
+	@if $(BIN)/python tests/support/numba_warmup.py; then mkdir -p $(@D) && touch $@; \
+	else echo "the tests compile what numba needs themselves"; fi
 
 setup: $(STAMP) $(ADAPTERS) $(NUMBA_WARM)
 
