@@ -70,14 +70,15 @@ XDIST := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 # without them each process the tests start (the CLI, Ray's workers) compiles mdcr again,
 # and each pytest worker rewrites the tests' asserts again.
 test fast: export PYTHONDONTWRITEBYTECODE :=
-# ruff first (seconds); then mypy and the dead-code check beside the tests, which leave a
-# core idle now and then (while a test waits on its subprocesses, the JVM, Ray); their
-# output is printed after the tests'.
+# ruff first (seconds); then mypy and the dead-code check beside the tests, at the lowest
+# priority (nice 19): they take the CPU the tests leave idle (while a test waits on its
+# subprocesses, the JVM, Ray). Their output is printed after the tests'.
 test: setup
 	$(BIN)/ruff check mdcr tests scripts
 	$(BIN)/ruff format --check mdcr tests scripts
 	@types=$$(mktemp); \
-	{ echo "$(BIN)/mypy"; $(BIN)/mypy && echo "$(BIN)/vulture" && $(BIN)/vulture; } >"$$types" 2>&1 & \
+	{ echo "$(BIN)/mypy"; nice -n 19 $(BIN)/mypy && echo "$(BIN)/vulture" && nice -n 19 $(BIN)/vulture; } \
+	  >"$$types" 2>&1 & \
 	lint=$$!; \
 	echo "$(BIN)/pytest $(XDIST)   (mypy and vulture beside it)"; \
 	$(BIN)/pytest $(XDIST); tests=$$?; \

@@ -4,9 +4,10 @@ Two parts: the small pipeline of numba_warmup.toml (ranx's measures and fusions 
 calls them, the BM25 sweep, exact search), run into a temporary store that is thrown away;
 then the ranx calls the tests make themselves as references (``ranx.fuse`` with min-max
 and zmuv norms, ``optimize_fusion``, precision, the Fisher randomization test), whose
-kernels take other types. The test processes load all of it instead of each compiling it
-again. Usage: ``python tests/support/numba_warmup.py``; exit status 1 if a part failed
-(the tests then compile what they need themselves).
+kernels take other types, for each width of the tests' document ids. The test processes
+load all of it instead of each compiling it again. Usage: ``python
+tests/support/numba_warmup.py``; exit status 1 if a part failed (the tests then compile
+what they need themselves).
 """
 
 from __future__ import annotations
@@ -34,33 +35,37 @@ def run_pipeline(folder: Path) -> None:
         raise RuntimeError(out.getvalue().strip().splitlines()[-1])
 
 
+# numba compiles ranx's dict and normalisation kernels for each width of the document ids
+# (numpy's fixed-width strings): these are the widths of the tests' ids.
+ID_WIDTHS = (2, 4, 6, 8)
+
+
 def ranx_references() -> None:
-    """The ranx calls of the tests' references, on small random runs."""
+    """The ranx calls of the tests' references, on small random runs, for each id width."""
     import numpy as np
     from ranx import Qrels, Run, evaluate, fuse, optimize_fusion
     from ranx.statistical_tests import fisher_randomization_test
 
     rng = np.random.default_rng(0)
-    docs = [f"d{i}" for i in range(30)]
 
-    def scores(seed: int) -> dict[str, dict[str, float]]:
+    def scores(docs: list[str], seed: int) -> dict[str, dict[str, float]]:
         r = np.random.default_rng(seed)
         picked = (r.choice(docs, 12, replace=False) for _ in range(6))
         return {f"q{q}": {str(d): float(r.random()) for d in ds} for q, ds in enumerate(picked)}
 
-    qrels = Qrels(
-        {f"q{q}": {str(d): 1 for d in rng.choice(docs, 3, replace=False)} for q in range(6)}
-    )
-    runs = [Run(scores(1)), Run(scores(2))]
-    for norm in ("min-max", "zmuv"):
-        fuse(runs, norm=norm, method="rrf", params={"k": 60}).to_dict()
-        fuse(runs, norm=norm, method="sum").to_dict()
-        fuse(runs, norm=norm, method="mnz").to_dict()
-        fuse(runs, norm=norm, method="wsum", params={"weights": [0.5, 0.5]}).to_dict()
+    for width in ID_WIDTHS:
+        docs = [f"{i:0{width}d}" for i in range(30)]
+        qrels = Qrels({f"q{q}": {d: 1 for d in docs[q : q + 3]} for q in range(6)})
+        runs = [Run(scores(docs, 1)), Run(scores(docs, 2))]
+        for norm in ("min-max", "zmuv"):
+            fuse(runs, norm=norm, method="rrf", params={"k": 60}).to_dict()
+            fuse(runs, norm=norm, method="sum").to_dict()
+            fuse(runs, norm=norm, method="mnz").to_dict()
+            fuse(runs, norm=norm, method="wsum", params={"weights": [0.5, 0.5]}).to_dict()
+        evaluate(qrels, runs[0], ["map@500", "ndcg@500", "recall@30", "precision@10"])
+        evaluate(qrels, runs[0], "map@500")
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         optimize_fusion(qrels, runs, norm="min-max", method="wsum", metric="map@500", step=0.5)
-    evaluate(qrels, runs[0], ["map@500", "ndcg@500", "recall@30", "precision@10"])
-    evaluate(qrels, runs[0], "map@500")
     a = rng.random(50)
     fisher_randomization_test(a, a + 0.01, 100, 0.05, 42)
 
