@@ -39,6 +39,15 @@ class Enc:
 """
 
 
+def _python(code: Path, cwd: Path, *args: str) -> str:
+    """What ``python *args`` prints, run in ``cwd`` with the user's ``code`` folder (and the
+    repository) on its path; it must succeed."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), str(REPO)])}
+    done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
 def test_a_module_that_imports_torch_is_identified_from_any_folder(tmp_path: Path) -> None:
     code, elsewhere = tmp_path / "code", tmp_path / "elsewhere"
     code.mkdir()
@@ -50,12 +59,7 @@ def test_a_module_that_imports_torch_is_identified_from_any_folder(tmp_path: Pat
         "ident = identify_encoder('py:torchy_mod:Enc')\n"
         "print(ident['files'])\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), str(REPO)])}
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=elsewhere, env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "['torchy_mod']"
+    assert _python(code, elsewhere, "-c", script) == "['torchy_mod']"
 
 
 MP_MODULE = """
@@ -82,16 +86,7 @@ def test_the_users_script_is_not_the_code_of_the_encoder_it_scores(tmp_path: Pat
         "print(identify_encoder('py:mp_mod:Enc')['files'])\n"
         "assert sys.modules['__mp_main__'] is sys.modules['__main__']\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), str(REPO)])}
-    done = subprocess.run(
-        [sys.executable, str(code / "score_it.py")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "['mp_mod']"
+    assert _python(code, tmp_path, str(code / "score_it.py")) == "['mp_mod']"
 
 
 def test_a_relative_file_is_never_the_users(
