@@ -13,6 +13,7 @@ _.binary_location  # explore's browser test and screenshot script: read by selen
 _.SciBERT, _.Specter, _.SciNCL, _.AspireBM, _.AspireCS  # fake_encoders: py: specs by name
 _.SaysYes  # tests/integration/benchmark/plain_encoders.py: a py: spec by name
 _.add_or_fail  # tests/integration/ray_helpers.py: imported by a script Ray's workers run
+_.worker_and_state  # the same
 _.log_message, _.do_GET  # release_server.py: http.server's handler hooks
 _.close_connection, _.daemon_threads  # release_server.py: read by http.server
 _.flavour  # test_facts.py: a fact, read by Facts through its dataclass fields

@@ -33,7 +33,15 @@ from mdcr.core.config import from_mapping, override
 from mdcr.core.errors import ConfigError, UnresolvedIdentityError
 from mdcr.core.inputs import resolve_inputs
 from mdcr.core.registry import Registry
-from mdcr.core.stage import PlanFacts, StagePlan, StageSpec, Work, get_stage, stages
+from mdcr.core.stage import (
+    PlanFacts,
+    StagePlan,
+    StageSpec,
+    Work,
+    get_stage,
+    keeping_for_run,
+    stages,
+)
 from mdcr.core.store import Artifact, Store
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -158,8 +166,22 @@ def run_pipeline(
     """Plan every step, then run them in order, skipping those that are up to date.
 
     The same runner serves ``mdcr run`` and ``mdcr evaluate`` (which builds its pipeline
-    in code). With ``dry_run`` it prints each step's fingerprint, state and plan.
+    in code). With ``dry_run`` it prints each step's fingerprint, state and plan. What a
+    stage keeps for the next ones (the Ray engine's workers) is closed when it returns.
     """
+    with keeping_for_run():
+        return _run_steps(pipeline, store, until=until, only=only, dry_run=dry_run, quiet=quiet)
+
+
+def _run_steps(
+    pipeline: Pipeline,
+    store: Store,
+    *,
+    until: str | None,
+    only: str | None,
+    dry_run: bool,
+    quiet: bool,
+) -> dict[str, Artifact]:
     steps = list(pipeline.steps)
     for last_id in (until, only):  # nothing after the last step asked for is planned
         if last_id is not None:

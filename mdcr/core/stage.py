@@ -164,6 +164,53 @@ def progress_bars(show: bool | None) -> Iterator[None]:
         _BARS.reset(token)
 
 
+# What a stage keeps for the later stages of the same run, by name: (value, close). Set by
+# :func:`keeping_for_run` (the pipeline runner); None outside a run.
+_KEPT: ContextVar[dict[str, tuple[Any, Callable[[Any], None]]] | None] = ContextVar(
+    "mdcr_kept_for_run", default=None
+)
+
+
+@contextmanager
+def keeping_for_run() -> Iterator[None]:
+    """Inside, a stage may keep what is costly to start (the Ray engine's workers) for the
+    next stages (:func:`keep_for_run`); each kept thing is closed when the outermost block
+    ends, also on an error."""
+    if _KEPT.get() is not None:
+        yield
+        return
+    kept: dict[str, tuple[Any, Callable[[Any], None]]] = {}
+    token = _KEPT.set(kept)
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+        for value, close in kept.values():
+            close(value)
+
+
+def keep_for_run(name: str, value: Any, close: Callable[[Any], None]) -> bool:
+    """Keep ``value`` under ``name`` for a later stage of this run (:func:`take_kept`),
+    to be closed by ``close`` when the run ends. False outside a run: the caller closes it."""
+    kept = _KEPT.get()
+    if kept is None:
+        return False
+    if name in kept:  # one thing a name: the one kept before is closed now
+        old, old_close = kept.pop(name)
+        old_close(old)
+    kept[name] = (value, close)
+    return True
+
+
+def take_kept(name: str) -> Any | None:
+    """What an earlier stage of this run kept under ``name`` (the caller now owns it and
+    keeps or closes it), else None."""
+    kept = _KEPT.get()
+    if kept is None or name not in kept:
+        return None
+    return kept.pop(name)[0]
+
+
 # The manifest key (in ``info``) of the warnings a stage run gave, said again whenever its
 # output is reused.
 REUSE_WARNINGS = "warnings"

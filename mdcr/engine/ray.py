@@ -3,10 +3,14 @@
 Nothing here schedules: :meth:`RayEngine.map` starts one actor per CPU slot (or per GPU)
 of the cluster, no more than there are units (fewer units share the CPUs out; a GPU actor
 gets its share of its node's CPUs, for the threads that tokenize its input), each
-building its state once (``setup``: a model, open files), and hands
-the units to ``ray.util.ActorPool``. An actor whose process dies is restarted by Ray
-(``max_restarts``) and the call it was running is retried (``max_task_retries``); a unit
-that fails with an mdcr error (bad input) fails the stage at once, with that one line.
+building the stage's state once (``setup``: a model, open files), and hands
+the units to ``ray.util.ActorPool``. Within a pipeline run, a stage keeps its actors for
+the next stage (:func:`mdcr.core.stage.keep_for_run`), which uses them if it asks for the
+same CPUs, GPUs and environment (else they are stopped first), so a run of several stages
+starts its worker processes (Ray, torch, the JVM) once; they stop when the run ends. An
+actor whose process dies is restarted by Ray (``max_restarts``) and the call it was running
+is retried (``max_task_retries``); a unit that fails with an mdcr error (bad input) fails
+the stage at once, with that one line.
 
 The store must sit on storage every node reaches: before it maps, the engine writes a
 marker into each folder the workers use and runs a probe task on every node
@@ -28,6 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mdcr.core.errors import ConfigError, MdcrError, require
+from mdcr.core.stage import keep_for_run, take_kept
 
 S = TypeVar("S")
 T = TypeVar("T")
@@ -35,6 +40,8 @@ R = TypeVar("R")
 
 # Restarts of a dead actor, and retries of the call it was running.
 MAX_RETRIES = 3
+# The name under which a stage keeps its workers for the next stage of the run.
+_KEPT_WORKERS = "ray-workers"
 # Seconds a Ray address may take to answer ($MDCR_RAY_CONNECT_TIMEOUT): ray.init itself
 # retries an address that does not answer for many minutes.
 CONNECT_TIMEOUT_S = 60.0
@@ -65,20 +72,29 @@ def worker_env() -> dict[str, str]:
 
 
 class _Worker:
-    """A Ray actor: its state is built once; each call runs one unit of work.
+    """A Ray actor that runs units of work; each call names the stage's ``setup`` and its
+    key, and the state is built once per key (the first call of a stage, and again after
+    Ray restarted the actor), so the actor serves the next stage of the same run too.
 
-    An mdcr error in ``setup`` is kept and raised by every call, so it reaches the driver
-    as that error (one line), not as a dead actor.
+    An mdcr error in ``setup`` is kept and raised by every call of that key, so it reaches
+    the driver as that error (one line), not as a dead actor.
     """
 
-    def __init__(self, setup: Callable[[], Any]) -> None:
+    def __init__(self) -> None:
+        self.key: str | None = None
+        self.state: Any = None
         self.error: MdcrError | None = None
-        try:
-            self.state = setup()
-        except MdcrError as exc:
-            self.error = exc
 
-    def run(self, fn: Callable[[Any, Any], Any], item: Any) -> Any:
+    def run(
+        self, key: str, setup: Callable[[], Any], fn: Callable[[Any, Any], Any], item: Any
+    ) -> Any:
+        if key != self.key:
+            self.state = self.error = None  # the last stage's state (a model) goes first
+            try:
+                self.state = setup()
+            except MdcrError as exc:
+                self.error = exc
+            self.key = key
         if self.error is not None:
             raise self.error
         return fn(self.state, item)
@@ -225,18 +241,21 @@ class RayEngine:
         from ray.util import ActorPool
 
         n = max(1, min(len(items), self.slots(gpus)))
-        worker = ray.remote(_Worker).options(
-            num_cpus=self.worker_cpus(gpus) if gpus else self.cpus_per_worker(n),
-            num_gpus=gpus,
-            max_restarts=MAX_RETRIES,
-            max_task_retries=MAX_RETRIES,
-            runtime_env={"env_vars": worker_env()},
-        )
-        actors = [worker.remote(setup) for _ in range(n)]
-        self._info["workers"] = max(self._info["workers"], n)
+        options = {
+            "num_cpus": self.worker_cpus(gpus) if gpus else self.cpus_per_worker(n),
+            "num_gpus": gpus,
+            "runtime_env": {"env_vars": worker_env()},
+        }
+        actors = self._workers_for(n, options)
+        key = uuid.uuid4().hex
+        self._info["workers"] = max(self._info["workers"], min(n, len(actors)))
         pool = ActorPool(actors)
+        kept = False
         try:
-            yield from pool.map(lambda actor, item: actor.run.remote(fn, item), list(items))
+            yield from pool.map(
+                lambda actor, item: actor.run.remote(key, setup, fn, item), list(items)
+            )
+            kept = keep_for_run(_KEPT_WORKERS, (actors, options), lambda held: _stop(ray, held[0]))
         except ray.exceptions.RayTaskError as exc:
             if isinstance(exc.cause, MdcrError):
                 raise exc.cause from None
@@ -248,8 +267,31 @@ class RayEngine:
                 "resume"
             ) from None
         finally:
-            for actor in actors:
-                ray.kill(actor)
+            if not kept:
+                _stop(ray, actors)
+
+    def _workers_for(self, n: int, options: dict[str, Any]) -> list[Any]:
+        """``n`` workers with ``options``: those an earlier stage of this run kept, where
+        they were started with the same options, and new ones for the rest. Kept workers
+        with other options are stopped first: they hold the cluster's CPUs and GPUs."""
+        ray = self._ray
+        actors: list[Any] = []
+        kept = take_kept(_KEPT_WORKERS)
+        if kept is not None:
+            held, held_options = kept
+            if held_options == options:
+                actors = held
+            else:
+                _stop(ray, held)
+        worker = ray.remote(_Worker).options(
+            **options, max_restarts=MAX_RETRIES, max_task_retries=MAX_RETRIES
+        )
+        return actors + [worker.remote() for _ in range(n - len(actors))]
+
+
+def _stop(ray: Any, actors: Sequence[Any]) -> None:
+    for actor in actors:
+        ray.kill(actor)
 
 
 def connect_timeout() -> float:

@@ -244,9 +244,10 @@ def test_an_encode_stopped_on_one_engine_resumes_on_the_other(
 
 MAP_SCRIPT = """
 import functools, json, sys
+from mdcr.core.stage import keeping_for_run
 from mdcr.engine.ray import connect
 from mdcr.core.errors import InputDataError
-from tests.integration.ray_helpers import add_or_fail
+from tests.integration.ray_helpers import add_or_fail, worker_and_state
 
 engine = connect("", 0, shared=[sys.argv[1]])
 setup = functools.partial(int, 10)
@@ -256,12 +257,18 @@ try:
 except InputDataError as exc:
     out["error"] = [type(exc).__name__, str(exc)]
 out["info"] = engine.info()
+runs = []
+with keeping_for_run():  # three stages of one run; the third wants both CPUs for one worker
+    for value, items in ((1, [1, 2, 3, 4]), (2, [1, 2, 3, 4]), (3, [1])):
+        runs.append(list(engine.map(worker_and_state, items, setup=functools.partial(int, value))))
+runs.append(list(engine.map(worker_and_state, [1, 2], setup=functools.partial(int, 4))))
+out["runs"] = runs
 with open(sys.argv[2], "w") as f:  # not stdout: Ray's own log lines reach it too
     json.dump(out, f)
 """
 
 
-def test_ray_map_keeps_order_and_passes_mdcr_errors_as_one_line(
+def test_ray_map_keeps_order_passes_mdcr_errors_and_reuses_workers_within_a_run(
     ray_address: str, tmp_path: Path
 ) -> None:
     shared = tmp_path / "shared"
@@ -287,3 +294,21 @@ def test_ray_map_keeps_order_and_passes_mdcr_errors_as_one_line(
         "workers": 2,
     }
     assert not list(shared.iterdir())  # the storage probe's marker is gone again
+    first, second, third, alone = ({pid for pid, _ in run} for run in out["runs"])
+    assert [sorted({state for _, state in run}) for run in out["runs"]] == [[1], [2], [3], [4]]
+    assert len(first) == 2 and second == first  # the next stage of the run reused them
+    assert not third & first  # other CPUs: new workers, the kept ones stopped
+    assert not alone & (first | third)  # outside a run nothing is kept
+    assert all(_gone(pid) for pid in first | third)  # stopped when the run ended
+
+
+def _gone(pid: int, wait_s: float = 30.0) -> bool:
+    """The process ``pid`` exits within ``wait_s`` seconds."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
