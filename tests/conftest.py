@@ -9,12 +9,30 @@ the user cache folder, never the user's own.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 _TESTS = Path(__file__).resolve().parent
+
+
+def _share_cores_among_workers() -> None:
+    """Under pytest-xdist, each worker's OpenMP threads (torch, Faiss) are its share of the
+    cores, unless ``$OMP_NUM_THREADS`` is set: otherwise every worker, and every process it
+    starts, runs a thread per core, and on two cores two workers' threads spin against each
+    other (the torch-heavy files took a quarter more CPU; README, "Tests"). Set here, on
+    import, before any test imports torch; the processes the tests start inherit it. The
+    number of threads never changes an output (a setting; tests check it)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    if workers > 1:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        share = max(1, (cores or os.cpu_count() or 1) // workers)
+        os.environ.setdefault("OMP_NUM_THREADS", str(share))
+
+
+_share_cores_among_workers()
 
 
 @pytest.fixture(scope="session", autouse=True)
